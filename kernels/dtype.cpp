@@ -1,0 +1,1 @@
+#include "dtype.h"

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs, with apt, the Debian 12 packages that kvscope needs to build and test, and only those that
+# are missing (so a machine that has them all needs no network). Run as root.
+set -euo pipefail
+packages=(cmake ninja-build g++ pkg-config git qt6-base-dev qt6-base-dev-tools libqcustomplot-dev
+          nlohmann-json3-dev libpcre2-dev libgl-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

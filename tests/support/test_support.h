@@ -1,0 +1,33 @@
+// Shared helpers for the Qt Test suites: where the shared models live, and seeded randomness that
+// prints its seed so a failure can be replayed (KVSCOPE_TEST_SEED=N).
+#pragma once
+
+#include <QtTest>
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+namespace kvscope::test {
+
+// The directory of ../shared/models. Fails the calling test (never skips) when it is missing.
+inline std::string models_dir() {
+    const char* env = std::getenv("KVSCOPE_TEST_MODELS");
+    std::string dir = (env && *env) ? env : KVSCOPE_DEFAULT_TEST_MODELS;
+    if (!std::filesystem::is_directory(dir))
+        qFatal("test models not found at %s (set KVSCOPE_TEST_MODELS)", dir.c_str());
+    return dir;
+}
+
+// A seed from KVSCOPE_TEST_SEED or the given default, printed so that a failing run can be repeated.
+inline uint64_t test_seed(uint64_t fallback) {
+    const char* env = std::getenv("KVSCOPE_TEST_SEED");
+    uint64_t seed = (env && *env) ? std::strtoull(env, nullptr, 10) : fallback;
+    qInfo("seed %llu (KVSCOPE_TEST_SEED to repeat)", static_cast<unsigned long long>(seed));
+    return seed;
+}
+
+inline std::string cli_path() { return KVSCOPE_CLI_PATH; }
+
+}  // namespace kvscope::test
