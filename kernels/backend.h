@@ -1,2 +1,88 @@
-// placeholder
+// The Backend interface: every op the forward pass needs, on one device (ggml's backend idea).
+// The model runner calls these in order on the engine thread; a backend may parallelise inside an op.
+// Pointers are device pointers of this backend (host memory for the CPU backend). Activations are F32;
+// weights are in their stored type (WeightView.dtype); the KV cache layout is KvCacheLayout's.
 #pragma once
+
+#include "dtype.h"
+#include "kv_cache_layout.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace kvscope {
+
+// A weight matrix [rows, cols] (rows = output features), row-major, quantized blocks along a row.
+struct WeightView {
+    const void* data = nullptr;
+    DType dtype = DType::F32;
+    int64_t rows = 0;
+    int64_t cols = 0;
+};
+
+// Rotary embedding of q/k heads. inv_freq[i] = 1 / theta^(2i / rotary_dim), already rope-scaled.
+struct RopeParams {
+    const float* inv_freq = nullptr;  // [rotary_dim / 2]
+    int head_dim = 0;
+    int rotary_dim = 0;
+    // true: rotate-half pairs (i, i + rotary_dim/2) as in HF checkpoints and GGUF qwen2 (NEOX);
+    // false: interleaved pairs (2i, 2i+1) as in GGUF llama files (their q/k rows are permuted).
+    bool neox = true;
+};
+
+// The step's batch as the attention kernels see it (built by the model runner from the scheduler
+// output). Sequence s owns query tokens [query_start_loc[s], query_start_loc[s+1]); after this step it
+// holds seq_lens[s] tokens of context, so its query token i sits at position
+// seq_lens[s] - (query_start_loc[s+1] - i) and attends causally to positions 0..that position.
+struct AttentionMetadata {
+    int num_tokens = 0;
+    int num_seqs = 0;
+    const int32_t* query_start_loc = nullptr;  // [num_seqs + 1]
+    const int32_t* seq_lens = nullptr;         // [num_seqs]
+    const int32_t* block_tables = nullptr;     // [num_seqs, max_blocks_per_seq]
+    int max_blocks_per_seq = 0;
+    const int64_t* slot_mapping = nullptr;     // [num_tokens]: block_id * block_size + offset
+    int max_seq_len = 0;                       // max of seq_lens (sizes scratch space)
+};
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+    virtual std::string name() const = 0;
+    virtual bool supports(DType weight_type) const = 0;
+    virtual int num_threads() const = 0;
+
+    // Device memory.
+    virtual void* allocate(size_t bytes) = 0;
+    virtual void deallocate(void* ptr) = 0;
+    virtual void copy_to_device(void* dst, const void* src, size_t bytes) = 0;
+    virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
+
+    // out[t, :] = table[ids[t], :] as F32.                         ids [n], out [n, table.cols]
+    virtual void embedding(const WeightView& table, const int32_t* ids, int n, float* out) = 0;
+    // out = x / rms(x) * weight, per row.                         x, out [n, dim]; weight [dim]
+    virtual void rms_norm(const float* x, const float* weight, int n, int dim, float eps, float* out) = 0;
+    // out = x @ w^T (+ bias).                                      x [n, w.cols]; out [n, w.rows]; bias [w.rows] or null
+    virtual void matmul(const float* x, int n, const WeightView& w, const float* bias, float* out) = 0;
+    // In-place rotary embedding.                   q [n, num_heads, head_dim]; k [n, num_kv_heads, head_dim]
+    virtual void rope(float* q, float* k, const int32_t* positions, int n, int num_heads, int num_kv_heads,
+                      const RopeParams& p) = 0;
+    // Write this step's K and V into the paged cache at slot_mapping.  k, v [n, num_kv_heads * head_dim]
+    virtual void write_kv(const float* k, const float* v, const int64_t* slot_mapping, int n,
+                          const KvCacheLayout& layout, void* kv_cache, int layer) = 0;
+    // Causal attention of every query token over its sequence's paged K/V (GQA: query head h reads
+    // kv head h / (num_heads / num_kv_heads)).                       q, out [num_tokens, num_heads * head_dim]
+    virtual void paged_attention(const float* q, const AttentionMetadata& meta, const KvCacheLayout& layout,
+                                 const void* kv_cache, int layer, int num_heads, float scale, float* out) = 0;
+    // out = silu(gate) * up.                                       gate, up, out [n]
+    virtual void silu_mul(const float* gate, const float* up, int64_t n, float* out) = 0;
+    // x += y.                                                       x, y [n]
+    virtual void add(float* x, const float* y, int64_t n) = 0;
+    // out[i] = argmax over row i (lowest index on ties).          logits [n, vocab]; out [n]
+    virtual void argmax(const float* logits, int n, int vocab, int32_t* out) = 0;
+    // Gather rows: out[i] = x[rows[i]].                            x [*, dim]; out [n, dim]
+    virtual void gather_rows(const float* x, const int32_t* rows, int n, int dim, float* out) = 0;
+};
+
+}  // namespace kvscope

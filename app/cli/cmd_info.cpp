@@ -1,0 +1,92 @@
+// kvscope-cli info: what a model is (architecture, parameters, weight bytes by type, context length,
+// tokenizer, chat template) and what the KV cache can hold for a budget: blocks, tokens, and the
+// maximum concurrency at max_model_len.
+#include "args.h"
+#include "commands.h"
+#include "engine_options.h"
+
+#include "llm_engine.h"
+#include "util/errors.h"
+
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+namespace kvscope::cli {
+
+int run_info(int argc, char** argv) {
+    auto switch_flags = engine_switch_flags();
+    switch_flags.insert("--json");
+    const Args args(argc, argv, engine_value_flags(), switch_flags);
+    const auto spec = args.get("--model");
+    if (!spec) throw BadInput("--model is required");
+    std::shared_ptr<const Model> model = load_model(*spec);
+    const ModelConfig& c = model->config;
+    const EngineConfig ec = engine_config_from(args, c);
+    const int max_model_len = ec.scheduler.max_model_len;
+    const int64_t budget = ec.kv_cache_memory > 0 ? ec.kv_cache_memory
+                                                  : default_kv_cache_memory(c.kv_bytes_per_token(),
+                                                                            ec.scheduler.max_num_seqs, max_model_len);
+    const int64_t bytes_per_block =
+        KvCacheLayout::bytes_per_block(c.num_layers, c.num_kv_heads, c.head_dim, ec.block_size, DType::F32);
+    const int64_t num_blocks = ec.num_blocks > 0 ? ec.num_blocks : budget / bytes_per_block;
+    const int64_t blocks_per_seq = (max_model_len + ec.block_size - 1) / ec.block_size;
+
+    nlohmann::json j;
+    j["model"] = model->source;
+    j["name"] = model->name;
+    j["format"] = model->format;
+    j["architecture"] = c.architecture;
+    j["num_params"] = c.num_params();
+    j["weight_bytes"] = model->weights.weight_bytes();
+    nlohmann::json by_dtype = nlohmann::json::object();
+    for (const auto& [dt, bytes] : model->weights.bytes_by_dtype) by_dtype[std::string(dtype_name(dt))] = bytes;
+    j["weight_bytes_by_dtype"] = by_dtype;
+    j["hidden_size"] = c.hidden_size;
+    j["intermediate_size"] = c.intermediate_size;
+    j["num_layers"] = c.num_layers;
+    j["num_heads"] = c.num_heads;
+    j["num_kv_heads"] = c.num_kv_heads;
+    j["head_dim"] = c.head_dim;
+    j["vocab_size"] = c.vocab_size;
+    j["context_length"] = c.max_position_embeddings;
+    j["max_model_len"] = max_model_len;
+    j["rope_theta"] = c.rope_theta;
+    j["rope_scaling"] = c.rope_scaling.type.empty() ? "none" : c.rope_scaling.type;
+    j["tie_word_embeddings"] = c.tie_word_embeddings;
+    j["tokenizer"] = std::string(model->tokenizer.kind_name());
+    j["chat_template"] = model->chat_template.family();
+    j["kv_bytes_per_token"] = c.kv_bytes_per_token();
+    j["kv_cache_dtype"] = "F32";
+    j["kv_cache_memory"] = budget;
+    j["block_size"] = ec.block_size;
+    j["kv_bytes_per_block"] = bytes_per_block;
+    j["num_blocks"] = num_blocks;
+    j["kv_capacity_tokens"] = num_blocks * ec.block_size;
+    j["max_concurrency_at_max_model_len"] = static_cast<double>(num_blocks) / blocks_per_seq;
+    if (args.has("--json")) {
+        std::cout << j.dump() << "\n";
+        return 0;
+    }
+    std::printf("model             %s (%s, %s)\n", model->name.c_str(), model->format.c_str(), c.architecture.c_str());
+    std::printf("parameters        %.2f M\n", c.num_params() / 1e6);
+    std::printf("weights           %.1f MiB", model->weights.weight_bytes() / 1048576.0);
+    for (const auto& [dt, bytes] : model->weights.bytes_by_dtype)
+        std::printf("  %s %.1f MiB", std::string(dtype_name(dt)).c_str(), bytes / 1048576.0);
+    std::printf("\nshape             %d layers, hidden %d, ffn %d, %d heads, %d kv heads, head_dim %d, vocab %d\n",
+                c.num_layers, c.hidden_size, c.intermediate_size, c.num_heads, c.num_kv_heads, c.head_dim, c.vocab_size);
+    std::printf("context           %d (max_model_len %d), rope theta %g%s\n", c.max_position_embeddings, max_model_len,
+                c.rope_theta, c.rope_scaling.type.empty() ? "" : (", scaling " + c.rope_scaling.type).c_str());
+    std::printf("tokenizer         %s, chat template %s\n", std::string(model->tokenizer.kind_name()).c_str(),
+                model->chat_template.family().c_str());
+    std::printf("KV per token      %lld bytes (2 x %d layers x %d kv heads x %d head_dim x 4 bytes)\n",
+                static_cast<long long>(c.kv_bytes_per_token()), c.num_layers, c.num_kv_heads, c.head_dim);
+    std::printf("KV budget         %.1f MiB -> %lld blocks of %d tokens (%lld bytes each) = %lld tokens\n",
+                budget / 1048576.0, static_cast<long long>(num_blocks), ec.block_size,
+                static_cast<long long>(bytes_per_block), static_cast<long long>(num_blocks * ec.block_size));
+    std::printf("max concurrency   %.2f requests at max_model_len %d\n",
+                static_cast<double>(num_blocks) / blocks_per_seq, max_model_len);
+    return 0;
+}
+
+}  // namespace kvscope::cli

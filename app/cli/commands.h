@@ -1,0 +1,12 @@
+// The subcommands of kvscope-cli. Each takes its own argv (argv[0] = the command name) and returns the
+// exit code; BadInput escapes to main, which prints it and exits with 2.
+#pragma once
+
+namespace kvscope::cli {
+
+int run_generate(int argc, char** argv);
+int run_info(int argc, char** argv);
+int run_bench(int argc, char** argv);
+int run_serve(int argc, char** argv);
+
+}  // namespace kvscope::cli

@@ -1,0 +1,25 @@
+#include "engine_config.h"
+
+#include "util/errors.h"
+
+#include <algorithm>
+
+namespace kvscope {
+
+void EngineConfig::validate() const {
+    scheduler.validate();
+    auto bad = [](const std::string& what) { throw BadInput("invalid engine setting: " + what); };
+    if (block_size < 1 || block_size > 256 || (block_size & (block_size - 1)) != 0)
+        bad("block_size must be a power of two from 1 to 256, got " + std::to_string(block_size));
+    if (kv_cache_memory < 0) bad("kv_cache_memory must be >= 0, got " + std::to_string(kv_cache_memory));
+    if (num_blocks < 0) bad("num_blocks must be >= 0, got " + std::to_string(num_blocks));
+    if (mode != "paged" && mode != "naive") bad("mode must be paged or naive, got '" + mode + "'");
+    if (num_threads < 0 || num_threads > 256) bad("threads must be in 0..256, got " + std::to_string(num_threads));
+}
+
+int64_t default_kv_cache_memory(int64_t kv_bytes_per_token, int max_num_seqs, int max_model_len) {
+    const int64_t one_gib = int64_t{1} << 30;
+    return std::min(one_gib, kv_bytes_per_token * max_num_seqs * static_cast<int64_t>(max_model_len));
+}
+
+}  // namespace kvscope

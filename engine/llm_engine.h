@@ -1,0 +1,134 @@
+// LlmEngine: the continuous-batching inference engine (vLLM's EngineCore). Owns the requests, the KV
+// cache manager, the scheduler and the model runner; step() schedules, runs one forward pass over all
+// scheduled tokens, samples, and streams outputs. Knobs change between steps; block_size, the KV budget
+// and the mode change by drain-and-rebuild (every request is preempted, the pool rebuilt, and the
+// requests resume by recompute: none is lost). Single-threaded: call it from one thread only.
+#pragma once
+
+#include "backend.h"
+#include "engine_config.h"
+#include "kv/kv_cache_manager.h"
+#include "metrics/metrics_sink.h"
+#include "model/incremental_detokenizer.h"
+#include "model/model.h"
+#include "runner/model_runner.h"
+#include "runner/sampler.h"
+#include "sched/scheduler.h"
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace kvscope {
+
+struct RequestOutput {
+    std::string request_id;
+    std::vector<int32_t> new_token_ids;
+    std::string text_delta;  // complete UTF-8 only; text that might begin a stop string is held back
+    bool finished = false;
+    FinishReason finish_reason = FinishReason::NONE;
+};
+
+struct NewRequest {
+    std::string request_id;  // "" = generated
+    std::vector<int32_t> prompt_token_ids;
+    SamplingParams sampling_params;
+    int priority = 0;
+    std::string cache_salt;
+};
+
+// A value snapshot of one request, for the UI and the server.
+struct RequestInfo {
+    std::string request_id;
+    RequestStatus status = RequestStatus::WAITING;
+    FinishReason finish_reason = FinishReason::NONE;
+    int num_prompt_tokens = 0;
+    int num_output_tokens = 0;
+    int num_computed_tokens = 0;
+    int num_cached_tokens = 0;
+    int num_preemptions = 0;
+    int priority = 0;
+    std::vector<int32_t> block_table;
+};
+
+class LlmEngine {
+public:
+    // backend: null = a CPU backend with config.num_threads threads. Throws BadInput for a bad config.
+    LlmEngine(std::shared_ptr<const Model> model, const EngineConfig& config, std::unique_ptr<Backend> backend = nullptr);
+    ~LlmEngine();
+
+    // Validates and queues a request; returns its id (with n > 1: ids "<id>-0".."<id>-<n-1>", one per
+    // sample). Throws BadInput naming the problem; the engine and other requests are unaffected.
+    std::vector<std::string> add_request(NewRequest request);
+    // Finishes a request with reason abort and frees its blocks. False when unknown or finished.
+    bool abort_request(const std::string& request_id);
+    std::vector<RequestOutput> step();
+    bool has_unfinished_requests() const;
+
+    // Applies a new configuration between steps. Scheduler knobs apply at the next step; a change of
+    // block_size, KV budget, block count or mode drains and rebuilds the pool.
+    void reconfigure(const EngineConfig& config);
+
+    void set_metrics_sink(MetricsSink* sink) { sink_ = sink; }
+    const EngineConfig& config() const { return config_; }
+    const Model& model() const { return *model_; }
+    const KvCacheManager& kv_cache_manager() const { return *kv_; }
+    const Scheduler& scheduler() const { return *scheduler_; }
+    Backend& backend() { return *backend_; }
+    std::optional<RequestInfo> request_info(const std::string& request_id) const;
+    std::optional<RequestMetrics> request_metrics(const std::string& request_id) const;
+    std::vector<int32_t> request_output_token_ids(const std::string& request_id) const;
+    std::vector<RequestInfo> active_requests() const;
+    MemoryStats memory_stats() const;
+    // Monotonic seconds since the engine started (the time base of every metric).
+    double now() const;
+    int64_t num_steps() const { return num_steps_; }
+    int num_blocks() const { return kv_->num_blocks(); }
+
+    // Forgets finished requests (their metrics were delivered to the sink).
+    void release_finished();
+
+private:
+    struct RequestState {
+        std::unique_ptr<Request> request;
+        std::unique_ptr<IncrementalDetokenizer> detokenizer;
+        std::string text;         // output text so far (stop strings cut)
+        size_t emitted = 0;       // bytes of text already streamed
+        std::mt19937_64 rng;
+        RequestMetrics metrics;
+    };
+
+    int compute_num_blocks(const EngineConfig& config) const;
+    void build_pool(const EngineConfig& config);
+    std::unique_ptr<Scheduler> make_scheduler(const EngineConfig& config);
+    void validate_request(const NewRequest& r) const;
+    void prepare_input(const SchedulerOutput& out);
+    void process_sampled(const SchedulerOutput& out, const float* logits, std::vector<RequestOutput>& outputs);
+    RequestOutput append_token(RequestState& st, int32_t token);
+    std::optional<FinishReason> check_stop(RequestState& st, int32_t token);
+    void finish(RequestState& st, FinishReason reason);
+    void emit_step_stats(const SchedulerOutput& out, double start, int num_finished, const std::string& event);
+
+    std::shared_ptr<const Model> model_;
+    EngineConfig config_;
+    std::unique_ptr<Backend> backend_;
+    std::unique_ptr<KvCacheManager> kv_;
+    std::unique_ptr<Scheduler> scheduler_;
+    std::unique_ptr<ModelRunner> runner_;
+    Sampler sampler_;
+    ModelInput input_;
+    std::map<std::string, RequestState> requests_;
+    MetricsSink* sink_ = nullptr;
+    std::chrono::steady_clock::time_point t0_;
+    uint64_t next_arrival_seq_ = 0;
+    uint64_t next_request_id_ = 0;
+    int64_t num_steps_ = 0;
+    std::string pending_event_;
+    std::mt19937_64 seed_rng_;
+};
+
+}  // namespace kvscope

@@ -1,0 +1,86 @@
+#include "model/model.h"
+
+#include "model/gguf_file.h"
+#include "model/gguf_vocab.h"
+#include "model/safetensors_file.h"
+#include "util/errors.h"
+
+#include <filesystem>
+
+namespace kvscope {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+DType parse_dummy_dtype(const std::string& s, const std::string& spec) {
+    if (s == "f32") return DType::F32;
+    if (s == "f16") return DType::F16;
+    if (s == "bf16") return DType::BF16;
+    if (s == "q8_0") return DType::Q8_0;
+    if (s == "q4_k") return DType::Q4_K;
+    throw BadInput(spec + ": unknown weight type '" + s + "' (known: f32, f16, bf16, q8_0, q4_k)");
+}
+
+std::unique_ptr<Model> load_dummy(const std::string& spec) {
+    std::string rest = spec.substr(6);
+    std::string preset = rest, dtype_name;
+    if (auto colon = rest.find(':'); colon != std::string::npos) {
+        preset = rest.substr(0, colon);
+        dtype_name = rest.substr(colon + 1);
+    }
+    auto m = std::make_unique<Model>(Model{spec, "dummy", "dummy:" + preset, dummy_preset_config(preset), {},
+                                           Tokenizer::bytes(0), ChatTemplate::detect("")});
+    if (!dtype_name.empty()) m->config.weight_dtype = parse_dummy_dtype(dtype_name, spec);
+    m->weights = make_dummy_weights(m->config, m->config.weight_dtype, 0x6b7673636f7065ull);
+    m->tokenizer = Tokenizer::bytes(m->config.vocab_size);
+    return m;
+}
+
+std::unique_ptr<Model> load_gguf(const std::string& path) {
+    auto gguf = std::make_shared<const GgufFile>(GgufFile::open(path));
+    ModelConfig config = config_from_gguf(*gguf);
+    Tokenizer tokenizer = Tokenizer::from_vocab(vocab_from_gguf(*gguf), path);
+    if (tokenizer.vocab_size() != config.vocab_size)
+        throw BadInput(path + ": the tokenizer has " + std::to_string(tokenizer.vocab_size()) +
+                       " tokens but token_embd.weight has " + std::to_string(config.vocab_size) + " rows");
+    ChatTemplate chat = ChatTemplate::detect(gguf->get_string_or("tokenizer.chat_template", ""));
+    ModelWeights weights = load_weights_gguf(gguf, config);
+    config.weight_dtype = weights.token_embedding.dtype;
+    if (!weights.layers.empty()) config.weight_dtype = weights.layers[0].wq.dtype;
+    std::string name = gguf->get_string_or("general.name", fs::path(path).stem().string());
+    return std::make_unique<Model>(Model{path, "gguf", name, config, std::move(weights), std::move(tokenizer), chat});
+}
+
+std::unique_ptr<Model> load_hf(const std::string& dir) {
+    const fs::path d(dir);
+    const std::string config_path = (d / "config.json").string();
+    if (!fs::exists(config_path)) throw BadInput(dir + ": no config.json (not a Hugging Face model directory)");
+    ModelConfig config = config_from_hf_json(config_path);
+    const std::string tok_path = (d / "tokenizer.json").string();
+    if (!fs::exists(tok_path)) throw BadInput(dir + ": no tokenizer.json");
+    const std::string tok_config = (d / "tokenizer_config.json").string();
+    Tokenizer tokenizer = Tokenizer::from_hf_files(tok_path, fs::exists(tok_config) ? tok_config : "");
+    if (tokenizer.vocab_size() > config.vocab_size)
+        throw BadInput(tok_path + ": " + std::to_string(tokenizer.vocab_size()) + " tokens exceed vocab_size " +
+                       std::to_string(config.vocab_size) + " of config.json");
+    ChatTemplate chat = ChatTemplate::detect(tokenizer.chat_template());
+    auto st = std::make_shared<const SafetensorsModel>(SafetensorsModel::open(dir));
+    ModelWeights weights = load_weights_safetensors(st, config, dir);
+    if (!weights.layers.empty()) config.weight_dtype = weights.layers[0].wq.dtype;
+    return std::make_unique<Model>(
+        Model{dir, "hf", d.filename().string(), config, std::move(weights), std::move(tokenizer), chat});
+}
+
+}  // namespace
+
+std::unique_ptr<Model> load_model(const std::string& spec) {
+    if (spec.rfind("dummy:", 0) == 0) return load_dummy(spec);
+    std::error_code ec;
+    if (fs::is_directory(spec, ec)) return load_hf(spec);
+    if (!fs::exists(spec, ec)) throw BadInput(spec + ": no such file or directory");
+    if (spec.size() >= 5 && spec.compare(spec.size() - 5, 5, ".gguf") == 0) return load_gguf(spec);
+    throw BadInput(spec + ": not a model (expected a Hugging Face directory, a .gguf file or dummy:PRESET)");
+}
+
+}  // namespace kvscope

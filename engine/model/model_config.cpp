@@ -1,0 +1,233 @@
+#include "model/model_config.h"
+
+#include "model/gguf_file.h"
+#include "util/errors.h"
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace kvscope {
+
+using nlohmann::json;
+
+int64_t ModelConfig::num_params() const {
+    const int64_t h = hidden_size;
+    int64_t attn = h * q_size() * 2 + h * kv_size() * 2 + (attention_bias ? q_size() + 2 * kv_size() : 0);
+    int64_t mlp = 3 * h * intermediate_size;
+    int64_t per_layer = attn + mlp + 2 * h;
+    int64_t emb = static_cast<int64_t>(vocab_size) * h;
+    return emb * (tie_word_embeddings ? 1 : 2) + per_layer * num_layers + h;
+}
+
+void ModelConfig::validate(const std::string& source) const {
+    auto need = [&](bool ok, const std::string& what) {
+        if (!ok) throw BadInput(source + ": " + what);
+    };
+    need(architecture == "llama" || architecture == "qwen2",
+         "architecture '" + architecture + "' is not supported (supported: llama, mistral, qwen2)");
+    need(vocab_size > 0, "vocab_size must be positive");
+    need(hidden_size > 0, "hidden_size must be positive");
+    need(intermediate_size > 0, "intermediate_size must be positive");
+    need(num_layers > 0, "num_hidden_layers must be positive");
+    need(num_heads > 0, "num_attention_heads must be positive");
+    need(num_kv_heads > 0 && num_heads % num_kv_heads == 0,
+         "num_key_value_heads (" + std::to_string(num_kv_heads) + ") must divide num_attention_heads (" +
+             std::to_string(num_heads) + ")");
+    need(head_dim > 0 && head_dim % 2 == 0 && head_dim <= 1024,
+         "head_dim " + std::to_string(head_dim) + " must be even and at most 1024");
+    need(max_position_embeddings > 0, "max_position_embeddings must be positive");
+    need(rms_norm_eps > 0 && std::isfinite(rms_norm_eps), "rms_norm_eps must be positive");
+    need(rope_theta > 0 && std::isfinite(rope_theta), "rope_theta must be positive");
+}
+
+std::vector<float> ModelConfig::rope_inv_freq() const {
+    const int half = head_dim / 2;
+    std::vector<float> inv(half);
+    for (int i = 0; i < half; ++i)
+        inv[i] = static_cast<float>(1.0 / std::pow(static_cast<double>(rope_theta), 2.0 * i / head_dim));
+    if (rope_scaling.type == "linear") {
+        for (float& f : inv) f /= rope_scaling.factor;
+    } else if (rope_scaling.type == "llama3") {
+        // Llama 3.1: long wavelengths are slowed by `factor`, short ones kept, a smooth blend between.
+        const double pi = 3.14159265358979323846;
+        const double old_len = rope_scaling.original_max_position_embeddings;
+        const double low_wavelen = old_len / rope_scaling.low_freq_factor;
+        const double high_wavelen = old_len / rope_scaling.high_freq_factor;
+        for (float& f : inv) {
+            const double wavelen = 2 * pi / f;
+            if (wavelen < high_wavelen) continue;
+            if (wavelen > low_wavelen) {
+                f = static_cast<float>(f / rope_scaling.factor);
+            } else {
+                const double smooth = (old_len / wavelen - rope_scaling.low_freq_factor) /
+                                      (rope_scaling.high_freq_factor - rope_scaling.low_freq_factor);
+                f = static_cast<float>((1 - smooth) * f / rope_scaling.factor + smooth * f);
+            }
+        }
+    }
+    return inv;
+}
+
+namespace {
+
+json read_json_file(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw BadInput(path + ": cannot open");
+    try {
+        return json::parse(in);
+    } catch (const json::exception& e) {
+        throw BadInput(path + ": invalid JSON: " + e.what());
+    }
+}
+
+template <class T>
+T get_field(const json& j, const std::string& path, const char* key, T fallback, bool required) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) {
+        if (required) throw BadInput(path + ": missing field '" + key + "'");
+        return fallback;
+    }
+    try {
+        return it->get<T>();
+    } catch (const json::exception&) {
+        throw BadInput(path + ": field '" + key + "' has the wrong type (" + it->type_name() + ")");
+    }
+}
+
+std::vector<int32_t> eos_ids_from(const json& v) {
+    std::vector<int32_t> ids;
+    if (v.is_number_integer()) ids.push_back(v.get<int32_t>());
+    if (v.is_array())
+        for (const auto& e : v)
+            if (e.is_number_integer()) ids.push_back(e.get<int32_t>());
+    return ids;
+}
+
+}  // namespace
+
+ModelConfig config_from_hf_json(const std::string& path) {
+    const json j = read_json_file(path);
+    if (!j.is_object()) throw BadInput(path + ": not a JSON object");
+    ModelConfig c;
+    const std::string model_type = get_field<std::string>(j, path, "model_type", "", true);
+    if (model_type == "llama" || model_type == "mistral")
+        c.architecture = "llama";
+    else if (model_type == "qwen2")
+        c.architecture = "qwen2";
+    else
+        throw BadInput(path + ": model_type '" + model_type + "' is not supported (supported: llama, mistral, qwen2)");
+    c.vocab_size = get_field<int>(j, path, "vocab_size", 0, true);
+    c.hidden_size = get_field<int>(j, path, "hidden_size", 0, true);
+    c.intermediate_size = get_field<int>(j, path, "intermediate_size", 0, true);
+    c.num_layers = get_field<int>(j, path, "num_hidden_layers", 0, true);
+    c.num_heads = get_field<int>(j, path, "num_attention_heads", 0, true);
+    c.num_kv_heads = get_field<int>(j, path, "num_key_value_heads", c.num_heads, false);
+    c.head_dim = get_field<int>(j, path, "head_dim", c.num_heads > 0 ? c.hidden_size / c.num_heads : 0, false);
+    c.max_position_embeddings = get_field<int>(j, path, "max_position_embeddings", 2048, false);
+    c.rms_norm_eps = get_field<float>(j, path, "rms_norm_eps", 1e-6f, false);
+    c.rope_theta = get_field<float>(j, path, "rope_theta", 10000.0f, false);
+    c.tie_word_embeddings = get_field<bool>(j, path, "tie_word_embeddings", false, false);
+    c.attention_bias = c.architecture == "qwen2" || get_field<bool>(j, path, "attention_bias", false, false);
+    c.rope_neox = true;  // HF checkpoints rotate halves (their converters permute q/k rows for that)
+    c.bos_token_id = get_field<int>(j, path, "bos_token_id", -1, false);
+    if (j.contains("eos_token_id")) c.eos_token_ids = eos_ids_from(j["eos_token_id"]);
+    const std::string dtype = get_field<std::string>(j, path, "torch_dtype", "float32", false);
+    c.weight_dtype = dtype == "bfloat16" ? DType::BF16 : dtype == "float16" ? DType::F16 : DType::F32;
+    if (auto rs = j.find("rope_scaling"); rs != j.end() && rs->is_object()) {
+        std::string type = get_field<std::string>(*rs, path, "rope_type", "", false);
+        if (type.empty()) type = get_field<std::string>(*rs, path, "type", "", false);
+        if (type == "default") type = "";
+        if (!type.empty() && type != "linear" && type != "llama3")
+            throw BadInput(path + ": rope_scaling type '" + type + "' is not supported (supported: linear, llama3)");
+        c.rope_scaling.type = type;
+        c.rope_scaling.factor = get_field<float>(*rs, path, "factor", 1.0f, !type.empty());
+        c.rope_scaling.low_freq_factor = get_field<float>(*rs, path, "low_freq_factor", 1.0f, false);
+        c.rope_scaling.high_freq_factor = get_field<float>(*rs, path, "high_freq_factor", 4.0f, false);
+        c.rope_scaling.original_max_position_embeddings =
+            get_field<int>(*rs, path, "original_max_position_embeddings", 8192, false);
+        if (!(c.rope_scaling.factor > 0)) throw BadInput(path + ": rope_scaling.factor must be positive");
+    }
+    c.validate(path);
+    return c;
+}
+
+ModelConfig config_from_gguf(const GgufFile& g) {
+    ModelConfig c;
+    const std::string arch = g.get_string("general.architecture");
+    if (arch != "llama" && arch != "qwen2")
+        throw BadInput(g.path() + ": general.architecture '" + arch + "' is not supported (supported: llama, qwen2)");
+    c.architecture = arch;
+    const std::string p = arch + ".";
+    c.hidden_size = static_cast<int>(g.get_int(p + "embedding_length"));
+    c.intermediate_size = static_cast<int>(g.get_int(p + "feed_forward_length"));
+    c.num_layers = static_cast<int>(g.get_int(p + "block_count"));
+    c.num_heads = static_cast<int>(g.get_int(p + "attention.head_count"));
+    c.num_kv_heads = static_cast<int>(g.get_int_or(p + "attention.head_count_kv", c.num_heads));
+    c.head_dim = static_cast<int>(g.get_int_or(p + "attention.key_length", c.num_heads ? c.hidden_size / c.num_heads : 0));
+    c.max_position_embeddings = static_cast<int>(g.get_int_or(p + "context_length", 2048));
+    c.rms_norm_eps = static_cast<float>(g.get_float_or(p + "attention.layer_norm_rms_epsilon", 1e-5));
+    c.rope_theta = static_cast<float>(g.get_float_or(p + "rope.freq_base", 10000.0));
+    const std::string scaling = g.get_string_or(p + "rope.scaling.type", "");
+    if (scaling == "linear") {
+        c.rope_scaling.type = "linear";
+        c.rope_scaling.factor = static_cast<float>(g.get_float_or(p + "rope.scaling.factor", 1.0));
+    } else if (!scaling.empty() && scaling != "none") {
+        throw BadInput(g.path() + ": rope.scaling.type '" + scaling + "' is not supported");
+    }
+    // llama.cpp writes Llama 3.1 scaling as per-frequency factors (tensor rope_freqs.weight), read by the
+    // weight loader; the interleaved q/k rows of GGUF llama files pair dims (2i, 2i+1).
+    c.rope_neox = arch == "qwen2";
+    c.attention_bias = arch == "qwen2";
+    const GgufTensorInfo* out = g.find_tensor("output.weight");
+    c.tie_word_embeddings = out == nullptr;
+    if (const GgufValue* toks = g.find("tokenizer.ggml.tokens"))
+        c.vocab_size = static_cast<int>(toks->strings.size());
+    c.vocab_size = static_cast<int>(g.get_int_or(p + "vocab_size", c.vocab_size));
+    if (const GgufTensorInfo* emb = g.find_tensor("token_embd.weight"); emb && emb->dims.size() == 2)
+        c.vocab_size = static_cast<int>(emb->dims[1]);
+    c.bos_token_id = static_cast<int32_t>(g.get_int_or("tokenizer.ggml.bos_token_id", -1));
+    if (int64_t eos = g.get_int_or("tokenizer.ggml.eos_token_id", -1); eos >= 0)
+        c.eos_token_ids.push_back(static_cast<int32_t>(eos));
+    if (int64_t eot = g.get_int_or("tokenizer.ggml.eot_token_id", -1); eot >= 0 && eot != g.get_int_or("tokenizer.ggml.eos_token_id", -1))
+        c.eos_token_ids.push_back(static_cast<int32_t>(eot));
+    c.validate(g.path());
+    return c;
+}
+
+std::vector<std::string> dummy_preset_names() { return {"tiny", "smollm-135m", "llama-1b", "qwen2-0.5b"}; }
+
+ModelConfig dummy_preset_config(const std::string& preset) {
+    ModelConfig c;
+    c.architecture = "llama";
+    c.tie_word_embeddings = true;
+    c.rope_neox = true;
+    if (preset == "tiny") {  // ~3.5 M parameters: quick to run everywhere
+        c.vocab_size = 512; c.hidden_size = 256; c.intermediate_size = 768; c.num_layers = 4;
+        c.num_heads = 8; c.num_kv_heads = 4; c.head_dim = 32; c.max_position_embeddings = 2048;
+        c.weight_dtype = DType::F32;
+    } else if (preset == "smollm-135m") {  // SmolLM2-135M
+        c.vocab_size = 49152; c.hidden_size = 576; c.intermediate_size = 1536; c.num_layers = 30;
+        c.num_heads = 9; c.num_kv_heads = 3; c.head_dim = 64; c.max_position_embeddings = 8192;
+        c.rope_theta = 100000.0f; c.weight_dtype = DType::F32;
+    } else if (preset == "llama-1b") {  // Llama-3.2-1B
+        c.vocab_size = 128256; c.hidden_size = 2048; c.intermediate_size = 8192; c.num_layers = 16;
+        c.num_heads = 32; c.num_kv_heads = 8; c.head_dim = 64; c.max_position_embeddings = 131072;
+        c.rope_theta = 500000.0f; c.rope_scaling = {"llama3", 32.0f, 1.0f, 4.0f, 8192};
+        c.weight_dtype = DType::BF16;
+    } else if (preset == "qwen2-0.5b") {  // Qwen2-0.5B
+        c.architecture = "qwen2"; c.attention_bias = true;
+        c.vocab_size = 151936; c.hidden_size = 896; c.intermediate_size = 4864; c.num_layers = 24;
+        c.num_heads = 14; c.num_kv_heads = 2; c.head_dim = 64; c.max_position_embeddings = 32768;
+        c.rope_theta = 1000000.0f; c.rms_norm_eps = 1e-6f; c.weight_dtype = DType::BF16;
+    } else {
+        std::string names;
+        for (const auto& n : dummy_preset_names()) names += (names.empty() ? "" : ", ") + n;
+        throw BadInput("dummy:" + preset + ": unknown preset (known: " + names + ")");
+    }
+    c.bos_token_id = 256;  // the byte-level tokenizer of dummy models: 256 bytes, then <s>, </s>
+    c.eos_token_ids = {257};
+    return c;
+}
+
+}  // namespace kvscope

@@ -1,0 +1,63 @@
+// The architecture hyper-parameters of a decoder-only transformer (Llama family and Qwen2), read from
+// a Hugging Face config.json or GGUF metadata, or taken from a dummy preset. Validated on load.
+#pragma once
+
+#include "dtype.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kvscope {
+
+class GgufFile;
+
+struct RopeScaling {
+    std::string type;  // "" (none), "linear", "llama3"
+    float factor = 1.0f;
+    float low_freq_factor = 1.0f;
+    float high_freq_factor = 4.0f;
+    int original_max_position_embeddings = 8192;
+};
+
+struct ModelConfig {
+    std::string architecture;  // "llama" (Llama 2/3, TinyLlama, SmolLM, Mistral) or "qwen2"
+    int vocab_size = 0;
+    int hidden_size = 0;
+    int intermediate_size = 0;
+    int num_layers = 0;
+    int num_heads = 0;
+    int num_kv_heads = 0;
+    int head_dim = 0;
+    int max_position_embeddings = 0;
+    float rms_norm_eps = 1e-5f;
+    float rope_theta = 10000.0f;
+    RopeScaling rope_scaling;
+    bool rope_neox = true;       // rotate-half pairs (HF, GGUF qwen2) vs interleaved (GGUF llama)
+    bool tie_word_embeddings = false;
+    bool attention_bias = false; // q/k/v biases (Qwen2)
+    int32_t bos_token_id = -1;
+    std::vector<int32_t> eos_token_ids;
+    DType weight_dtype = DType::F32;  // the dominant stored type (for display)
+
+    int q_size() const { return num_heads * head_dim; }
+    int kv_size() const { return num_kv_heads * head_dim; }
+    // K and V bytes one token holds in the cache over all layers (F32 cache).
+    int64_t kv_bytes_per_token(int dtype_bytes = 4) const {
+        return 2LL * num_layers * num_kv_heads * head_dim * dtype_bytes;
+    }
+    int64_t num_params() const;
+
+    // Throws BadInput naming `source` and the field when a value is missing or inconsistent.
+    void validate(const std::string& source) const;
+    // inv_freq[i] = 1 / theta^(2i/head_dim), with llama3 or linear scaling applied.     [head_dim / 2]
+    std::vector<float> rope_inv_freq() const;
+};
+
+ModelConfig config_from_hf_json(const std::string& config_json_path);
+ModelConfig config_from_gguf(const GgufFile& gguf);
+// Presets of dummy:PRESET (real shapes of known models). Throws BadInput for an unknown name.
+ModelConfig dummy_preset_config(const std::string& preset);
+std::vector<std::string> dummy_preset_names();
+
+}  // namespace kvscope

@@ -1,0 +1,43 @@
+// One step's batch as the model runner consumes it: built on the engine thread from the scheduler's
+// output (token ids, positions, slot_mapping, block tables). Host memory; the runner copies it to the
+// backend. Sequences appear in the order the scheduler listed them.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace kvscope {
+
+struct ModelInput {
+    std::vector<int32_t> token_ids;        // [num_tokens]
+    std::vector<int32_t> positions;        // [num_tokens]
+    std::vector<int64_t> slot_mapping;     // [num_tokens]
+    std::vector<int32_t> query_start_loc;  // [num_seqs + 1]
+    std::vector<int32_t> seq_lens;         // [num_seqs]: context length after this step
+    std::vector<int32_t> block_tables;     // [num_seqs, max_blocks_per_seq], padded with 0 (by finalize)
+    int max_blocks_per_seq = 0;
+    std::vector<std::vector<int32_t>> seq_block_tables;  // per sequence, before finalize()
+    std::vector<int32_t> logits_indices;   // token rows whose logits are wanted (last token of a sampling seq)
+
+    int num_tokens() const { return static_cast<int>(token_ids.size()); }
+    int num_seqs() const { return static_cast<int>(seq_lens.size()); }
+    void clear() {
+        token_ids.clear();
+        positions.clear();
+        slot_mapping.clear();
+        query_start_loc.assign(1, 0);
+        seq_lens.clear();
+        block_tables.clear();
+        max_blocks_per_seq = 0;
+        seq_block_tables.clear();
+        logits_indices.clear();
+    }
+    // Appends one sequence's chunk: tokens [start, start + n) of `tokens`, positions start..start+n-1,
+    // reading its block table for the slots. want_logits: the chunk ends at the sequence's last token.
+    void add_sequence(const int32_t* tokens, int start, int n, const std::vector<int32_t>& block_table, int block_size,
+                      bool want_logits);
+    // Flattens the block tables into a padded rectangle; call after the last add_sequence.
+    void finalize();
+};
+
+}  // namespace kvscope

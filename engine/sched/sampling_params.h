@@ -1,0 +1,32 @@
+// How a request's tokens are chosen and when it stops (vLLM's SamplingParams). Validated by
+// validate() before a request enters the engine; invalid values are rejected with BadInput.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kvscope {
+
+struct SamplingParams {
+    float temperature = 1.0f;  // 0 = greedy argmax
+    float top_p = 1.0f;        // (0, 1]
+    int top_k = 0;             // 0 = off
+    float min_p = 0.0f;        // [0, 1]
+    float repetition_penalty = 1.0f;
+    float presence_penalty = 0.0f;
+    float frequency_penalty = 0.0f;
+    std::optional<uint64_t> seed;  // per-request generator: same text alone or batched
+    int max_tokens = 16;
+    int min_tokens = 0;
+    std::vector<std::string> stop;       // stop strings (not included in the output text)
+    std::vector<int32_t> stop_token_ids;
+    bool ignore_eos = false;
+    int n = 1;  // n > 1: siblings that share the prompt's blocks
+
+    // Throws BadInput naming the field and value.
+    void validate() const;
+};
+
+}  // namespace kvscope

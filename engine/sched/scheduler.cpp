@@ -1,0 +1,101 @@
+#include "sched/scheduler.h"
+
+#include <algorithm>
+
+namespace kvscope {
+
+Scheduler::Scheduler(KvCacheManager& kv, const SchedulerConfig& config)
+    : kv_(kv), config_(config), policy_(make_policy(config.policy)) {
+    config_.validate();
+}
+
+void Scheduler::set_config(const SchedulerConfig& config) {
+    config.validate();
+    if (config.policy != config_.policy) {
+        policy_ = make_policy(config.policy);
+        std::stable_sort(waiting_.begin(), waiting_.end(),
+                         [this](const Request* a, const Request* b) { return policy_->before(*a, *b); });
+    }
+    config_ = config;
+}
+
+void Scheduler::add_request(Request* request) {
+    request->status = RequestStatus::WAITING;
+    insert_waiting(request, false);
+}
+
+void Scheduler::insert_waiting(Request* request, bool front) {
+    if (policy_->name() == "fcfs") {
+        // Preempted requests go first again: they were admitted before anything still waiting.
+        front ? waiting_.push_front(request) : waiting_.push_back(request);
+        return;
+    }
+    auto pos = std::upper_bound(waiting_.begin(), waiting_.end(), request,
+                                [this](const Request* a, const Request* b) { return policy_->before(*a, *b); });
+    waiting_.insert(pos, request);
+}
+
+void Scheduler::finish_request(Request* request, FinishReason reason) {
+    std::erase(running_, request);
+    std::erase(waiting_, request);
+    kv_.free(*request);
+    request->status = RequestStatus::FINISHED;
+    request->finish_reason = reason;
+}
+
+void Scheduler::preempt(size_t index, SchedulerOutput& out) {
+    Request* r = running_[index];
+    running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(index));
+    kv_.free(*r);
+    r->status = RequestStatus::PREEMPTED;
+    r->num_computed_tokens = 0;
+    ++r->num_preemptions;
+    ++num_preemptions_;
+    out.preempted.push_back(r);
+    insert_waiting(r, true);
+}
+
+void Scheduler::preempt_all() {
+    SchedulerOutput ignored;
+    while (!running_.empty()) preempt(running_.size() - 1, ignored);
+}
+
+void Scheduler::update_after_step(const SchedulerOutput& out) {
+    for (const ScheduledRequest& s : out.scheduled) s.request->num_computed_tokens += s.num_new_tokens;
+}
+
+ScheduledRequest Scheduler::make_scheduled(Request* r, int num_new_tokens) {
+    ScheduledRequest s;
+    s.request = r;
+    s.num_new_tokens = num_new_tokens;
+    // A decode is one new token after the request's own sampled token; anything else (prompt chunks,
+    // recompute after preemption) counts as prefill.
+    s.is_prefill = !(num_new_tokens == 1 && r->num_output_tokens() > 0 && r->num_computed_tokens == r->num_tokens() - 1);
+    s.samples = r->num_computed_tokens + num_new_tokens == r->num_tokens();
+    return s;
+}
+
+std::string Scheduler::check_invariants(const SchedulerOutput& out) const {
+    if (out.total_num_tokens() > config_.max_num_batched_tokens)
+        return "step schedules " + std::to_string(out.total_num_tokens()) + " tokens, budget " +
+               std::to_string(config_.max_num_batched_tokens);
+    if (static_cast<int>(running_.size()) > config_.max_num_seqs)
+        return std::to_string(running_.size()) + " running requests exceed max_num_seqs " +
+               std::to_string(config_.max_num_seqs);
+    for (const Request* r : waiting_)
+        if (!kv_.block_table(r->request_id).empty())
+            return "waiting request " + r->request_id + " holds blocks";
+    for (const Request* r : out.preempted)
+        if (!kv_.block_table(r->request_id).empty())
+            return "preempted request " + r->request_id + " holds blocks";
+    for (const ScheduledRequest& s : out.scheduled) {
+        const Request* r = s.request;
+        const int64_t need = (static_cast<int64_t>(r->num_computed_tokens) + s.num_new_tokens + kv_.block_size() - 1) /
+                             kv_.block_size();
+        if (static_cast<int64_t>(kv_.block_table(r->request_id).size()) < need)
+            return "request " + r->request_id + " is scheduled without blocks for its tokens";
+    }
+    return kv_.check_invariants();
+}
+
+}  // namespace kvscope

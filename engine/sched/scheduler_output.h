@@ -1,0 +1,26 @@
+// What the scheduler decided for one step: which requests run how many new tokens, and what happened
+// on the way (preemptions), for the model runner and the per-step metrics.
+#pragma once
+
+#include "sched/request.h"
+
+#include <vector>
+
+namespace kvscope {
+
+struct ScheduledRequest {
+    Request* request = nullptr;
+    int num_new_tokens = 0;       // tokens of all_token_ids from request->num_computed_tokens on
+    bool is_prefill = false;      // the chunk holds prompt tokens (first scheduling or recompute)
+    bool samples = false;         // the chunk reaches the last known token: a new token is sampled
+};
+
+struct SchedulerOutput {
+    std::vector<ScheduledRequest> scheduled;
+    std::vector<Request*> preempted;     // preempted during this schedule() call
+    int num_prefill_tokens = 0;
+    int num_decode_tokens = 0;
+    int total_num_tokens() const { return num_prefill_tokens + num_decode_tokens; }
+};
+
+}  // namespace kvscope

@@ -1,0 +1,43 @@
+#include "sched/scheduling_policy.h"
+
+#include "util/errors.h"
+
+#include <algorithm>
+#include <string>
+#include <tuple>
+
+namespace kvscope {
+
+namespace {
+
+class FcfsPolicy final : public SchedulingPolicy {
+public:
+    std::string_view name() const override { return "fcfs"; }
+    bool before(const Request& a, const Request& b) const override { return a.arrival_seq < b.arrival_seq; }
+    size_t pick_victim(const std::vector<Request*>& running) const override { return running.size() - 1; }
+    bool preempts_for_seats() const override { return false; }
+};
+
+class PriorityPolicy final : public SchedulingPolicy {
+public:
+    std::string_view name() const override { return "priority"; }
+    bool before(const Request& a, const Request& b) const override {
+        return std::tie(a.priority, a.arrival_time, a.arrival_seq) < std::tie(b.priority, b.arrival_time, b.arrival_seq);
+    }
+    size_t pick_victim(const std::vector<Request*>& running) const override {
+        auto worst = std::max_element(running.begin(), running.end(),
+                                      [this](const Request* a, const Request* b) { return before(*a, *b); });
+        return static_cast<size_t>(worst - running.begin());
+    }
+    bool preempts_for_seats() const override { return true; }
+};
+
+}  // namespace
+
+std::unique_ptr<SchedulingPolicy> make_policy(std::string_view name) {
+    if (name == "fcfs") return std::make_unique<FcfsPolicy>();
+    if (name == "priority") return std::make_unique<PriorityPolicy>();
+    throw BadInput("unknown scheduling policy '" + std::string(name) + "' (known: fcfs, priority)");
+}
+
+}  // namespace kvscope

@@ -1,0 +1,22 @@
+// CPU kernels of the paged KV cache: write a step's K/V through slot_mapping, and causal paged
+// attention that reads K/V through block tables (decode tokens and prefill chunks alike). The cost of a
+// query token grows with the context it attends to, never with max_model_len.
+#pragma once
+
+#include "backend.h"
+#include "cpu/thread_pool.h"
+
+#include <vector>
+
+namespace kvscope::cpu {
+
+//                                                k, v [n, num_kv_heads * head_dim]; slot_mapping [n]
+void write_kv(ThreadPool& pool, const float* k, const float* v, const int64_t* slot_mapping, int n,
+              const KvCacheLayout& layout, float* kv_cache, int layer);
+
+//                                                q, out [num_tokens, num_heads * head_dim]
+void paged_attention(ThreadPool& pool, std::vector<std::vector<float>>& scratch, const float* q,
+                     const AttentionMetadata& meta, const KvCacheLayout& layout, const float* kv_cache, int layer,
+                     int num_heads, float scale, float* out);
+
+}  // namespace kvscope::cpu

@@ -1,0 +1,136 @@
+#include "cpu/cpu_backend.h"
+
+#include "cpu/attention.h"
+#include "cpu/quant.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace kvscope::cpu {
+
+namespace {
+// Elementwise work below this many values runs on the calling thread: waking workers costs more.
+constexpr int64_t kParallelMinElems = 1 << 15;
+
+template <class Fn>
+void parallel_chunks(ThreadPool& pool, int64_t n, Fn&& fn) {
+    if (n < kParallelMinElems) {
+        fn(0, n);
+        return;
+    }
+    const int64_t chunks = pool.size() * 4;
+    const int64_t step = (n + chunks - 1) / chunks;
+    pool.run(chunks, [&](int64_t c, int) {
+        const int64_t b = c * step, e = std::min(n, b + step);
+        if (b < e) fn(b, e);
+    });
+}
+}  // namespace
+
+CpuBackend::CpuBackend(int num_threads) : pool_(num_threads) {}
+
+void* CpuBackend::allocate(size_t bytes) {
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p) throw std::bad_alloc();
+    return p;
+}
+void CpuBackend::deallocate(void* ptr) { std::free(ptr); }
+void CpuBackend::copy_to_device(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+void CpuBackend::copy_to_host(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+
+void CpuBackend::embedding(const WeightView& table, const int32_t* ids, int n, float* out) {
+    const size_t row_bytes = dtype_row_bytes(table.dtype, table.cols);
+    for (int t = 0; t < n; ++t)
+        dequantize_row(table.dtype, static_cast<const uint8_t*>(table.data) + ids[t] * row_bytes,
+                       out + static_cast<size_t>(t) * table.cols, table.cols);
+}
+
+void CpuBackend::rms_norm(const float* x, const float* weight, int n, int dim, float eps, float* out) {
+    auto rows = [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t) {
+            const float* xr = x + t * dim;
+            float* o = out + t * dim;
+            float ss = 0;
+            for (int i = 0; i < dim; ++i) ss += xr[i] * xr[i];
+            const float inv = 1.0f / std::sqrt(ss / dim + eps);
+            for (int i = 0; i < dim; ++i) o[i] = xr[i] * inv * weight[i];
+        }
+    };
+    if (static_cast<int64_t>(n) * dim < kParallelMinElems)
+        rows(0, n);
+    else
+        pool_.run(n, [&](int64_t t, int) { rows(t, t + 1); });
+}
+
+void CpuBackend::matmul(const float* x, int n, const WeightView& w, const float* bias, float* out) {
+    cpu::matmul(pool_, matmul_scratch_, x, n, w, bias, out);
+}
+
+void CpuBackend::rope(float* q, float* k, const int32_t* positions, int n, int num_heads, int num_kv_heads,
+                      const RopeParams& p) {
+    const int half = p.rotary_dim / 2, D = p.head_dim;
+    auto rotate = [&](float* head, const float* cs, const float* sn) {
+        for (int i = 0; i < half; ++i) {
+            const int a = p.neox ? i : 2 * i, b = p.neox ? i + half : 2 * i + 1;
+            const float x0 = head[a], x1 = head[b];
+            head[a] = x0 * cs[i] - x1 * sn[i];
+            head[b] = x0 * sn[i] + x1 * cs[i];
+        }
+    };
+    auto tokens = [&](int64_t tb, int64_t te) {
+        float cs[512], sn[512];  // rotary_dim <= 1024 (checked at model load)
+        for (int64_t t = tb; t < te; ++t) {
+            for (int i = 0; i < half; ++i) {
+                const float angle = static_cast<float>(positions[t]) * p.inv_freq[i];
+                cs[i] = std::cos(angle);
+                sn[i] = std::sin(angle);
+            }
+            for (int h = 0; h < num_heads; ++h) rotate(q + (t * num_heads + h) * D, cs, sn);
+            for (int h = 0; h < num_kv_heads; ++h) rotate(k + (t * num_kv_heads + h) * D, cs, sn);
+        }
+    };
+    if (static_cast<int64_t>(n) * (num_heads + num_kv_heads) * D < kParallelMinElems)
+        tokens(0, n);
+    else
+        pool_.run(n, [&](int64_t t, int) { tokens(t, t + 1); });
+}
+
+void CpuBackend::write_kv(const float* k, const float* v, const int64_t* slot_mapping, int n,
+                          const KvCacheLayout& layout, void* kv_cache, int layer) {
+    cpu::write_kv(pool_, k, v, slot_mapping, n, layout, static_cast<float*>(kv_cache), layer);
+}
+
+void CpuBackend::paged_attention(const float* q, const AttentionMetadata& meta, const KvCacheLayout& layout,
+                                 const void* kv_cache, int layer, int num_heads, float scale, float* out) {
+    cpu::paged_attention(pool_, attention_scratch_, q, meta, layout, static_cast<const float*>(kv_cache), layer,
+                         num_heads, scale, out);
+}
+
+void CpuBackend::silu_mul(const float* gate, const float* up, int64_t n, float* out) {
+    parallel_chunks(pool_, n, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+    });
+}
+
+void CpuBackend::add(float* x, const float* y, int64_t n) {
+    parallel_chunks(pool_, n, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) x[i] += y[i];
+    });
+}
+
+void CpuBackend::argmax(const float* logits, int n, int vocab, int32_t* out) {
+    for (int r = 0; r < n; ++r) {
+        const float* l = logits + static_cast<size_t>(r) * vocab;
+        out[r] = static_cast<int32_t>(std::max_element(l, l + vocab) - l);
+    }
+}
+
+void CpuBackend::gather_rows(const float* x, const int32_t* rows, int n, int dim, float* out) {
+    for (int i = 0; i < n; ++i)
+        std::memcpy(out + static_cast<size_t>(i) * dim, x + static_cast<size_t>(rows[i]) * dim, dim * sizeof(float));
+}
+
+}  // namespace kvscope::cpu

@@ -1,0 +1,50 @@
+// The CPU backend: multithreaded F32 kernels over weights in F32, F16, BF16, Q8_0 and Q4_K.
+// Owns its thread pool and per-thread scratch; scratch grows on the first steps only, so a forward
+// pass in steady state allocates nothing. Engine thread only.
+#pragma once
+
+#include "backend.h"
+#include "cpu/matmul.h"
+#include "cpu/thread_pool.h"
+
+#include <memory>
+#include <vector>
+
+namespace kvscope::cpu {
+
+class CpuBackend final : public Backend {
+public:
+    explicit CpuBackend(int num_threads = default_num_threads());
+
+    std::string name() const override { return "cpu"; }
+    bool supports(DType) const override { return true; }
+    int num_threads() const override { return pool_.size(); }
+
+    void* allocate(size_t bytes) override;
+    void deallocate(void* ptr) override;
+    void copy_to_device(void* dst, const void* src, size_t bytes) override;
+    void copy_to_host(void* dst, const void* src, size_t bytes) override;
+
+    void embedding(const WeightView& table, const int32_t* ids, int n, float* out) override;
+    void rms_norm(const float* x, const float* weight, int n, int dim, float eps, float* out) override;
+    void matmul(const float* x, int n, const WeightView& w, const float* bias, float* out) override;
+    void rope(float* q, float* k, const int32_t* positions, int n, int num_heads, int num_kv_heads,
+              const RopeParams& p) override;
+    void write_kv(const float* k, const float* v, const int64_t* slot_mapping, int n, const KvCacheLayout& layout,
+                  void* kv_cache, int layer) override;
+    void paged_attention(const float* q, const AttentionMetadata& meta, const KvCacheLayout& layout,
+                         const void* kv_cache, int layer, int num_heads, float scale, float* out) override;
+    void silu_mul(const float* gate, const float* up, int64_t n, float* out) override;
+    void add(float* x, const float* y, int64_t n) override;
+    void argmax(const float* logits, int n, int vocab, int32_t* out) override;
+    void gather_rows(const float* x, const int32_t* rows, int n, int dim, float* out) override;
+
+    ThreadPool& pool() { return pool_; }
+
+private:
+    ThreadPool pool_;
+    MatmulScratch matmul_scratch_;
+    std::vector<std::vector<float>> attention_scratch_;
+};
+
+}  // namespace kvscope::cpu

@@ -1,0 +1,17 @@
+// Conversions between stored weight types and F32 rows: dequantize (every type, used by the matmul
+// packing and the embedding) and quantize (F16, BF16, Q8_0, Q4_K; used to make test and dummy models).
+#pragma once
+
+#include "dtype.h"
+
+#include <cstdint>
+
+namespace kvscope::cpu {
+
+// dst[0..n) = row as F32. src points at the row start; n is a multiple of the type's block size.
+void dequantize_row(DType type, const void* src, float* dst, int64_t n);
+
+// Writes dtype_row_bytes(type, n) bytes to dst.
+void quantize_row(DType type, const float* src, void* dst, int64_t n);
+
+}  // namespace kvscope::cpu

@@ -1,1 +1,0 @@
-#include "dtype.h"
