@@ -1,5 +1,7 @@
 #include "cpu/attention.h"
 
+#include "cpu/simd.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -22,14 +24,24 @@ void write_kv(ThreadPool& pool, const float* k, const float* v, const int64_t* s
 
 namespace {
 
+// Head dims that are multiples of 16 (64, 128) take 16-lane vectors; others (stories260K's 8) stay scalar.
 inline float dot(const float* __restrict a, const float* __restrict b, int d) {
+    int i = 0;
     float s = 0;
-    for (int i = 0; i < d; ++i) s += a[i] * b[i];
+    if (d >= 16) {
+        v16f acc{};
+        for (; i + 16 <= d; i += 16) acc += load16(a + i) * load16(b + i);
+        s = hsum16(acc);
+    }
+    for (; i < d; ++i) s += a[i] * b[i];
     return s;
 }
 
 inline void axpy(float a, const float* __restrict x, float* __restrict y, int d) {
-    for (int i = 0; i < d; ++i) y[i] += a * x[i];
+    int i = 0;
+    const v16f av = splat16(a);
+    for (; i + 16 <= d; i += 16) store16(y + i, load16(y + i) + av * load16(x + i));
+    for (; i < d; ++i) y[i] += a * x[i];
 }
 
 // One query token against one kv head, for the group of query heads sharing that kv head (GQA): each

@@ -1,7 +1,13 @@
 // out[n, N] = x[n, K] @ w[N, K]^T (+ bias), F32 activations, weights in any supported type.
-// Two paths: for a few rows (single-stream decode) a fused dequantize-and-dot over each weight row,
-// bound by memory bandwidth; for more rows a packed GEMM (weights converted to F32 panels of 32 rows,
-// a 12 x 32 register tile), bound by FMA throughput. Parallel over weight rows.
+//
+// Batch invariance: every output element is computed in the same order whatever the number of rows n
+// and wherever its row sits in the batch (16 lanes over k, k ascending, a fixed reduction tree, then a
+// scalar tail). So a request's logits do not depend on what else is in the step, and greedy outputs
+// alone and batched are identical (vLLM needs a special mode for that; here it is the only mode).
+//
+// Tiles of up to 4 x rows by 6 weight rows, dot products along k. With a single x tile (decode) weights
+// are converted in registers as they stream from memory; with more, each 6-row weight tile is converted
+// once to F32 in per-thread scratch and reused by every x tile. Parallel over weight rows.
 #pragma once
 
 #include "backend.h"
@@ -12,13 +18,10 @@
 namespace kvscope::cpu {
 
 struct MatmulScratch {
-    std::vector<std::vector<float>> per_thread;  // packed panels / dequantized rows
+    std::vector<std::vector<float>> per_thread;  // dequantized weight tiles
 };
 
 void matmul(ThreadPool& pool, MatmulScratch& scratch, const float* x, int n, const WeightView& w,
             const float* bias, float* out);
-
-// Row counts up to this use the fused dot path.
-constexpr int kMatmulDotMaxRows = 4;
 
 }  // namespace kvscope::cpu

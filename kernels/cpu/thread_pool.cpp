@@ -13,8 +13,10 @@ inline void cpu_relax() {
     _mm_pause();
 #endif
 }
-// About 50-100 microseconds of spinning before a worker sleeps.
-constexpr int kSpinIterations = 20000;
+// About 50-100 microseconds of spinning before a worker sleeps; the waiting caller yields its core
+// after a shorter spin, so a descheduled worker can run.
+constexpr int kWorkerSpin = 20000;
+constexpr int kCallerSpin = 2000;
 }  // namespace
 
 int default_num_threads() {
@@ -28,47 +30,59 @@ ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads))
 
 ThreadPool::~ThreadPool() {
     stop_.store(true, std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);
-    generation_.notify_all();
+    epoch_.fetch_add(1, std::memory_order_release);
+    epoch_.notify_all();
     for (auto& w : workers_) w.join();
 }
 
-void ThreadPool::work(int thread) {
+void ThreadPool::work(uint32_t epoch, int thread) {
+    const Trampoline fn = job_fn_.load(std::memory_order_relaxed);
+    void* ctx = job_ctx_.load(std::memory_order_relaxed);
+    const int64_t tasks = job_tasks_.load(std::memory_order_relaxed);
+    uint64_t c = claim_.load(std::memory_order_acquire);
     for (;;) {
-        int64_t task = next_task_.fetch_add(1, std::memory_order_relaxed);
-        if (task >= job_tasks_) break;
-        job_fn_(job_ctx_, task, thread);
+        // The claim must still belong to this epoch: then the job is unfinished and fn/ctx are its own.
+        if (static_cast<uint32_t>(c >> 32) != epoch || static_cast<int64_t>(c & 0xffffffffu) >= tasks) return;
+        if (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+        fn(ctx, static_cast<int64_t>(c & 0xffffffffu), thread);
+        done_.fetch_add(1, std::memory_order_acq_rel);
+        c = claim_.load(std::memory_order_acquire);
     }
 }
 
 void ThreadPool::dispatch(int64_t num_tasks, Trampoline fn, void* ctx) {
-    job_fn_ = fn;
-    job_ctx_ = ctx;
-    job_tasks_ = num_tasks;
-    next_task_.store(0, std::memory_order_relaxed);
-    busy_workers_.store(num_threads_ - 1, std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);
-    generation_.notify_all();
-    work(0);
-    while (busy_workers_.load(std::memory_order_acquire) != 0) cpu_relax();
+    const uint32_t epoch = epoch_.load(std::memory_order_relaxed) + 1;
+    job_fn_.store(fn, std::memory_order_relaxed);
+    job_ctx_.store(ctx, std::memory_order_relaxed);
+    job_tasks_.store(num_tasks, std::memory_order_relaxed);
+    done_.store(0, std::memory_order_relaxed);
+    claim_.store(static_cast<uint64_t>(epoch) << 32, std::memory_order_release);
+    epoch_.store(epoch, std::memory_order_release);
+    epoch_.notify_all();
+    work(epoch, 0);
+    for (int spin = 0; done_.load(std::memory_order_acquire) != num_tasks; ++spin) {
+        if (spin < kCallerSpin)
+            cpu_relax();
+        else
+            std::this_thread::yield();
+    }
 }
 
 void ThreadPool::worker_main(int thread) {
     uint32_t seen = 0;
     for (;;) {
-        uint32_t gen = generation_.load(std::memory_order_acquire);
-        for (int i = 0; gen == seen && i < kSpinIterations; ++i) {
+        uint32_t e = epoch_.load(std::memory_order_acquire);
+        for (int i = 0; e == seen && i < kWorkerSpin; ++i) {
             cpu_relax();
-            gen = generation_.load(std::memory_order_acquire);
+            e = epoch_.load(std::memory_order_acquire);
         }
-        if (gen == seen) {
-            generation_.wait(seen, std::memory_order_acquire);
+        if (e == seen) {
+            epoch_.wait(seen, std::memory_order_acquire);
             continue;
         }
-        seen = gen;
+        seen = e;
         if (stop_.load(std::memory_order_relaxed)) return;
-        work(thread);
-        busy_workers_.fetch_sub(1, std::memory_order_release);
+        work(e, thread);
     }
 }
 

@@ -1,6 +1,9 @@
 // A fixed pool of worker threads for the CPU kernels. The calling thread takes part in every job.
 // Workers spin briefly between jobs (a decode step issues hundreds of small jobs: sleeping and waking
 // through the kernel each time would cost more than the work), then sleep on a futex (std::atomic::wait).
+// Tasks are claimed from a counter tagged with the job's epoch, and the caller waits for tasks, not for
+// workers: a worker that the OS has descheduled never holds up a job (the machines are shared, and
+// waiting for every worker to check in made a busy machine 100x slower).
 // Not reentrant: one job at a time, issued from one thread (the engine thread).
 #pragma once
 
@@ -29,7 +32,7 @@ public:
             for (int64_t t = 0; t < num_tasks; ++t) fn(t, 0);
             return;
         }
-        dispatch(num_tasks, &invoke<Fn>, &fn);
+        dispatch(num_tasks, &invoke<std::remove_reference_t<Fn>>, &fn);
     }
 
 private:
@@ -40,17 +43,18 @@ private:
     }
     void dispatch(int64_t num_tasks, Trampoline fn, void* ctx);
     void worker_main(int thread);
-    void work(int thread);
+    // Claims and runs tasks of the job of `epoch` until none is left or the job is over.
+    void work(uint32_t epoch, int thread);
 
     int num_threads_;
     std::vector<std::thread> workers_;
-    // Job description, published by the release store of generation_.
-    Trampoline job_fn_ = nullptr;
-    void* job_ctx_ = nullptr;
-    int64_t job_tasks_ = 0;
-    alignas(64) std::atomic<int64_t> next_task_{0};
-    alignas(64) std::atomic<uint32_t> generation_{0};
-    alignas(64) std::atomic<int> busy_workers_{0};
+    // The job: written by the caller before the epoch is published, read by workers after.
+    std::atomic<Trampoline> job_fn_{nullptr};
+    std::atomic<void*> job_ctx_{nullptr};
+    std::atomic<int64_t> job_tasks_{0};
+    alignas(64) std::atomic<uint64_t> claim_{0};  // (epoch << 32) | next task
+    alignas(64) std::atomic<int64_t> done_{0};    // tasks finished in the current job
+    alignas(64) std::atomic<uint32_t> epoch_{0};  // what sleeping workers wait on
     std::atomic<bool> stop_{false};
 };
 

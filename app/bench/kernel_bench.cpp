@@ -1,0 +1,146 @@
+// kvscope-kernel-bench: times the CPU backend's matmul for every weight dtype at SmolLM2-135M's shapes
+// (decode n=1: GB/s of weight bytes; prefill n=512: GFLOP/s) and paged attention decode (GB/s of K/V
+// read). A benchmark, not a test: correctness is test_backend_ops' job. Median of repeats.
+//   kvscope-kernel-bench [--threads N] [--min-time SECONDS]
+#include "cpu/cpu_backend.h"
+#include "cpu/quant.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace kvscope;
+using namespace kvscope::cpu;
+
+namespace {
+
+// Median seconds of one call: at least 5 repeats and at least min_time seconds in all (after a warm-up).
+double median_seconds(const std::function<void()>& fn, double min_time) {
+    fn();
+    std::vector<double> times;
+    double total = 0;
+    while (times.size() < 5 || (total < min_time && times.size() < 10000)) {
+        const auto t0 = std::chrono::steady_clock::now();
+        fn();
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        times.push_back(s);
+        total += s;
+    }
+    std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+    return times[times.size() / 2];
+}
+
+std::vector<float> random_floats(std::mt19937& rng, size_t n) {
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<float> v(n);
+    for (float& x : v) x = dist(rng);
+    return v;
+}
+
+int usage(const char* argv0) {
+    std::fprintf(stderr, "usage: %s [--threads N] [--min-time SECONDS]\n", argv0);
+    return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int threads = default_num_threads();
+    double min_time = 0.3;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--threads" && i + 1 < argc)
+            threads = std::atoi(argv[++i]);
+        else if (a == "--min-time" && i + 1 < argc)
+            min_time = std::atof(argv[++i]);
+        else
+            return usage(argv[0]);
+    }
+    if (threads < 1 || min_time < 0) return usage(argv[0]);
+
+    CpuBackend backend(threads);
+    std::mt19937 rng(1234);
+    std::printf("kvscope kernel bench: cpu backend, %d threads, median of repeats (>= %.2f s each)\n\n", threads,
+                min_time);
+
+    // ---- matmul at SmolLM2-135M's shapes: hidden 576, 9 q heads / 3 kv heads of 64, MLP 1536, vocab 49152.
+    struct Shape {
+        const char* what;
+        int K, N;
+    };
+    const Shape shapes[] = {{"q/o proj", 576, 576}, {"k/v proj", 576, 192}, {"gate/up", 576, 1536},
+                            {"down", 1536, 576},    {"lm head", 576, 49152}};
+    const DType dtypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_K};
+    std::printf("matmul  x[n, K] @ w[N, K]^T   decode n=1: GB/s of weights   prefill n=512: GFLOP/s\n");
+    std::printf("%-9s %5s %6s |", "", "K", "N");
+    for (DType dt : dtypes) std::printf(" %8s n=1 %8s", std::string(dtype_name(dt)).c_str(), "n=512");
+    std::printf("\n");
+    for (const Shape& s : shapes) {
+        std::printf("%-9s %5d %6d |", s.what, s.K, s.N);
+        const std::vector<float> wf = random_floats(rng, static_cast<size_t>(s.N) * s.K);
+        const std::vector<float> x = random_floats(rng, static_cast<size_t>(512) * s.K);
+        std::vector<float> out(static_cast<size_t>(512) * s.N);
+        for (DType dt : dtypes) {
+            if (s.K % dtype_block_elems(dt) != 0) {  // Q4_K needs rows of 256-value blocks
+                std::printf(" %12s %8s", "n/a", "n/a");
+                continue;
+            }
+            const size_t row_bytes = dtype_row_bytes(dt, s.K);
+            std::vector<uint8_t> w(row_bytes * s.N);
+            for (int r = 0; r < s.N; ++r)
+                quantize_row(dt, wf.data() + static_cast<size_t>(r) * s.K, w.data() + r * row_bytes, s.K);
+            const WeightView view{w.data(), dt, s.N, s.K};
+            const double t1 = median_seconds([&] { backend.matmul(x.data(), 1, view, nullptr, out.data()); }, min_time);
+            const double tp = median_seconds([&] { backend.matmul(x.data(), 512, view, nullptr, out.data()); }, min_time);
+            std::printf(" %8.1f GB/s %8.1f", static_cast<double>(w.size()) / t1 / 1e9,
+                        2.0 * 512 * s.K * s.N / tp / 1e9);
+        }
+        std::printf("\n");
+    }
+
+    // ---- paged attention decode: one query token per sequence, SmolLM2's heads, blocks of 16 scattered
+    // over the pool.
+    std::printf("\npaged attention decode  (9 q heads, 3 kv heads, head_dim 64, block 16, F32 K/V)\n");
+    std::printf("%8s %8s | %10s %10s\n", "seqs", "context", "us/call", "GB/s K/V");
+    const int H = 9, Hkv = 3, D = 64, B = 16;
+    for (int num_seqs : {1, 16})
+        for (int ctx : {512, 2048}) {
+            const int blocks_per_seq = (ctx + B - 1) / B;
+            const int num_blocks = num_seqs * blocks_per_seq + 1;
+            const KvCacheLayout layout{1, num_blocks, B, Hkv, D, DType::F32};
+            std::vector<float> cache = random_floats(rng, layout.total_elems());
+            std::vector<int32_t> perm(num_blocks);
+            std::iota(perm.begin(), perm.end(), 0);
+            std::shuffle(perm.begin(), perm.end(), rng);
+            std::vector<int32_t> block_tables(perm.begin(), perm.begin() + num_seqs * blocks_per_seq);
+            std::vector<int32_t> query_start_loc(num_seqs + 1), seq_lens(num_seqs, ctx);
+            std::iota(query_start_loc.begin(), query_start_loc.end(), 0);
+            std::vector<int64_t> slot_mapping(num_seqs);
+            for (int s = 0; s < num_seqs; ++s)
+                slot_mapping[s] = static_cast<int64_t>(block_tables[s * blocks_per_seq + (ctx - 1) / B]) * B + (ctx - 1) % B;
+            AttentionMetadata meta;
+            meta.num_tokens = num_seqs;
+            meta.num_seqs = num_seqs;
+            meta.query_start_loc = query_start_loc.data();
+            meta.seq_lens = seq_lens.data();
+            meta.block_tables = block_tables.data();
+            meta.max_blocks_per_seq = blocks_per_seq;
+            meta.slot_mapping = slot_mapping.data();
+            meta.max_seq_len = ctx;
+            const std::vector<float> q = random_floats(rng, static_cast<size_t>(num_seqs) * H * D);
+            std::vector<float> out(q.size());
+            const double t = median_seconds(
+                [&] { backend.paged_attention(q.data(), meta, layout, cache.data(), 0, H, 0.125f, out.data()); }, min_time);
+            const double kv_bytes = 2.0 * num_seqs * ctx * Hkv * D * sizeof(float);
+            std::printf("%8d %8d | %10.1f %10.1f\n", num_seqs, ctx, t * 1e6, kv_bytes / t / 1e9);
+        }
+    return 0;
+}

@@ -1,0 +1,321 @@
+// KvCacheManager: prefix hits, slot allocation, freeing, waste, snapshots and invariant checks over
+// the BlockPool. Engine thread only.
+#include "kv/kv_cache_manager.h"
+
+#include "kv/block_hash.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <unordered_set>
+
+namespace kvscope {
+namespace {
+
+int cdiv(int a, int b) { return (a + b - 1) / b; }
+
+void check_sizes(int num_blocks, int block_size) {
+    if (num_blocks <= 0 || block_size <= 0)
+        throw std::invalid_argument("KvCacheManager: num_blocks and block_size must be > 0, got " +
+                                    std::to_string(num_blocks) + " and " + std::to_string(block_size));
+}
+
+}  // namespace
+
+KvCacheManager::KvCacheManager(int num_blocks, int block_size, bool enable_caching)
+    : block_size_(block_size) {
+    check_sizes(num_blocks, block_size);
+    pool_ = std::make_unique<BlockPool>(num_blocks, enable_caching);
+    tokens_filled_.assign(size_t(num_blocks), 0);
+}
+
+ComputedBlocks KvCacheManager::get_computed_blocks(Request& request) {
+    if (!enable_caching()) return {};
+    update_block_hashes(request, block_size_);
+    // The last token is always recomputed: its logits sample the next token.
+    const int max_hit_blocks = std::max(0, request.num_tokens() - 1) / block_size_;
+    const int num_query_blocks = std::min(max_hit_blocks, int(request.block_hashes.size()));
+    ComputedBlocks hits;
+    for (int i = 0; i < num_query_blocks; ++i) {
+        KvCacheBlock* b = pool_->get_cached_block(request.block_hashes[size_t(i)]);
+        if (!b) break;  // chained hashes: nothing after a miss can hit
+        hits.block_ids.push_back(b->block_id);
+    }
+    hits.num_computed_tokens = int(hits.block_ids.size()) * block_size_;
+    ++stats_.num_requests;
+    stats_.num_query_tokens += request.num_tokens();
+    stats_.num_hit_tokens += hits.num_computed_tokens;
+    stats_.num_query_blocks += num_query_blocks;
+    stats_.num_hit_blocks += int64_t(hits.block_ids.size());
+    return hits;
+}
+
+int KvCacheManager::num_blocks_needed(const Request& request, int num_new_tokens,
+                                      const ComputedBlocks& new_computed, int num_lookahead_tokens) const {
+    auto it = requests_.find(request.request_id);
+    const int num_held = it == requests_.end() ? 0 : int(it->second.blocks.size());
+    const int num_tokens =
+        request.num_computed_tokens + new_computed.num_computed_tokens + num_new_tokens + num_lookahead_tokens;
+    return std::max(0, cdiv(num_tokens, block_size_) - num_held - int(new_computed.block_ids.size()));
+}
+
+bool KvCacheManager::can_fit(const Request& request, int num_new_tokens,
+                             const ComputedBlocks& new_computed, int num_lookahead_tokens) const {
+    // Hit blocks with ref_cnt 0 sit in the free queue: touching them takes them out of it.
+    int num_evictable_hits = 0;
+    for (int32_t id : new_computed.block_ids) num_evictable_hits += block_pool().block(id).ref_cnt == 0;
+    return num_blocks_needed(request, num_new_tokens, new_computed, num_lookahead_tokens) + num_evictable_hits <=
+           pool_->num_free_blocks();
+}
+
+bool KvCacheManager::allocate_slots(Request& request, int num_new_tokens, const ComputedBlocks& new_computed,
+                                    int num_lookahead_tokens) {
+    if (num_new_tokens < 0) throw std::invalid_argument("allocate_slots: num_new_tokens < 0");
+    std::vector<KvCacheBlock*> hits = resolve_hits(request, new_computed);
+    if (!can_fit(request, num_new_tokens, new_computed, num_lookahead_tokens)) return false;
+    const int num_new_blocks = num_blocks_needed(request, num_new_tokens, new_computed, num_lookahead_tokens);
+    RequestBlocks& rb = requests_[request.request_id];
+    // Touch before taking new blocks, or get_new_blocks could evict a hit.
+    pool_->touch(hits);
+    for (KvCacheBlock* b : hits) rb.blocks.push_back(b);
+    for (KvCacheBlock* b : pool_->get_new_blocks(num_new_blocks)) rb.blocks.push_back(b);
+    rb.block_ids.clear();
+    for (KvCacheBlock* b : rb.blocks) rb.block_ids.push_back(b->block_id);
+    if (!hits.empty()) rb.num_cached_blocks = int(hits.size());
+    const int num_computed = request.num_computed_tokens + new_computed.num_computed_tokens;
+    record_fill(rb, num_computed + num_new_tokens);
+    if (enable_caching()) cache_blocks(request, rb, std::min(num_computed + num_new_tokens, request.num_tokens()));
+    return true;
+}
+
+// Hit blocks come from get_computed_blocks in this step; anything else is a scheduler bug.
+std::vector<KvCacheBlock*> KvCacheManager::resolve_hits(const Request& request, const ComputedBlocks& hits) {
+    std::vector<KvCacheBlock*> blocks;
+    if (hits.block_ids.empty()) return blocks;
+    if (!block_table(request.request_id).empty() || request.num_computed_tokens != 0 ||
+        hits.num_computed_tokens != int(hits.block_ids.size()) * block_size_ ||
+        hits.block_ids.size() > request.block_hashes.size())
+        throw std::logic_error("allocate_slots: prefix hits for request " + request.request_id +
+                               " that is not new, or hits that do not match its blocks");
+    for (size_t i = 0; i < hits.block_ids.size(); ++i) {
+        KvCacheBlock* b = pool_->block(hits.block_ids[i]);
+        if (b->block_hash != request.block_hashes[i])
+            throw std::logic_error("allocate_slots: hit block " + std::to_string(b->block_id) + " of request " +
+                                   request.request_id + " was evicted since get_computed_blocks");
+        blocks.push_back(b);
+    }
+    return blocks;
+}
+
+// Tokens per block for the blocks whose fill changed: from the block of the old fill level onwards.
+void KvCacheManager::record_fill(RequestBlocks& rb, int num_filled_tokens) {
+    const int first = std::min(rb.num_filled_tokens, num_filled_tokens) / block_size_;
+    for (int i = first; i < int(rb.blocks.size()); ++i)
+        tokens_filled_[size_t(rb.block_ids[size_t(i)])] =
+            std::clamp(num_filled_tokens - i * block_size_, 0, block_size_);
+    rb.num_filled_tokens = num_filled_tokens;
+}
+
+void KvCacheManager::cache_blocks(Request& request, RequestBlocks& rb, int num_tokens_to_cache) {
+    const int num_full_blocks = num_tokens_to_cache / block_size_;
+    if (num_full_blocks <= rb.num_cached_blocks) return;
+    update_block_hashes(request, block_size_);
+    pool_->cache_full_blocks(request, rb.blocks, rb.num_cached_blocks, num_full_blocks, block_size_);
+    rb.num_cached_blocks = num_full_blocks;
+}
+
+void KvCacheManager::free(const Request& request) {
+    auto it = requests_.find(request.request_id);
+    if (it == requests_.end()) return;
+    std::vector<KvCacheBlock*> tail_first(it->second.blocks.rbegin(), it->second.blocks.rend());
+    pool_->free_blocks(tail_first);
+    requests_.erase(it);
+}
+
+bool KvCacheManager::reset_prefix_cache() { return pool_->reset_prefix_cache(); }
+
+void KvCacheManager::reset(int num_blocks, int block_size) {
+    check_sizes(num_blocks, block_size);
+    for (const auto& [id, rb] : requests_)
+        if (!rb.blocks.empty())
+            throw std::logic_error("KvCacheManager::reset: request " + id + " still holds blocks");
+    evictions_before_reset_ += pool_->counters().num_evictions;
+    pool_ = std::make_unique<BlockPool>(num_blocks, pool_->enable_caching());
+    block_size_ = block_size;
+    requests_.clear();
+    tokens_filled_.assign(size_t(num_blocks), 0);
+}
+
+const std::vector<int32_t>& KvCacheManager::block_table(const std::string& request_id) const {
+    static const std::vector<int32_t> kEmpty;
+    auto it = requests_.find(request_id);
+    return it == requests_.end() ? kEmpty : it->second.block_ids;
+}
+
+int KvCacheManager::num_cached_free_blocks() const {
+    int n = 0;
+    for (const auto& [h, b] : pool_->cached_blocks()) n += b->ref_cnt == 0;
+    return n;
+}
+
+int64_t KvCacheManager::num_reserved_slots() const {
+    return int64_t(num_blocks() - num_free_blocks()) * block_size_;
+}
+
+int64_t KvCacheManager::num_filled_slots() const {
+    int64_t filled = 0;
+    for (const KvCacheBlock& b : pool_->blocks())
+        if (b.ref_cnt > 0) filled += tokens_filled_[size_t(b.block_id)];
+    return filled;
+}
+
+double KvCacheManager::kv_waste() const {
+    const int64_t reserved = num_reserved_slots();
+    return reserved == 0 ? 0.0 : 1.0 - double(num_filled_slots()) / double(reserved);
+}
+
+PrefixCacheStats KvCacheManager::prefix_cache_stats() const {
+    PrefixCacheStats s = stats_;
+    s.num_evictions = evictions_before_reset_ + pool_->counters().num_evictions;
+    return s;
+}
+
+// ---- snapshot: flat arrays, one pass over blocks, one over the free queue, one over the tables ----
+
+KvCacheSnapshot KvCacheManager::snapshot() const {
+    KvCacheSnapshot s;
+    snapshot_into(s);
+    return s;
+}
+
+void KvCacheManager::snapshot_into(KvCacheSnapshot& s) const {
+    const int n = num_blocks();
+    s.num_blocks = n;
+    s.block_size = block_size_;
+    s.state.resize(size_t(n));  // resize, not assign: every element is overwritten below
+    s.ref_cnt.resize(size_t(n));
+    s.tokens_filled.resize(size_t(n));
+    s.eviction_order.assign(size_t(n), -1);
+    s.block_hash.resize(size_t(n));
+    s.owner_offsets.resize(size_t(n) + 1);
+    s.owner_offsets[0] = 0;
+    int num_in_use = 0, num_cached = 0, num_cached_free = 0;
+    int32_t num_owner_entries = 0;
+    int64_t num_filled = 0;
+    for (const KvCacheBlock& b : pool_->blocks()) {
+        const size_t i = size_t(b.block_id);
+        const bool in_use = b.ref_cnt > 0, cached = b.block_hash.has_value();
+        s.ref_cnt[i] = b.ref_cnt;
+        s.block_hash[i] = b.block_hash;
+        s.state[i] = in_use ? KvBlockState::IN_USE : cached ? KvBlockState::CACHED_FREE : KvBlockState::FREE;
+        s.tokens_filled[i] = in_use ? tokens_filled_[i] : cached ? block_size_ : 0;
+        s.owner_offsets[i + 1] = num_owner_entries;  // start of row i for now: fill_owners advances it
+        num_owner_entries += b.ref_cnt;
+        num_in_use += in_use;
+        num_cached += cached;
+        num_cached_free += cached && !in_use;
+        if (in_use) num_filled += tokens_filled_[i];
+    }
+    int position = 0;
+    pool_->free_block_queue().for_each_free(
+        [&](const KvCacheBlock& b) { s.eviction_order[size_t(b.block_id)] = position++; });
+    fill_owners(s, num_owner_entries);
+    s.num_free_blocks = num_free_blocks();
+    s.num_cached_free_blocks = num_cached_free;
+    s.num_in_use_blocks = num_in_use;
+    s.num_cached_blocks = num_cached;
+    s.num_reserved_slots = int64_t(num_in_use) * block_size_;
+    s.num_filled_slots = num_filled;
+    s.usage = usage();
+    s.kv_waste = s.num_reserved_slots ? 1.0 - double(num_filled) / double(s.num_reserved_slots) : 0.0;
+    s.prefix_cache_stats = prefix_cache_stats();
+}
+
+// Compressed owner rows. On entry owner_offsets[b + 1] is the START of block b's row; writing an
+// owner advances it, so on exit it is the end of row b = the start of row b + 1 (no cursor array).
+void KvCacheManager::fill_owners(KvCacheSnapshot& s, int32_t num_owner_entries) const {
+    s.request_ids.clear();
+    for (const auto& [id, rb] : requests_)
+        if (!rb.blocks.empty()) s.request_ids.push_back(id);
+    std::sort(s.request_ids.begin(), s.request_ids.end());
+    s.owners.resize(size_t(num_owner_entries));
+    for (size_t r = 0; r < s.request_ids.size(); ++r)
+        for (int32_t id : requests_.at(s.request_ids[r]).block_ids)
+            s.owners[size_t(s.owner_offsets[size_t(id) + 1]++)] = int32_t(r);
+}
+
+// ---- invariants: each check returns "" or the first violation it finds ----
+
+namespace {
+
+std::string block_str(int32_t block_id) { return "block " + std::to_string(block_id); }
+
+}  // namespace
+
+std::string KvCacheManager::check_invariants() const {
+    for (std::string e : {check_free_queue(), check_tables(), check_prefix_cache()})
+        if (!e.empty()) return e;
+    return "";
+}
+
+// The free queue holds exactly the blocks with ref_cnt 0, once each; free + in-use == total.
+std::string KvCacheManager::check_free_queue() const {
+    const FreeBlockQueue& q = pool_->free_block_queue();
+    std::vector<char> queued(size_t(num_blocks()), 0);
+    int count = 0;
+    for (const KvCacheBlock* b : q.get_all_free_blocks()) {
+        if (b->ref_cnt != 0)
+            return block_str(b->block_id) + " is in the free queue with ref_cnt " + std::to_string(b->ref_cnt);
+        if (queued[size_t(b->block_id)]++) return block_str(b->block_id) + " is twice in the free queue";
+        ++count;
+    }
+    if (count != q.num_free_blocks())
+        return "the free queue links " + std::to_string(count) + " blocks but counts " + std::to_string(q.num_free_blocks());
+    int num_in_use = 0;
+    for (const KvCacheBlock& b : pool_->blocks()) {
+        if (b.ref_cnt < 0) return block_str(b.block_id) + " has ref_cnt " + std::to_string(b.ref_cnt);
+        if (b.ref_cnt == 0 && !queued[size_t(b.block_id)]) return block_str(b.block_id) + " has ref_cnt 0 but is not queued";
+        num_in_use += b.ref_cnt > 0;
+    }
+    if (num_in_use + count != num_blocks()) return "free + in-use blocks != num_blocks";
+    return "";
+}
+
+// ref_cnt == number of tables holding the block; no block twice in one table; fill fits the table.
+std::string KvCacheManager::check_tables() const {
+    std::vector<int32_t> holders(size_t(num_blocks()), 0);
+    for (const auto& [id, rb] : requests_) {
+        if (rb.blocks.size() != rb.block_ids.size()) return "request " + id + ": block pointers and ids differ";
+        std::unordered_set<int32_t> seen;
+        for (size_t i = 0; i < rb.blocks.size(); ++i) {
+            if (rb.blocks[i]->block_id != rb.block_ids[i])
+                return "request " + id + ": table entry " + std::to_string(i) + " disagrees";
+            if (!seen.insert(rb.block_ids[i]).second)
+                return "request " + id + " holds " + block_str(rb.block_ids[i]) + " twice";
+            ++holders[size_t(rb.block_ids[i])];
+        }
+        if (int64_t(rb.num_filled_tokens) > int64_t(rb.blocks.size()) * block_size_)
+            return "request " + id + " fills more tokens than its blocks hold";
+    }
+    for (const KvCacheBlock& b : pool_->blocks())
+        if (b.ref_cnt != holders[size_t(b.block_id)])
+            return block_str(b.block_id) + " has ref_cnt " + std::to_string(b.ref_cnt) + " but " +
+                   std::to_string(holders[size_t(b.block_id)]) + " tables hold it";
+    return "";
+}
+
+// The map and the blocks' hashes agree both ways (map[h] == b exactly when b.block_hash == h).
+std::string KvCacheManager::check_prefix_cache() const {
+    const auto& map = pool_->cached_blocks();
+    if (!enable_caching() && !map.empty()) return "caching is off but the prefix cache has entries";
+    for (const auto& [h, b] : map)
+        if (b->block_hash != h) return "a cached hash maps to " + block_str(b->block_id) + ", whose hash differs";
+    for (const KvCacheBlock& b : pool_->blocks()) {
+        if (!b.block_hash) continue;
+        auto it = map.find(*b.block_hash);
+        if (it == map.end() || it->second != &b)
+            return block_str(b.block_id) + " has a hash that the prefix cache does not map to it";
+    }
+    return "";
+}
+
+}  // namespace kvscope
