@@ -7,6 +7,7 @@ namespace kvscope {
 SchedulerOutput ContinuousScheduler::schedule() {
     SchedulerOutput out;
     int budget = config_.max_num_batched_tokens;
+    enforce_seat_limit(out);
     take_seats_by_priority(out);
     const size_t preempted_before = out.preempted.size();
     schedule_running(out, budget);

@@ -29,6 +29,7 @@ void NaiveScheduler::admit_batch() {
 
 SchedulerOutput NaiveScheduler::schedule() {
     SchedulerOutput out;
+    enforce_seat_limit(out);
     // The batch is over when all its members finished (finish_request removed them from running_).
     if (running_.empty()) admit_batch();
     int budget = config_.max_num_batched_tokens;

@@ -55,6 +55,10 @@ void Scheduler::preempt(size_t index, SchedulerOutput& out) {
     insert_waiting(r, true);
 }
 
+void Scheduler::enforce_seat_limit(SchedulerOutput& out) {
+    while (static_cast<int>(running_.size()) > config_.max_num_seqs) preempt(policy_->pick_victim(running_), out);
+}
+
 void Scheduler::preempt_all() {
     SchedulerOutput ignored;
     while (!running_.empty()) preempt(running_.size() - 1, ignored);

@@ -1,0 +1,262 @@
+// The continuous-batching engine on the real tiny model: batch invariance across block sizes, token
+// budgets, policies, prefix caching and the naive mode; preemption under a small KV budget; priority
+// TTFT; live reconfiguration (block_size by drain-and-rebuild, max_num_seqs) losing nothing; seeded
+// sampling alone vs batched; invalid requests rejected while others run. Every engine here checks the
+// scheduler and pool invariants after every step (EngineConfig::check_invariants).
+#include "test_support.h"
+
+#include "llm_engine.h"
+#include "util/errors.h"
+
+#include <map>
+#include <random>
+
+using namespace kvscope;
+
+namespace {
+
+std::shared_ptr<const Model> stories() {
+    static std::shared_ptr<const Model> m = load_model(test::models_dir() + "/stories260K-hf");
+    return m;
+}
+
+struct Prompt {
+    std::vector<int32_t> ids;
+    int priority = 0;
+};
+
+// 32 prompts of mixed lengths (1..120 tokens); a third share a 71-token prefix so the prefix cache hits.
+std::vector<Prompt> mixed_prompts(uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<int32_t> tok(3, 511);
+    std::vector<int32_t> shared{1};
+    for (int i = 0; i < 70; ++i) shared.push_back(tok(rng));
+    std::vector<Prompt> out;
+    for (int i = 0; i < 32; ++i) {
+        Prompt p;
+        const int len = std::uniform_int_distribution<int>(1, 120)(rng);
+        p.ids = i % 3 == 0 ? shared : std::vector<int32_t>{1};
+        while (static_cast<int>(p.ids.size()) < len + (i % 3 == 0 ? 70 : 0)) p.ids.push_back(tok(rng));
+        p.priority = static_cast<int>(rng() % 4);
+        out.push_back(p);
+    }
+    return out;
+}
+
+EngineConfig base_config() {
+    EngineConfig c;
+    c.scheduler.max_model_len = 512;
+    c.num_threads = 2;
+    c.check_invariants = true;
+    return c;
+}
+
+SamplingParams greedy(int max_tokens) {
+    SamplingParams p;
+    p.temperature = 0;
+    p.max_tokens = max_tokens;
+    p.ignore_eos = true;
+    return p;
+}
+
+// Runs every prompt in one engine; returns output ids in prompt order. Optional hook per step.
+std::vector<std::vector<int32_t>> run_all(LlmEngine& engine, const std::vector<Prompt>& prompts, const SamplingParams& p,
+                                          const std::function<void(LlmEngine&, int64_t)>& on_step = {}) {
+    std::vector<std::string> ids;
+    for (const auto& pr : prompts) ids.push_back(engine.add_request({"", pr.ids, p, pr.priority, ""}).front());
+    int64_t step = 0;
+    while (engine.has_unfinished_requests()) {
+        engine.step();
+        if (on_step) on_step(engine, step++);
+        if (step > 100000) qFatal("engine does not finish");
+    }
+    std::vector<std::vector<int32_t>> out;
+    for (const auto& id : ids) out.push_back(engine.request_output_token_ids(id));
+    return out;
+}
+
+const std::vector<std::vector<int32_t>>& alone_outputs() {
+    static std::vector<std::vector<int32_t>> out = [] {
+        std::vector<std::vector<int32_t>> r;
+        for (const auto& p : mixed_prompts(7)) {
+            LlmEngine e(stories(), base_config());
+            r.push_back(run_all(e, {p}, greedy(16)).front());
+        }
+        return r;
+    }();
+    return out;
+}
+
+void expect_all_blocks_free(const LlmEngine& e) {
+    QCOMPARE(e.kv_cache_manager().num_free_blocks(), e.kv_cache_manager().num_blocks());
+}
+
+}  // namespace
+
+class TestEngineBatching : public QObject {
+    Q_OBJECT
+private slots:
+    void batchInvariance_data() {
+        QTest::addColumn<int>("blockSize");
+        QTest::addColumn<int>("budget");
+        QTest::addColumn<QString>("policy");
+        QTest::addColumn<bool>("caching");
+        QTest::addColumn<QString>("mode");
+        for (int bs : {1, 16, 64})
+            for (int budget : {16, 2048})
+                for (const char* policy : {"fcfs", "priority"})
+                    for (bool caching : {false, true})
+                        QTest::newRow(QString("bs%1-b%2-%3-%4").arg(bs).arg(budget).arg(policy).arg(caching ? "pc" : "nopc").toUtf8())
+                            << bs << budget << QString(policy) << caching << QString("paged");
+        for (int budget : {16, 2048})
+            QTest::newRow(QString("naive-b%1").arg(budget).toUtf8()) << 16 << budget << QString("fcfs") << false << QString("naive");
+    }
+    void batchInvariance() {
+        QFETCH(int, blockSize);
+        QFETCH(int, budget);
+        QFETCH(QString, policy);
+        QFETCH(bool, caching);
+        QFETCH(QString, mode);
+        EngineConfig c = base_config();
+        c.block_size = blockSize;
+        c.scheduler.max_num_batched_tokens = budget;
+        c.scheduler.policy = policy.toStdString();
+        c.scheduler.enable_prefix_caching = caching;
+        c.scheduler.max_num_seqs = mode == "naive" ? 8 : 256;
+        c.mode = mode.toStdString();
+        LlmEngine engine(stories(), c);
+        const auto prompts = mixed_prompts(7);
+        const auto out = run_all(engine, prompts, greedy(16));
+        for (size_t i = 0; i < prompts.size(); ++i) QCOMPARE(out[i], alone_outputs()[i]);
+        expect_all_blocks_free(engine);
+        if (caching) QVERIFY(engine.kv_cache_manager().prefix_cache_stats().num_hit_tokens > 0);
+    }
+
+    void preemptionUnderSmallBudget() {
+        EngineConfig c = base_config();
+        c.num_blocks = 16;  // 256 slots for 32 requests: preemption is certain
+        LlmEngine engine(stories(), c);
+        const auto prompts = mixed_prompts(7);
+        const auto out = run_all(engine, prompts, greedy(16));
+        QVERIFY(engine.scheduler().num_preemptions() > 0);
+        for (size_t i = 0; i < prompts.size(); ++i) QCOMPARE(out[i], alone_outputs()[i]);
+        expect_all_blocks_free(engine);
+    }
+
+    void priorityRequestGetsFirstTokenQuickly() {
+        EngineConfig c = base_config();
+        c.scheduler.policy = "priority";
+        c.scheduler.max_num_seqs = 4;
+        LlmEngine engine(stories(), c);
+        for (int i = 0; i < 8; ++i) engine.add_request({"low" + std::to_string(i), {1, 50, 60, 70}, greedy(200), 10, ""});
+        for (int i = 0; i < 20; ++i) engine.step();
+        engine.add_request({"high", {1, 80, 90}, greedy(4), 0, ""});
+        int steps = 0;
+        while (engine.request_output_token_ids("high").empty()) {
+            engine.step();
+            QVERIFY(++steps <= 2);
+        }
+        QVERIFY(engine.scheduler().num_preemptions() > 0);  // a low-priority request gave up its seat
+        while (engine.has_unfinished_requests()) engine.step();
+        expect_all_blocks_free(engine);
+    }
+
+    void fcfsOrderHolds() {
+        EngineConfig c = base_config();
+        c.scheduler.max_num_seqs = 1;
+        LlmEngine engine(stories(), c);
+        std::vector<std::string> finished;
+        for (int i = 0; i < 5; ++i) engine.add_request({"r" + std::to_string(i), {1, 100 + i}, greedy(3), 4 - i, ""});
+        while (engine.has_unfinished_requests())
+            for (const auto& o : engine.step())
+                if (o.finished) finished.push_back(o.request_id);
+        QCOMPARE(finished, (std::vector<std::string>{"r0", "r1", "r2", "r3", "r4"}));
+    }
+
+    void reconfigureMidRun() {
+        EngineConfig c = base_config();
+        LlmEngine engine(stories(), c);
+        auto prompts = mixed_prompts(7);
+        prompts.resize(20);
+        const auto out = run_all(engine, prompts, greedy(16), [&](LlmEngine& e, int64_t step) {
+            EngineConfig next = e.config();
+            if (step == 3) next.block_size = 64;
+            if (step == 6) next.scheduler.max_num_seqs = 3;
+            if (step == 9) next.block_size = 8;
+            if (step == 12) next.scheduler.max_num_seqs = 256;
+            if (step == 14) next.scheduler.enable_prefix_caching = true;
+            if (step == 3 || step == 6 || step == 9 || step == 12 || step == 14) e.reconfigure(next);
+        });
+        for (size_t i = 0; i < prompts.size(); ++i) QCOMPARE(out[i], alone_outputs()[i]);
+        QCOMPARE(engine.kv_cache_manager().block_size(), 8);
+        expect_all_blocks_free(engine);
+    }
+
+    void seededSamplingAloneEqualsBatched() {
+        SamplingParams p;
+        p.temperature = 0.9f;
+        p.top_p = 0.9f;
+        p.top_k = 40;
+        p.max_tokens = 24;
+        p.seed = 1234;
+        p.ignore_eos = true;
+        const auto prompts = mixed_prompts(11);
+        std::vector<std::vector<int32_t>> alone;
+        for (int i = 0; i < 6; ++i) {
+            LlmEngine e(stories(), base_config());
+            alone.push_back(run_all(e, {prompts[i]}, p).front());
+        }
+        LlmEngine e(stories(), base_config());
+        const auto batched = run_all(e, {prompts.begin(), prompts.begin() + 6}, p);
+        for (int i = 0; i < 6; ++i) QCOMPARE(batched[i], alone[i]);
+    }
+
+    void invalidRequestsAreRejectedAndOthersRun() {
+        LlmEngine engine(stories(), base_config());
+        engine.add_request({"ok", {1, 300, 301}, greedy(8), 0, ""});
+        engine.step();
+        SamplingParams bad = greedy(0);
+        QVERIFY_THROWS_EXCEPTION(BadInput, engine.add_request({"zero", {1, 2}, bad, 0, ""}));
+        bad = greedy(4);
+        bad.top_p = 0;
+        QVERIFY_THROWS_EXCEPTION(BadInput, engine.add_request({"topp", {1, 2}, bad, 0, ""}));
+        QVERIFY_THROWS_EXCEPTION(BadInput, engine.add_request({"long", std::vector<int32_t>(600, 5), greedy(4), 0, ""}));
+        QVERIFY_THROWS_EXCEPTION(BadInput, engine.add_request({"vocab", {1, 9999}, greedy(4), 0, ""}));
+        QVERIFY_THROWS_EXCEPTION(BadInput, engine.add_request({"ok", {1, 2}, greedy(4), 0, ""}));  // duplicate id
+        while (engine.has_unfinished_requests()) engine.step();
+        QCOMPARE(engine.request_output_token_ids("ok").size(), size_t(8));
+        expect_all_blocks_free(engine);
+    }
+
+    void abortFreesBlocks() {
+        LlmEngine engine(stories(), base_config());
+        engine.add_request({"a", {1, 300, 301}, greedy(50), 0, ""});
+        engine.add_request({"b", {1, 302, 303}, greedy(10), 0, ""});
+        for (int i = 0; i < 3; ++i) engine.step();
+        QVERIFY(engine.abort_request("a"));
+        QVERIFY(!engine.abort_request("a"));
+        while (engine.has_unfinished_requests()) engine.step();
+        QCOMPARE(engine.request_info("a")->finish_reason, FinishReason::ABORT);
+        QCOMPARE(engine.request_output_token_ids("b").size(), size_t(10));
+        expect_all_blocks_free(engine);
+    }
+
+    void stopStringsCutText() {
+        LlmEngine engine(stories(), base_config());
+        SamplingParams p = greedy(60);
+        p.ignore_eos = false;
+        p.stop = {"Lily"};
+        const auto ids = engine.add_request({"s", model_prompt(), p, 0, ""});
+        std::string text;
+        while (engine.has_unfinished_requests())
+            for (const auto& o : engine.step()) text += o.text_delta;
+        QCOMPARE(engine.request_info("s")->finish_reason, FinishReason::STOP);
+        QCOMPARE(text, std::string(", there was a little girl named "));
+    }
+
+private:
+    static std::vector<int32_t> model_prompt() { return stories()->tokenizer.encode("Once upon a time", true); }
+};
+
+QTEST_GUILESS_MAIN(TestEngineBatching)
+#include "test_engine_batching.moc"
