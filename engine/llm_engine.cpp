@@ -160,7 +160,7 @@ std::vector<std::string> LlmEngine::add_request(NewRequest r) {
         q.cache_salt = r.cache_salt;
         const uint64_t seed = r.sampling_params.seed ? *r.sampling_params.seed + i : seed_rng_();
         st.rng.seed(seed);
-        st.detokenizer = std::make_unique<IncrementalDetokenizer>(model_->tokenizer);
+        st.detokenizer = std::make_unique<IncrementalDetokenizer>(model_->tokenizer, std::span<const int32_t>(q.all_token_ids));
         st.metrics.request_id = q.request_id;
         st.metrics.priority = q.priority;
         st.metrics.num_prompt_tokens = q.num_prompt_tokens;

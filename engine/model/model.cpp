@@ -29,12 +29,12 @@ std::unique_ptr<Model> load_dummy(const std::string& spec) {
         preset = rest.substr(0, colon);
         dtype_name = rest.substr(colon + 1);
     }
-    auto m = std::make_unique<Model>(Model{spec, "dummy", "dummy:" + preset, dummy_preset_config(preset), {},
-                                           Tokenizer::bytes(0), ChatTemplate::detect("")});
-    if (!dtype_name.empty()) m->config.weight_dtype = parse_dummy_dtype(dtype_name, spec);
-    m->weights = make_dummy_weights(m->config, m->config.weight_dtype, 0x6b7673636f7065ull);
-    m->tokenizer = Tokenizer::bytes(m->config.vocab_size);
-    return m;
+    ModelConfig config = dummy_preset_config(preset);
+    if (!dtype_name.empty()) config.weight_dtype = parse_dummy_dtype(dtype_name, spec);
+    ModelWeights weights = make_dummy_weights(config, config.weight_dtype, 0x6b7673636f7065ull);
+    Tokenizer tokenizer = Tokenizer::bytes(config.vocab_size);
+    return std::make_unique<Model>(Model{spec, "dummy", "dummy:" + preset, config, std::move(weights),
+                                         std::move(tokenizer), ChatTemplate::detect("")});
 }
 
 std::unique_ptr<Model> load_gguf(const std::string& path) {

@@ -4,9 +4,8 @@
 // sizes, and raw logits (run.c's) at every generated position, for the HF directory and the GGUF file.
 #include "test_support.h"
 
-#include "cpu/cpu_backend.h"
+#include "prefill_logits.h"
 #include "llm_engine.h"
-#include "runner/model_runner.h"
 
 #include <QFile>
 #include <cmath>
@@ -27,24 +26,6 @@ json read_json(const std::string& path) {
 std::shared_ptr<const Model> load(const QString& which) {
     const std::string dir = test::models_dir();
     return load_model(which == "hf" ? dir + "/stories260K-hf" : dir + "/stories260K-f32.gguf");
-}
-
-// Logits at positions [first, first + n) of `tokens` run as one prefill.             [n, vocab]
-std::vector<float> prefill_logits(const Model& model, const std::vector<int32_t>& tokens, int first, int block_size) {
-    cpu::CpuBackend backend(2);
-    const int T = static_cast<int>(tokens.size());
-    const int num_blocks = (T + block_size - 1) / block_size + 3;
-    ModelRunner runner(model, backend, num_blocks, block_size, T, T);
-    // A scattered, reversed block table: the kernels must follow it, not assume contiguity.
-    std::vector<int32_t> table;
-    for (int b = (T + block_size - 1) / block_size - 1; b >= 0; --b) table.push_back(b + 3);
-    ModelInput in;
-    in.clear();
-    in.add_sequence(tokens.data(), 0, T, table, block_size, false);
-    for (int p = first; p < T; ++p) in.logits_indices.push_back(p);
-    in.finalize();
-    const float* l = runner.execute(in);
-    return {l, l + static_cast<size_t>(T - first) * model.config.vocab_size};
 }
 
 }  // namespace
@@ -118,8 +99,8 @@ private slots:
             std::ifstream f(dir + "/" + entry["file"].get<std::string>(), std::ios::binary);
             f.read(reinterpret_cast<char*>(ref.data()), static_cast<std::streamsize>(ref.size() * 4));
             QVERIFY(f.good());
-            const auto a = prefill_logits(*hf, tokens, first, 16);
-            const auto b = prefill_logits(*gguf, tokens, first, 7 + 1);
+            const auto a = test::prefill_logits(*hf, tokens, first, 16);
+            const auto b = test::prefill_logits(*gguf, tokens, first, 8);
             QCOMPARE(a.size(), ref.size());
             float max_ref = 0, max_formats = 0;
             for (size_t i = 0; i < ref.size(); ++i) {

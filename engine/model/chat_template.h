@@ -1,0 +1,39 @@
+// ChatTemplate: turns chat messages into the prompt text a model was trained on. No Jinja engine:
+// the template source (tokenizer_config.json "chat_template" or GGUF tokenizer.chat_template) is
+// only inspected for the markers of a known family, whose output is then written out exactly.
+// Render with Tokenizer::encode_with_special_tokens(text, renders_bos() ? false : true).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kvscope {
+
+struct ChatMessage {
+    std::string role;  // "system", "user", "assistant"
+    std::string content;
+};
+
+class ChatTemplate {
+public:
+    // Family by the template's distinctive markers; when the source is empty, by model_hint (a model
+    // name or architecture, e.g. "Qwen2", "TinyLlama-1.1B-Chat"); else "plain".
+    static ChatTemplate detect(std::string_view jinja_source, std::string_view model_hint = {});
+    static ChatTemplate of_family(std::string_view family);  // throws BadInput for unknown names
+
+    // "llama2", "llama3", "chatml", "zephyr", "mistral" or "plain".
+    std::string family() const { return family_; }
+    // True when render() writes the BOS text itself ("<|begin_of_text|>", "<s>"): then the caller
+    // must encode without adding BOS. zephyr, chatml and plain leave BOS to the caller.
+    bool renders_bos() const;
+    std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
+
+private:
+    explicit ChatTemplate(std::string family, std::string default_system = {})
+        : family_(std::move(family)), default_system_(std::move(default_system)) {}
+    std::string family_;
+    std::string default_system_;  // chatml: the system prompt the template adds when none is given
+};
+
+}  // namespace kvscope

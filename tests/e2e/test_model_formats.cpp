@@ -1,0 +1,156 @@
+// Model files in their real formats, generated at test time: the same random weights as a Hugging Face
+// directory and as a GGUF file give the same logits (the two RoPE layouts agree), for llama and qwen2
+// (q/k/v biases); F16, BF16, Q8_0 and Q4_K copies stay within stated tolerances of F32; sharded
+// safetensors load; Llama 3 RoPE scaling follows the reference formula; dummy presets build.
+#include "prefill_logits.h"
+#include "random_model.h"
+
+#include "util/errors.h"
+
+#include <QTemporaryDir>
+#include <cmath>
+
+using namespace kvscope;
+
+namespace {
+
+std::vector<int32_t> sequence() {
+    std::vector<int32_t> t{1};
+    for (int i = 0; i < 47; ++i) t.push_back(3 + (i * 37) % 500);
+    return t;
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    double m = 0;
+    for (size_t i = 0; i < a.size(); ++i) m = std::max(m, static_cast<double>(std::fabs(a[i] - b[i])));
+    return m;
+}
+
+double rel_l2(const std::vector<float>& a, const std::vector<float>& ref) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        num += (a[i] - ref[i]) * double(a[i] - ref[i]);
+        den += ref[i] * double(ref[i]);
+    }
+    return std::sqrt(num / den);
+}
+
+}  // namespace
+
+class TestModelFormats : public QObject {
+    Q_OBJECT
+private slots:
+    void hfEqualsGguf_data() {
+        QTest::addColumn<QString>("arch");
+        QTest::newRow("llama") << "llama";
+        QTest::newRow("qwen2") << "qwen2";
+    }
+    void hfEqualsGguf() {
+        QFETCH(QString, arch);
+        QTemporaryDir dir;
+        test::RandomModelShape s;
+        s.arch = arch.toStdString();
+        test::write_random_hf(dir.filePath("hf").toStdString(), s, 5);
+        test::write_random_gguf(dir.filePath("m.gguf").toStdString(), s, 5);
+        auto hf = load_model(dir.filePath("hf").toStdString());
+        auto gguf = load_model(dir.filePath("m.gguf").toStdString());
+        QCOMPARE(hf->config.rope_neox, true);
+        QCOMPARE(gguf->config.rope_neox, s.arch == "qwen2");
+        QCOMPARE(hf->config.attention_bias, s.arch == "qwen2");
+        const auto a = test::prefill_logits(*hf, sequence(), 0);
+        const auto b = test::prefill_logits(*gguf, sequence(), 0);
+        const double d = max_abs_diff(a, b);
+        qInfo("%s: max |hf - gguf| = %.3g", qPrintable(arch), d);
+        QVERIFY(d < 1e-4);
+    }
+
+    // Tolerances on the relative L2 error of the logits, measured against the F32 file.
+    void weightTypes_data() {
+        QTest::addColumn<int>("dtype");
+        QTest::addColumn<double>("tolerance");
+        QTest::newRow("F16") << int(DType::F16) << 2e-3;
+        QTest::newRow("BF16") << int(DType::BF16) << 2e-2;
+        QTest::newRow("Q8_0") << int(DType::Q8_0) << 5e-2;
+        QTest::newRow("Q4_K") << int(DType::Q4_K) << 4e-1;
+    }
+    void weightTypes() {
+        QFETCH(int, dtype);
+        QFETCH(double, tolerance);
+        QTemporaryDir dir;
+        test::RandomModelShape s;
+        test::write_random_gguf(dir.filePath("f32.gguf").toStdString(), s, 9);
+        test::write_random_gguf(dir.filePath("q.gguf").toStdString(), s, 9, static_cast<DType>(dtype));
+        auto ref = load_model(dir.filePath("f32.gguf").toStdString());
+        auto q = load_model(dir.filePath("q.gguf").toStdString());
+        QCOMPARE(int(q->weights.layers[0].wq.dtype), dtype);
+        const double e = rel_l2(test::prefill_logits(*q, sequence(), 0), test::prefill_logits(*ref, sequence(), 0));
+        qInfo("%s: relative L2 error of logits vs F32 = %.3g", std::string(dtype_name(DType(dtype))).c_str(), e);
+        QVERIFY(e < tolerance);
+        QVERIFY(e > 0);  // the copy really is quantized
+        if (dtype == int(DType::F16) || dtype == int(DType::BF16)) {  // HF checkpoints in the same type
+            test::write_random_hf(dir.filePath("hf").toStdString(), s, 9, static_cast<DType>(dtype));
+            auto hf = load_model(dir.filePath("hf").toStdString());
+            QVERIFY(max_abs_diff(test::prefill_logits(*hf, sequence(), 0), test::prefill_logits(*q, sequence(), 0)) < 1e-4);
+        }
+    }
+
+    void shardedSafetensors() {
+        QTemporaryDir dir;
+        test::RandomModelShape s;
+        const std::string one = dir.filePath("one").toStdString(), two = dir.filePath("two").toStdString();
+        test::write_random_hf(one, s, 3);
+        test::write_random_hf(two, s, 3);
+        std::filesystem::remove(two + "/model.safetensors");
+        // Split the same tensors over two shards with an index, as large checkpoints come.
+        std::vector<std::tuple<std::string, std::string, std::vector<int64_t>, std::vector<uint8_t>>> a, b;
+        nlohmann::json map;
+        int i = 0;
+        for (const auto& t : test::random_tensors(s, 3)) {
+            auto& shard = (i++ % 2) ? b : a;
+            shard.emplace_back(t.hf_name, "F32", t.shape, test::encode(t.values, t.shape.back(), DType::F32));
+            map[t.hf_name] = (&shard == &a) ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+        }
+        write_safetensors(two + "/model-00001-of-00002.safetensors", a);
+        write_safetensors(two + "/model-00002-of-00002.safetensors", b);
+        std::ofstream(two + "/model.safetensors.index.json") << nlohmann::json{{"weight_map", map}}.dump();
+        auto m1 = load_model(one), m2 = load_model(two);
+        QCOMPARE(max_abs_diff(test::prefill_logits(*m1, sequence(), 0), test::prefill_logits(*m2, sequence(), 0)), 0.0);
+    }
+
+    // Llama 3.1 RoPE scaling, against the formula of transformers' _compute_llama3_parameters.
+    void llama3RopeScaling() {
+        ModelConfig c = dummy_preset_config("llama-1b");
+        const auto inv = c.rope_inv_freq();
+        QCOMPARE(inv.size(), size_t(32));
+        const double pi = 3.141592653589793;
+        for (int i = 0; i < 32; ++i) {
+            const double f = 1.0 / std::pow(500000.0, 2.0 * i / 64);
+            const double wavelen = 2 * pi / f;
+            double expect;
+            if (wavelen < 8192.0 / 4) expect = f;
+            else if (wavelen > 8192.0 / 1) expect = f / 32;
+            else {
+                const double smooth = (8192.0 / wavelen - 1) / (4 - 1);
+                expect = (1 - smooth) * f / 32 + smooth * f;
+            }
+            QVERIFY2(std::fabs(inv[i] - expect) <= 1e-6 * expect, qPrintable(QString("i=%1").arg(i)));
+        }
+    }
+
+    void dummyPresets() {
+        for (const auto& name : dummy_preset_names()) dummy_preset_config(name).validate("dummy:" + name);
+        QCOMPARE(dummy_preset_config("smollm-135m").num_params(), int64_t(134515008));
+        auto tiny = load_model("dummy:tiny");
+        QCOMPARE(tiny->format, std::string("dummy"));
+        const auto l1 = test::prefill_logits(*tiny, {256, 10, 20, 30}, 0);
+        auto again = load_model("dummy:tiny");
+        QCOMPARE(test::prefill_logits(*again, {256, 10, 20, 30}, 0), l1);  // seeded: identical weights
+        QVERIFY_THROWS_EXCEPTION(BadInput, load_model("dummy:nope"));
+        QVERIFY_THROWS_EXCEPTION(BadInput, load_model("dummy:tiny:q9"));
+        auto q8 = load_model("dummy:tiny:q8_0");
+        QCOMPARE(q8->weights.layers[0].wq.dtype, DType::Q8_0);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestModelFormats)
+#include "test_model_formats.moc"

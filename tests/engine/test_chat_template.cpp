@@ -1,0 +1,168 @@
+// ChatTemplate: family detection from real-looking Jinja sources (and model hints when there is
+// none), the exact text each family renders (hand-written expectations), and the BOS contract
+// with encode_with_special_tokens on the real stories260K tokenizer.
+#include "model/chat_template.h"
+#include "model/tokenizer.h"
+#include "test_support.h"
+#include "util/errors.h"
+
+#include <QtTest>
+
+using kvscope::ChatMessage;
+using kvscope::ChatTemplate;
+
+namespace {
+
+const char* kLlama3Source =
+    "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + "
+    "message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 "
+    "%}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ "
+    "'<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}";
+const char* kQwen2Source =
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\nYou "
+    "are a helpful assistant.<|im_end|>\\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\\n' + "
+    "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' "
+    "}}{% endif %}";
+const char* kSmolLmSource =
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\n"
+    "You are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + "
+    "message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}";
+const char* kChatMlSource =
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + "
+    "'\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+const char* kLlama2Source =
+    "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = "
+    "messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set system_message = false %}{% endif %}"
+    "{% for message in loop_messages %}{% if loop.index0 == 0 and system_message != false %}{% set content = "
+    "'<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}{% else %}{% set content = "
+    "message['content'] %}{% endif %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' "
+    "[/INST]' }}{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}"
+    "{% endfor %}";
+const char* kMistralSource =
+    "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ "
+    "raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if "
+    "message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == "
+    "'assistant' %}{{ message['content'] + eos_token}}{% endif %}{% endfor %}";
+const char* kZephyrSource =
+    "{% for message in messages %}\n{% if message['role'] == 'user' %}\n{{ '<|user|>\n' + message['content'] + "
+    "eos_token }}\n{% elif message['role'] == 'system' %}\n{{ '<|system|>\n' + message['content'] + eos_token }}\n{% "
+    "elif message['role'] == 'assistant' %}\n{{ '<|assistant|>\n'  + message['content'] + eos_token }}\n{% endif %}\n"
+    "{% if loop.last and add_generation_prompt %}\n{{ '<|assistant|>' }}\n{% endif %}\n{% endfor %}";
+const char* kGemmaSource =
+    "{{ bos_token }}{% for message in messages %}{{ '<start_of_turn>' + message['role'] + '\n' + message['content'] | "
+    "trim + '<end_of_turn>\n' }}{% endfor %}";
+
+const std::vector<ChatMessage> kSystemUser = {{"system", "You are helpful."}, {"user", "Hi!"}};
+const std::vector<ChatMessage> kUser = {{"user", "Hi!"}};
+const std::vector<ChatMessage> kTurns = {{"system", "You are helpful."}, {"user", "Hi!"}, {"assistant", "Hello."}, {"user", "Bye"}};
+
+}  // namespace
+
+class TestChatTemplate : public QObject {
+    Q_OBJECT
+
+private slots:
+    void detect_data() {
+        QTest::addColumn<QByteArray>("source");
+        QTest::addColumn<QByteArray>("hint");
+        QTest::addColumn<QString>("family");
+        QTest::newRow("llama3") << QByteArray(kLlama3Source) << QByteArray() << "llama3";
+        QTest::newRow("qwen2") << QByteArray(kQwen2Source) << QByteArray() << "chatml";
+        QTest::newRow("smollm") << QByteArray(kSmolLmSource) << QByteArray() << "chatml";
+        QTest::newRow("chatml") << QByteArray(kChatMlSource) << QByteArray() << "chatml";
+        QTest::newRow("llama2") << QByteArray(kLlama2Source) << QByteArray() << "llama2";
+        QTest::newRow("mistral") << QByteArray(kMistralSource) << QByteArray() << "mistral";
+        QTest::newRow("zephyr") << QByteArray(kZephyrSource) << QByteArray() << "zephyr";
+        QTest::newRow("unknown template") << QByteArray(kGemmaSource) << QByteArray("qwen2") << "plain";
+        QTest::newRow("no template") << QByteArray() << QByteArray() << "plain";
+        QTest::newRow("hint qwen") << QByteArray() << QByteArray("Qwen2ForCausalLM") << "chatml";
+        QTest::newRow("hint tinyllama") << QByteArray() << QByteArray("TinyLlama-1.1B-Chat-v1.0") << "zephyr";
+        QTest::newRow("hint llama3") << QByteArray() << QByteArray("Meta-Llama-3-8B-Instruct") << "llama3";
+        QTest::newRow("hint stories") << QByteArray() << QByteArray("stories260K") << "plain";
+    }
+
+    void detect() {
+        QFETCH(QByteArray, source);
+        QFETCH(QByteArray, hint);
+        QFETCH(QString, family);
+        QCOMPARE(QString::fromStdString(ChatTemplate::detect(source.toStdString(), hint.toStdString()).family()), family);
+    }
+
+    void render_data() {
+        QTest::addColumn<QByteArray>("source");
+        QTest::addColumn<int>("conversation");  // 0 system+user, 1 user, 2 turns
+        QTest::addColumn<bool>("generation_prompt");
+        QTest::addColumn<QByteArray>("expected");
+        QTest::newRow("llama3") << QByteArray(kLlama3Source) << 0 << true
+                                << QByteArray("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are "
+                                              "helpful.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>"
+                                              "<|start_header_id|>assistant<|end_header_id|>\n\n");
+        QTest::newRow("llama3 no prompt") << QByteArray(kLlama3Source) << 1 << false
+                                          << QByteArray("<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>");
+        QTest::newRow("chatml") << QByteArray(kChatMlSource) << 0 << true
+                                << QByteArray("<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nHi!<|im_end|>\n"
+                                              "<|im_start|>assistant\n");
+        QTest::newRow("qwen2 default system") << QByteArray(kQwen2Source) << 1 << true
+                                              << QByteArray("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+                                                            "<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\n");
+        QTest::newRow("qwen2 own system") << QByteArray(kQwen2Source) << 0 << false
+                                          << QByteArray("<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nHi!<|im_end|>\n");
+        QTest::newRow("smollm default system")
+            << QByteArray(kSmolLmSource) << 1 << true
+            << QByteArray("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+                          "<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\n");
+        QTest::newRow("llama2") << QByteArray(kLlama2Source) << 2 << true
+                                << QByteArray("<s>[INST] <<SYS>>\nYou are helpful.\n<</SYS>>\n\nHi! [/INST] Hello. </s>"
+                                              "<s>[INST] Bye [/INST]");
+        QTest::newRow("llama2 user") << QByteArray(kLlama2Source) << 1 << true << QByteArray("<s>[INST] Hi! [/INST]");
+        QTest::newRow("mistral") << QByteArray(kMistralSource) << 2 << true
+                                 << QByteArray("<s>[INST] You are helpful.\n\nHi! [/INST]Hello.</s>[INST] Bye [/INST]");
+        QTest::newRow("zephyr") << QByteArray(kZephyrSource) << 0 << true
+                                << QByteArray("<|system|>\nYou are helpful.</s>\n<|user|>\nHi!</s>\n<|assistant|>\n");
+        QTest::newRow("zephyr turns") << QByteArray(kZephyrSource) << 2 << false
+                                      << QByteArray("<|system|>\nYou are helpful.</s>\n<|user|>\nHi!</s>\n<|assistant|>\n"
+                                                    "Hello.</s>\n<|user|>\nBye</s>\n");
+        QTest::newRow("plain") << QByteArray() << 0 << true << QByteArray("System: You are helpful.\nUser: Hi!\nAssistant:");
+        QTest::newRow("plain turns") << QByteArray() << 2 << false
+                                     << QByteArray("System: You are helpful.\nUser: Hi!\nAssistant: Hello.\nUser: Bye\n");
+    }
+
+    void render() {
+        QFETCH(QByteArray, source);
+        QFETCH(int, conversation);
+        QFETCH(bool, generation_prompt);
+        QFETCH(QByteArray, expected);
+        const auto& messages = conversation == 0 ? kSystemUser : conversation == 1 ? kUser : kTurns;
+        const ChatTemplate t = ChatTemplate::detect(source.toStdString());
+        QCOMPARE(t.render(messages, generation_prompt), expected.toStdString());
+    }
+
+    void bos_contract() {
+        QVERIFY(ChatTemplate::of_family("llama3").renders_bos());
+        QVERIFY(ChatTemplate::of_family("llama2").renders_bos());
+        QVERIFY(ChatTemplate::of_family("mistral").renders_bos());
+        QVERIFY(!ChatTemplate::of_family("chatml").renders_bos());
+        QVERIFY(!ChatTemplate::of_family("zephyr").renders_bos());
+        QVERIFY(!ChatTemplate::of_family("plain").renders_bos());
+        QVERIFY_THROWS_EXCEPTION(kvscope::BadInput, ChatTemplate::of_family("jinja"));
+    }
+
+    // Rendered text through encode_with_special_tokens: exactly one BOS either way, and the
+    // template's "</s>" becomes the EOS id, not characters.
+    void encode_rendered() {
+        const std::string dir = kvscope::test::models_dir();
+        const auto tok = kvscope::Tokenizer::from_hf_files(dir + "/stories260K-hf/tokenizer.json",
+                                                           dir + "/stories260K-hf/tokenizer_config.json");
+        for (const char* family : {"llama2", "zephyr", "plain", "mistral"}) {
+            const ChatTemplate t = ChatTemplate::of_family(family);
+            const auto ids = tok.encode_with_special_tokens(t.render(kTurns, true), !t.renders_bos());
+            QCOMPARE(ids.at(0), 1);
+            QVERIFY2(ids.at(1) != 1, family);
+        }
+        const auto zephyr = tok.encode_with_special_tokens(ChatTemplate::of_family("zephyr").render(kUser, true), true);
+        QCOMPARE(std::count(zephyr.begin(), zephyr.end(), 2), 1);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestChatTemplate)
+#include "test_chat_template.moc"

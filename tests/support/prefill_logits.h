@@ -1,0 +1,31 @@
+// Logits of a model at chosen positions of one token sequence, run as a single prefill through the
+// paged forward pass with a scattered (reversed) block table.
+#pragma once
+
+#include "cpu/cpu_backend.h"
+#include "model/model.h"
+#include "runner/model_runner.h"
+
+#include <vector>
+
+namespace kvscope::test {
+
+// Rows for positions [first, tokens.size()).                                  [rows, vocab]
+inline std::vector<float> prefill_logits(const Model& model, const std::vector<int32_t>& tokens, int first,
+                                         int block_size = 16) {
+    cpu::CpuBackend backend(2);
+    const int T = static_cast<int>(tokens.size());
+    const int used = (T + block_size - 1) / block_size;
+    ModelRunner runner(model, backend, used + 3, block_size, T, T);
+    std::vector<int32_t> table;
+    for (int b = used - 1; b >= 0; --b) table.push_back(b + 3);
+    ModelInput in;
+    in.clear();
+    in.add_sequence(tokens.data(), 0, T, table, block_size, false);
+    for (int p = first; p < T; ++p) in.logits_indices.push_back(p);
+    in.finalize();
+    const float* l = runner.execute(in);
+    return {l, l + static_cast<size_t>(T - first) * model.config.vocab_size};
+}
+
+}  // namespace kvscope::test

@@ -1,0 +1,165 @@
+// Seeded random models written in the real formats at test time (model weights are never committed):
+// a Hugging Face directory (config.json, model.safetensors, tokenizer files copied from the shared
+// stories260K model) and a GGUF file with the same weights, q/k rows permuted into GGUF's interleaved
+// RoPE layout exactly as llama.cpp's converter does for llama (not for qwen2).
+#pragma once
+
+#include "test_support.h"
+
+#include "cpu/quant.h"
+#include "model/gguf_file.h"
+#include "model/gguf_writer.h"
+#include "model/safetensors_writer.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace kvscope::test {
+
+struct RandomModelShape {
+    std::string arch = "llama";  // llama | qwen2
+    int hidden = 256, ffn = 512, layers = 2, heads = 4, kv_heads = 2, head_dim = 64, vocab = 512;
+    int context = 1024;
+    float rope_theta = 10000.0f;
+};
+
+struct RandomTensor {
+    std::string hf_name, gguf_name;
+    std::vector<int64_t> shape;  // row-major [rows, cols] or [n]
+    std::vector<float> values;
+    bool is_q = false, is_k = false;
+};
+
+inline std::vector<RandomTensor> random_tensors(const RandomModelShape& s, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 0.05f);
+    std::vector<RandomTensor> out;
+    auto add = [&](std::string hf, std::string gguf, std::vector<int64_t> shape, bool norm) {
+        RandomTensor t{std::move(hf), std::move(gguf), shape, {}};
+        int64_t n = 1;
+        for (auto d : shape) n *= d;
+        t.values.resize(n);
+        for (auto& v : t.values) v = norm ? 1.0f + normal(rng) : normal(rng);
+        out.push_back(std::move(t));
+        return &out.back();
+    };
+    const int q = s.heads * s.head_dim, kv = s.kv_heads * s.head_dim;
+    add("model.embed_tokens.weight", "token_embd.weight", {s.vocab, s.hidden}, false);
+    for (int l = 0; l < s.layers; ++l) {
+        const std::string h = "model.layers." + std::to_string(l) + ".", g = "blk." + std::to_string(l) + ".";
+        add(h + "input_layernorm.weight", g + "attn_norm.weight", {s.hidden}, true);
+        add(h + "self_attn.q_proj.weight", g + "attn_q.weight", {q, s.hidden}, false)->is_q = true;
+        add(h + "self_attn.k_proj.weight", g + "attn_k.weight", {kv, s.hidden}, false)->is_k = true;
+        add(h + "self_attn.v_proj.weight", g + "attn_v.weight", {kv, s.hidden}, false);
+        if (s.arch == "qwen2") {
+            add(h + "self_attn.q_proj.bias", g + "attn_q.bias", {q}, false)->is_q = true;
+            add(h + "self_attn.k_proj.bias", g + "attn_k.bias", {kv}, false)->is_k = true;
+            add(h + "self_attn.v_proj.bias", g + "attn_v.bias", {kv}, false);
+        }
+        add(h + "self_attn.o_proj.weight", g + "attn_output.weight", {s.hidden, q}, false);
+        add(h + "post_attention_layernorm.weight", g + "ffn_norm.weight", {s.hidden}, true);
+        add(h + "mlp.gate_proj.weight", g + "ffn_gate.weight", {s.ffn, s.hidden}, false);
+        add(h + "mlp.up_proj.weight", g + "ffn_up.weight", {s.ffn, s.hidden}, false);
+        add(h + "mlp.down_proj.weight", g + "ffn_down.weight", {s.hidden, s.ffn}, false);
+    }
+    add("model.norm.weight", "output_norm.weight", {s.hidden}, true);
+    add("lm_head.weight", "output.weight", {s.vocab, s.hidden}, false);
+    return out;
+}
+
+// llama.cpp's convert permute(): HF rotate-half rows -> interleaved rows, per head.
+inline std::vector<float> permute_rows(const std::vector<float>& w, int64_t rows, int64_t cols, int n_head) {
+    const int64_t head = rows / n_head, half = head / 2;
+    std::vector<float> out(w.size());
+    for (int h = 0; h < n_head; ++h)
+        for (int64_t i = 0; i < half; ++i)
+            for (int j = 0; j < 2; ++j) {
+                const int64_t src = h * head + j * half + i, dst = h * head + 2 * i + j;
+                std::copy_n(w.begin() + src * cols, cols, out.begin() + dst * cols);
+            }
+    return out;
+}
+
+inline std::vector<uint8_t> encode(const std::vector<float>& v, int64_t cols, DType t) {
+    const int64_t rows = static_cast<int64_t>(v.size()) / cols;
+    std::vector<uint8_t> bytes(dtype_row_bytes(t, cols) * rows);
+    for (int64_t r = 0; r < rows; ++r)
+        cpu::quantize_row(t, v.data() + r * cols, bytes.data() + r * dtype_row_bytes(t, cols), cols);
+    return bytes;
+}
+
+inline void write_random_hf(const std::string& dir, const RandomModelShape& s, uint64_t seed, DType dtype = DType::F32) {
+    std::filesystem::create_directories(dir);
+    nlohmann::json c = {{"architectures", {s.arch == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}},
+                        {"model_type", s.arch}, {"hidden_size", s.hidden}, {"intermediate_size", s.ffn},
+                        {"num_hidden_layers", s.layers}, {"num_attention_heads", s.heads},
+                        {"num_key_value_heads", s.kv_heads}, {"head_dim", s.head_dim}, {"vocab_size", s.vocab},
+                        {"max_position_embeddings", s.context}, {"rms_norm_eps", 1e-5}, {"rope_theta", s.rope_theta},
+                        {"tie_word_embeddings", false}, {"bos_token_id", 1}, {"eos_token_id", 2},
+                        {"torch_dtype", dtype == DType::BF16 ? "bfloat16" : dtype == DType::F16 ? "float16" : "float32"}};
+    std::ofstream(dir + "/config.json") << c.dump(2);
+    const std::string name = dtype == DType::BF16 ? "BF16" : dtype == DType::F16 ? "F16" : "F32";
+    std::vector<std::tuple<std::string, std::string, std::vector<int64_t>, std::vector<uint8_t>>> tensors;
+    for (const auto& t : random_tensors(s, seed)) {
+        const bool vec = t.shape.size() == 1;  // norms and biases stay F32, as in most checkpoints
+        tensors.emplace_back(t.hf_name, vec ? "F32" : name, t.shape,
+                             encode(t.values, t.shape.back(), vec ? DType::F32 : dtype));
+    }
+    write_safetensors(dir + "/model.safetensors", tensors);
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+        std::filesystem::copy_file(models_dir() + "/stories260K-hf/" + f, dir + "/" + f,
+                                   std::filesystem::copy_options::overwrite_existing);
+}
+
+inline uint32_t ggml_type_of(DType t) { return ggml_type_from_dtype(t); }
+
+inline void write_random_gguf(const std::string& path, const RandomModelShape& s, uint64_t seed, DType dtype = DType::F32,
+                              const std::function<void(GgufWriter&)>& tweak = {}) {
+    GgufWriter w;
+    const std::string a = s.arch;
+    w.set_string("general.architecture", a);
+    w.set_string("general.name", "random-" + a);
+    w.set_u32(a + ".context_length", s.context);
+    w.set_u32(a + ".embedding_length", s.hidden);
+    w.set_u32(a + ".block_count", s.layers);
+    w.set_u32(a + ".feed_forward_length", s.ffn);
+    w.set_u32(a + ".attention.head_count", s.heads);
+    w.set_u32(a + ".attention.head_count_kv", s.kv_heads);
+    w.set_u32(a + ".rope.dimension_count", s.head_dim);
+    w.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
+    w.set_f32(a + ".rope.freq_base", s.rope_theta);
+    // The tokenizer of the shared stories260K GGUF (512 tokens).
+    const GgufFile ref = GgufFile::open(models_dir() + "/stories260K-f32.gguf");
+    w.set_string("tokenizer.ggml.model", ref.get_string("tokenizer.ggml.model"));
+    w.set_string_array("tokenizer.ggml.tokens", ref.find("tokenizer.ggml.tokens")->strings);
+    std::vector<float> scores;
+    for (double d : ref.find("tokenizer.ggml.scores")->numbers) scores.push_back(static_cast<float>(d));
+    w.set_f32_array("tokenizer.ggml.scores", scores);
+    std::vector<int32_t> types;
+    for (double d : ref.find("tokenizer.ggml.token_type")->numbers) types.push_back(static_cast<int32_t>(d));
+    w.set_i32_array("tokenizer.ggml.token_type", types);
+    w.set_u32("tokenizer.ggml.bos_token_id", 1);
+    w.set_u32("tokenizer.ggml.eos_token_id", 2);
+    for (const auto& t : random_tensors(s, seed)) {
+        std::vector<float> v = t.values;
+        const bool matrix = t.shape.size() == 2;
+        // GGUF llama files hold q/k in the interleaved layout (biases are permuted the same way).
+        if (a == "llama" && (t.is_q || t.is_k)) {
+            const int n_head = t.is_q ? s.heads : s.kv_heads;
+            v = permute_rows(v, t.shape[0], matrix ? t.shape[1] : 1, n_head);
+        }
+        const DType dt = matrix ? dtype : DType::F32;
+        std::vector<int64_t> dims(t.shape.rbegin(), t.shape.rend());
+        w.add_tensor(t.gguf_name, dims, ggml_type_of(dt), encode(v, t.shape.back(), dt));
+    }
+    if (tweak) tweak(w);
+    w.write(path);
+}
+
+}  // namespace kvscope::test
