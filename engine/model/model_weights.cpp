@@ -46,12 +46,12 @@ public:
     TensorRef require(const std::string& name, const std::vector<int64_t>& shape) const {
         std::optional<TensorRef> t = lookup_(name);
         if (!t) throw BadInput(source_ + ": missing tensor '" + name + "'");
-        if (t->shape != shape)
-            throw BadInput(source_ + ": tensor '" + name + "' has shape " + shape_str(t->shape) + ", expected " +
-                           shape_str(shape));
         if (!t->dtype)
             throw BadInput(source_ + ": tensor '" + name + "' has type " + t->type_name +
                            ", which kvscope does not support (supported: F32, F16, BF16, Q8_0, Q4_K)");
+        if (t->shape != shape)
+            throw BadInput(source_ + ": tensor '" + name + "' has shape " + shape_str(t->shape) + ", expected " +
+                           shape_str(shape));
         return *t;
     }
 

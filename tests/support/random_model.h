@@ -120,7 +120,7 @@ inline void write_random_hf(const std::string& dir, const RandomModelShape& s, u
 inline uint32_t ggml_type_of(DType t) { return ggml_type_from_dtype(t); }
 
 inline void write_random_gguf(const std::string& path, const RandomModelShape& s, uint64_t seed, DType dtype = DType::F32,
-                              const std::function<void(GgufWriter&)>& tweak = {}) {
+                              const std::function<void(GgufWriter&)>& tweak = {}, const std::string& skip_tensor = "") {
     GgufWriter w;
     const std::string a = s.arch;
     w.set_string("general.architecture", a);
@@ -147,6 +147,7 @@ inline void write_random_gguf(const std::string& path, const RandomModelShape& s
     w.set_u32("tokenizer.ggml.bos_token_id", 1);
     w.set_u32("tokenizer.ggml.eos_token_id", 2);
     for (const auto& t : random_tensors(s, seed)) {
+        if (t.gguf_name == skip_tensor) continue;
         std::vector<float> v = t.values;
         const bool matrix = t.shape.size() == 2;
         // GGUF llama files hold q/k in the interleaved layout (biases are permuted the same way).

@@ -1,0 +1,216 @@
+// kvscope-cli as users and scripts call it: generate --json on the shared model (both formats, all
+// expected.json prompts in one batch), info --json, and bad input of every kind: exit code 2 and a
+// message on stderr that names the file and the problem, never a crash.
+#include "random_model.h"
+
+#include <QProcess>
+#include <QTemporaryDir>
+#include <nlohmann/json.hpp>
+
+using namespace kvscope;
+using nlohmann::json;
+
+namespace {
+
+struct Run {
+    int code = -1;
+    QString out, err;
+};
+
+Run cli(const QStringList& args) {
+    QProcess p;
+    p.start(QString::fromStdString(test::cli_path()), args);
+    if (!p.waitForFinished(300000)) qFatal("kvscope-cli did not finish");
+    return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, QString::fromUtf8(p.readAllStandardOutput()),
+            QString::fromUtf8(p.readAllStandardError())};
+}
+
+std::vector<json> json_lines(const QString& out) {
+    std::vector<json> lines;
+    for (const QString& l : out.split('\n', Qt::SkipEmptyParts)) lines.push_back(json::parse(l.toStdString()));
+    return lines;
+}
+
+QString models() { return QString::fromStdString(test::models_dir()); }
+
+void write_file(const QString& path, const QByteArray& bytes) {
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(bytes);
+}
+
+QByteArray read_file(const QString& path) {
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) qFatal("cannot read %s", qPrintable(path));
+    return f.readAll();
+}
+
+}  // namespace
+
+class TestCli : public QObject {
+    Q_OBJECT
+private slots:
+    void generateMatchesReference_data() {
+        QTest::addColumn<QString>("model");
+        QTest::newRow("hf") << models() + "/stories260K-hf";
+        QTest::newRow("gguf") << models() + "/stories260K-f32.gguf";
+    }
+    void generateMatchesReference() {
+        QFETCH(QString, model);
+        const json expected = json::parse(read_file(models() + "/expected.json").toStdString());
+        QStringList args{"generate", "--model", model, "--temperature", "0", "--max-tokens", "100", "--json"};
+        for (const auto& c : expected["cases"]) args << "--prompt" << QString::fromStdString(c["prompt"].get<std::string>());
+        const Run r = cli(args);
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        const auto lines = json_lines(r.out);
+        QCOMPARE(lines.size(), expected["cases"].size() + 1);
+        for (size_t i = 0; i < expected["cases"].size(); ++i) {
+            const auto& c = expected["cases"][i];
+            QCOMPARE(lines[i]["index"].get<int>(), int(i));
+            QCOMPARE(lines[i]["prompt_token_ids"], c["prompt_ids"]);
+            QCOMPARE(lines[i]["output_token_ids"], c["continuation_ids"]);
+            QCOMPARE(lines[i]["text"].get<std::string>(), c["continuation_text"].get<std::string>());
+            QCOMPARE(lines[i]["finish_reason"].get<std::string>(), std::string("length"));
+            QVERIFY(lines[i]["ttft_ms"].get<double>() > 0);
+            QVERIFY(lines[i]["e2el_ms"].get<double>() >= lines[i]["ttft_ms"].get<double>());
+        }
+        const json& s = lines.back()["summary"];
+        for (const char* key : {"num_blocks", "block_size", "num_free_blocks_at_end", "num_preemptions",
+                                "prefix_cache_hit_tokens", "output_throughput"})
+            QVERIFY2(s.contains(key), key);
+        QCOMPARE(s["num_free_blocks_at_end"], s["num_blocks"]);
+    }
+
+    void info() {
+        const Run r = cli({"info", "--model", models() + "/stories260K-f32.gguf", "--json", "--kv-cache-memory", "1M"});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        const json j = json::parse(r.out.toStdString());
+        QCOMPARE(j["architecture"].get<std::string>(), std::string("llama"));
+        QCOMPARE(j["num_params"].get<int64_t>(), int64_t(292800));  // 512x64 embedding + 5 x 45440 + 64: "260K" rounds
+        QCOMPARE(j["max_model_len"].get<int>(), 512);
+        QCOMPARE(j["kv_bytes_per_token"].get<int>(), 2 * 5 * 4 * 8 * 4);
+        QCOMPARE(j["num_blocks"].get<int>(), (1 << 20) / (2 * 5 * 4 * 8 * 4 * 16));
+        QVERIFY(j["weight_bytes"].get<int64_t>() > 0);
+    }
+
+    void badInput_data() {
+        QTest::addColumn<QString>("kind");
+        QTest::addColumn<QString>("mention");  // what the message must name
+        QTest::newRow("missing path") << "missing" << "nonexistent";
+        QTest::newRow("truncated gguf") << "truncated" << "cut.gguf";
+        QTest::newRow("corrupt gguf magic") << "magic" << "magic.gguf";
+        QTest::newRow("gguf unknown architecture") << "gguf-arch" << "gpt2";
+        QTest::newRow("gguf unsupported tensor type") << "gguf-q6k" << "Q6_K";
+        QTest::newRow("hf unknown architecture") << "hf-arch" << "gpt_neox";
+        QTest::newRow("hf missing tensor") << "hf-missing" << "model.layers.1.mlp.up_proj.weight";
+        QTest::newRow("hf wrong shape") << "hf-shape" << "model.norm.weight";
+        QTest::newRow("hf unknown dtype") << "hf-dtype" << "I64";
+        QTest::newRow("hf bad tokenizer.json") << "hf-tokenizer" << "tokenizer.json";
+        QTest::newRow("hf bad config.json") << "hf-config" << "config.json";
+        QTest::newRow("unknown flag") << "flag" << "--frobnicate";
+        QTest::newRow("bad block size") << "block-size" << "block_size";
+        QTest::newRow("bad number") << "number" << "--max-tokens";
+        QTest::newRow("unknown dummy preset") << "dummy" << "dummy:gpt5";
+    }
+    void badInput() {
+        QFETCH(QString, kind);
+        QFETCH(QString, mention);
+        QTemporaryDir dir;
+        test::RandomModelShape s;
+        QString model;
+        QStringList extra;
+        const QString gguf = models() + "/stories260K-f32.gguf";
+        auto hf = [&](const std::function<void(const std::string&)>& damage) {
+            const std::string d = dir.filePath("hf").toStdString();
+            test::write_random_hf(d, s, 1);
+            damage(d);
+            model = QString::fromStdString(d);
+        };
+        auto write_tensors = [&](const std::string& d, const std::function<void(test::RandomTensor&)>& edit, bool drop) {
+            std::vector<std::tuple<std::string, std::string, std::vector<int64_t>, std::vector<uint8_t>>> ts;
+            for (auto& t : test::random_tensors(s, 1)) {
+                if (drop && t.hf_name == mention.toStdString()) continue;
+                edit(t);
+                ts.emplace_back(t.hf_name, t.hf_name == "model.embed_tokens.weight" && kind == "hf-dtype" ? "I64" : "F32",
+                                t.shape, test::encode(t.values, t.shape.back(), DType::F32));
+                if (std::get<1>(ts.back()) == "I64") {  // same byte size as 2 x F32 per value: halve the shape
+                    std::get<2>(ts.back()).back() /= 2;
+                }
+            }
+            write_safetensors(d + "/model.safetensors", ts);
+        };
+        if (kind == "missing") model = dir.filePath("nonexistent.gguf");
+        else if (kind == "truncated") {
+            model = dir.filePath("cut.gguf");
+            write_file(model, read_file(gguf).left(5000));
+        } else if (kind == "magic") {
+            model = dir.filePath("magic.gguf");
+            QByteArray b = read_file(gguf);
+            b[0] = 'X';
+            write_file(model, b);
+        } else if (kind == "gguf-arch") {
+            model = dir.filePath("arch.gguf");
+            test::write_random_gguf(model.toStdString(), s, 1, DType::F32,
+                                    [](GgufWriter& w) { w.set_string("general.architecture", "gpt2"); });
+        } else if (kind == "gguf-q6k") {
+            // Q6_K (256 values in 210 bytes), as the token embedding of Q4_K_M files often is.
+            model = dir.filePath("q6k.gguf");
+            test::write_random_gguf(model.toStdString(), s, 1, DType::F32, [&](GgufWriter& w) {
+                w.add_tensor("token_embd.weight", {256, 512}, 14, std::vector<uint8_t>(512 * 210, 0));
+            }, "token_embd.weight");
+        } else if (kind == "hf-arch") {
+            hf([](const std::string& d) {
+                json c = json::parse(read_file(QString::fromStdString(d + "/config.json")).toStdString());
+                c["model_type"] = "gpt_neox";
+                std::ofstream(d + "/config.json") << c.dump();
+            });
+        } else if (kind == "hf-missing") {
+            hf([&](const std::string& d) { write_tensors(d, [](test::RandomTensor&) {}, true); });
+        } else if (kind == "hf-shape") {
+            hf([&](const std::string& d) {
+                write_tensors(d, [](test::RandomTensor& t) {
+                    if (t.hf_name == "model.norm.weight") {
+                        t.shape = {128};
+                        t.values.resize(128);
+                    }
+                }, false);
+            });
+        } else if (kind == "hf-dtype") {
+            hf([&](const std::string& d) { write_tensors(d, [](test::RandomTensor&) {}, false); });
+        } else if (kind == "hf-tokenizer") {
+            hf([](const std::string& d) { std::ofstream(d + "/tokenizer.json") << "{\"model\": {\"type\": "; });
+        } else if (kind == "hf-config") {
+            hf([](const std::string& d) { std::ofstream(d + "/config.json") << "{ not json"; });
+        } else if (kind == "flag") {
+            model = gguf;
+            extra << "--frobnicate";
+        } else if (kind == "block-size") {
+            model = gguf;
+            extra << "--block-size" << "3";
+        } else if (kind == "number") {
+            model = gguf;
+            extra << "--max-tokens" << "many";
+        } else if (kind == "dummy") {
+            model = "dummy:gpt5";
+        }
+        const Run r = cli(QStringList{"generate", "--model", model, "--prompt", "hi", "--max-tokens", "4"} + extra);
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains(mention), qPrintable("stderr: " + r.err));
+        QVERIFY2(r.err.contains("error"), qPrintable(r.err));
+    }
+
+    // One prompt too long for max_model_len: reported with exit 2, the other prompt still completes.
+    void badPromptDoesNotStopOthers() {
+        const Run r = cli({"generate", "--model", models() + "/stories260K-f32.gguf", "--max-model-len", "32",
+                           "--prompt", QString("Once upon a time ").repeated(20), "--prompt", "Hello", "--max-tokens",
+                           "5", "--temperature", "0", "--json"});
+        QCOMPARE(r.code, 2);
+        QVERIFY(r.err.contains("max_model_len"));
+        const auto lines = json_lines(r.out);
+        QVERIFY(lines[0].contains("error"));
+        QCOMPARE(lines[1]["output_token_ids"].size(), size_t(5));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestCli)
+#include "test_cli.moc"
