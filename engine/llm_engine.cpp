@@ -309,6 +309,7 @@ MemoryStats LlmEngine::memory_stats() const {
     m.kv_pool_bytes = static_cast<int64_t>(runner_->kv_cache_bytes());
     m.activation_bytes = static_cast<int64_t>(runner_->activation_bytes());
     m.host_rss_bytes = host_rss_bytes();
+    backend_->device_memory(m.device_total_bytes, m.device_used_bytes);
     return m;
 }
 

@@ -59,6 +59,13 @@ public:
     virtual void copy_to_device(void* dst, const void* src, size_t bytes) = 0;
     virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
 
+    // Makes weights usable by this backend's ops, once at load. The CPU backend uses them in place
+    // (memory-mapped files stay mapped); a GPU backend copies them to device memory it owns.
+    virtual WeightView upload_weight(const WeightView& w) { return w; }
+    virtual const float* upload_vector(const float* data, size_t n) { return data; }
+    // Bytes of device memory: total and in use (0, 0 where the backend has no device of its own).
+    virtual void device_memory(int64_t& total, int64_t& used) const { total = used = 0; }
+
     // out[t, :] = table[ids[t], :] as F32.                         ids [n], out [n, table.cols]
     virtual void embedding(const WeightView& table, const int32_t* ids, int n, float* out) = 0;
     // out = x / rms(x) * weight, per row.                         x, out [n, dim]; weight [dim]

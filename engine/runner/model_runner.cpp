@@ -15,11 +15,26 @@ ModelRunner::ModelRunner(const Model& model, Backend& backend, int num_blocks, i
     inv_freq_host_ = c.rope_inv_freq();
     const auto& factors = model.weights.rope_freq_factors;
     for (size_t i = 0; i < factors.size() && i < inv_freq_host_.size(); ++i) inv_freq_host_[i] /= factors[i];
+    max_num_logits_ = std::min(max_num_logits_, max_num_tokens_);
+    upload_weights();
     allocate_activations();
     reset_kv_cache(num_blocks, block_size);
 }
 
 ModelRunner::~ModelRunner() { free_buffers(); }
+
+void ModelRunner::upload_weights() {
+    const ModelWeights& w = model_.weights;
+    auto vec = [&](const std::vector<float>& v) { return v.empty() ? nullptr : backend_.upload_vector(v.data(), v.size()); };
+    token_embedding_ = backend_.upload_weight(w.token_embedding);
+    lm_head_ = w.lm_head.data == w.token_embedding.data ? token_embedding_ : backend_.upload_weight(w.lm_head);
+    final_norm_ = vec(w.final_norm);
+    for (const LayerWeights& L : w.layers)
+        layers_.push_back({vec(L.attn_norm), vec(L.ffn_norm), vec(L.bq), vec(L.bk), vec(L.bv),
+                           backend_.upload_weight(L.wq), backend_.upload_weight(L.wk), backend_.upload_weight(L.wv),
+                           backend_.upload_weight(L.wo), backend_.upload_weight(L.w_gate), backend_.upload_weight(L.w_up),
+                           backend_.upload_weight(L.w_down)});
+}
 
 float* ModelRunner::buffer(size_t floats) {
     void* p = backend_.allocate(floats * sizeof(float));
@@ -82,7 +97,6 @@ void ModelRunner::reset_kv_cache(int num_blocks, int block_size) {
 
 const float* ModelRunner::execute(const ModelInput& in) {
     const ModelConfig& c = model_.config;
-    const ModelWeights& w = model_.weights;
     const int T = in.num_tokens(), S = static_cast<int>(in.logits_indices.size());
     if (T == 0) return logits_host_.data();
     if (T > max_num_tokens_ || S > max_num_logits_)
@@ -117,21 +131,20 @@ const float* ModelRunner::execute(const ModelInput& in) {
     const RopeParams rope{inv_freq_, c.head_dim, c.head_dim, c.rope_neox};
     const int h = c.hidden_size;
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-    auto bias = [](const std::vector<float>& b) { return b.empty() ? nullptr : b.data(); };
 
-    backend_.embedding(w.token_embedding, d_tokens_, T, x_);
+    backend_.embedding(token_embedding_, d_tokens_, T, x_);
     for (int l = 0; l < c.num_layers; ++l) {
-        const LayerWeights& L = w.layers[l];
-        backend_.rms_norm(x_, L.attn_norm.data(), T, h, c.rms_norm_eps, xb_);
-        backend_.matmul(xb_, T, L.wq, bias(L.bq), q_);
-        backend_.matmul(xb_, T, L.wk, bias(L.bk), k_);
-        backend_.matmul(xb_, T, L.wv, bias(L.bv), v_);
+        const LayerOnDevice& L = layers_[l];
+        backend_.rms_norm(x_, L.attn_norm, T, h, c.rms_norm_eps, xb_);
+        backend_.matmul(xb_, T, L.wq, L.bq, q_);
+        backend_.matmul(xb_, T, L.wk, L.bk, k_);
+        backend_.matmul(xb_, T, L.wv, L.bv, v_);
         backend_.rope(q_, k_, d_positions_, T, c.num_heads, c.num_kv_heads, rope);
         backend_.write_kv(k_, v_, d_slots_, T, layout_, kv_cache_, l);
         backend_.paged_attention(q_, meta, layout_, kv_cache_, l, c.num_heads, scale, att_);
         backend_.matmul(att_, T, L.wo, nullptr, xb_);
         backend_.add(x_, xb_, static_cast<int64_t>(T) * h);
-        backend_.rms_norm(x_, L.ffn_norm.data(), T, h, c.rms_norm_eps, xb_);
+        backend_.rms_norm(x_, L.ffn_norm, T, h, c.rms_norm_eps, xb_);
         backend_.matmul(xb_, T, L.w_gate, nullptr, gate_);
         backend_.matmul(xb_, T, L.w_up, nullptr, up_);
         backend_.silu_mul(gate_, up_, static_cast<int64_t>(T) * c.intermediate_size, gate_);
@@ -141,8 +154,8 @@ const float* ModelRunner::execute(const ModelInput& in) {
     if (S == 0) return logits_host_.data();
     // Only the rows that sample need the final norm and the (large) vocabulary projection.
     backend_.gather_rows(x_, d_logits_idx_, S, h, xs_);
-    backend_.rms_norm(xs_, w.final_norm.data(), S, h, c.rms_norm_eps, xb_);
-    backend_.matmul(xb_, S, w.lm_head, nullptr, logits_);
+    backend_.rms_norm(xs_, final_norm_, S, h, c.rms_norm_eps, xb_);
+    backend_.matmul(xb_, S, lm_head_, nullptr, logits_);
     backend_.copy_to_host(logits_host_.data(), logits_, static_cast<size_t>(S) * c.vocab_size * sizeof(float));
     return logits_host_.data();
 }

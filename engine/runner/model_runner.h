@@ -38,6 +38,12 @@ public:
     Backend& backend() { return backend_; }
 
 private:
+    // The model's weights as the backend's ops take them (device copies on a GPU backend).
+    struct LayerOnDevice {
+        const float *attn_norm = nullptr, *ffn_norm = nullptr, *bq = nullptr, *bk = nullptr, *bv = nullptr;
+        WeightView wq, wk, wv, wo, w_gate, w_up, w_down;
+    };
+    void upload_weights();
     void allocate_activations();
     void free_buffers();
     float* buffer(size_t floats);
@@ -50,6 +56,9 @@ private:
     void* kv_cache_ = nullptr;
     std::vector<void*> allocations_;
     size_t activation_bytes_ = 0;
+    std::vector<LayerOnDevice> layers_;
+    WeightView token_embedding_, lm_head_;
+    const float* final_norm_ = nullptr;
     std::vector<float> inv_freq_host_;
     float* inv_freq_ = nullptr;
     // Activations. T = max_num_tokens, S = max_num_logits.
