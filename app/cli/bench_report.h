@@ -1,0 +1,23 @@
+// What `kvscope-cli bench` prints: a progress bar on a terminal (plain lines otherwise), the vLLM-style
+// result table plus the engine figures, the --compare naive ratios and the --sweep table. Output only;
+// the numbers come from BenchRun values.
+#pragma once
+
+#include "bench/bench_runner.h"
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace kvscope::cli {
+
+// A progress callback for BenchOptions: a redrawn bar when stderr is a terminal, else a line per 10%.
+std::function<void(int, int)> make_progress(const std::string& label);
+
+void print_result_table(const BenchRun& run);
+void print_ratios(const nlohmann::json& ratios);
+void print_sweep_table(const std::string& knob, const std::vector<std::string>& values, const std::vector<BenchRun>& runs);
+
+}  // namespace kvscope::cli

@@ -1,0 +1,36 @@
+// Benchmark workloads (vLLM's benchmark datasets): random, shared-prefix and ShareGPT-format
+// conversations, turned into prompt token ids and forced output lengths. Seeded: the same options and
+// seed give the same requests. Pure functions; no engine state.
+#pragma once
+
+#include "model/tokenizer.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kvscope {
+
+// One benchmark request (vLLM's SampleRequest): the prompt and the number of tokens to generate.
+struct BenchRequest {
+    std::vector<int32_t> prompt_token_ids;
+    int output_len = 0;
+};
+
+struct WorkloadOptions {
+    std::string dataset = "random";  // random | shared-prefix | sharegpt
+    std::string dataset_path;        // sharegpt: the JSON file
+    int num_prompts = 1000;
+    int input_len = 1024;            // random: around this; shared-prefix: the suffix
+    int output_len = 128;            // sharegpt: used only when output_len_fixed
+    bool output_len_fixed = false;   // sharegpt: force output_len instead of the reply's length
+    double range_ratio = 0.0;        // lengths uniform in [L * (1 - r), L * (1 + r)]
+    int prefix_len = 0;              // shared-prefix: the common prefix
+    int max_model_len = 2048;        // sharegpt: conversations longer than this are skipped
+    uint64_t seed = 0;
+};
+
+// Throws BadInput naming the option or file when the workload cannot be built.
+std::vector<BenchRequest> make_workload(const WorkloadOptions& options, const Tokenizer& tokenizer, int vocab_size);
+
+}  // namespace kvscope

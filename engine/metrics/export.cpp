@@ -1,0 +1,197 @@
+#include "metrics/export.h"
+
+#include "util/errors.h"
+
+#include <ctime>
+#include <fstream>
+#include <thread>
+
+#ifndef KVSCOPE_GIT_REVISION
+#define KVSCOPE_GIT_REVISION "unknown"
+#endif
+#ifndef KVSCOPE_VERSION
+#define KVSCOPE_VERSION "unknown"
+#endif
+
+namespace kvscope {
+
+std::string git_revision() { return KVSCOPE_GIT_REVISION; }
+std::string kvscope_version() { return KVSCOPE_VERSION; }
+
+namespace {
+
+std::string cpu_model() {
+    std::ifstream in("/proc/cpuinfo");
+    for (std::string line; std::getline(in, line);)
+        if (line.rfind("model name", 0) == 0)
+            if (auto colon = line.find(':'); colon != std::string::npos)
+                return line.substr(line.find_first_not_of(' ', colon + 1));
+    return "unknown";
+}
+
+std::ofstream open_out(const std::string& path) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    if (!out) throw BadInput(path + ": cannot open for writing");
+    return out;
+}
+
+std::string csv_quote(const std::string& s) {
+    if (s.find_first_of(",\"\n") == std::string::npos) return s;
+    std::string q = "\"";
+    for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return q + "\"";
+}
+
+std::string csv_value(const nlohmann::json& v) {
+    if (v.is_null()) return "";
+    if (v.is_string()) return v.get<std::string>();
+    return v.dump();
+}
+
+}  // namespace
+
+nlohmann::json machine_info(int threads, const std::string& gpu) {
+    return {{"cpu_model", cpu_model()},
+            {"hardware_threads", std::thread::hardware_concurrency()},
+            {"threads", threads},
+            {"gpu", gpu}};
+}
+
+std::string result_date() {
+    const std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    localtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
+    return buf;
+}
+
+nlohmann::json engine_config_to_json(const EngineConfig& c) {
+    return {{"mode", c.mode},
+            {"block_size", c.block_size},
+            {"kv_cache_memory", c.kv_cache_memory},
+            {"num_blocks", c.num_blocks},
+            {"num_threads", c.num_threads},
+            {"max_num_seqs", c.scheduler.max_num_seqs},
+            {"max_num_batched_tokens", c.scheduler.max_num_batched_tokens},
+            {"max_model_len", c.scheduler.max_model_len},
+            {"policy", c.scheduler.policy},
+            {"enable_prefix_caching", c.scheduler.enable_prefix_caching},
+            {"long_prefill_token_threshold", c.scheduler.long_prefill_token_threshold}};
+}
+
+nlohmann::json run_to_json(const ResultRun& run) {
+    nlohmann::json j = run.summary.to_json();
+    j["label"] = run.label;
+    j["mode"] = run.engine_config.value("mode", "");
+    j["engine_config"] = run.engine_config;
+    j["engine"] = run.engine.to_json();
+    return j;
+}
+
+namespace {
+
+ResultRun run_from_json(const nlohmann::json& j) {
+    ResultRun r;
+    r.label = j.value("label", j.value("mode", ""));
+    if (j.contains("engine_config")) r.engine_config = j["engine_config"];
+    r.summary = BenchmarkSummary::from_json(j);
+    if (j.contains("engine")) r.engine = EngineAggregates::from_json(j["engine"]);
+    return r;
+}
+
+}  // namespace
+
+ResultFile read_result_file(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw BadInput(path + ": cannot open the result file");
+    ResultFile f;
+    try {
+        f.raw = nlohmann::json::parse(in);
+        if (!f.raw.is_object() || !(f.raw.contains("completed") || f.raw.contains("paged") || f.raw.contains("sweep")))
+            throw BadInput(path + ": not a benchmark result (no completed, paged or sweep key)");
+        f.date = f.raw.value("date", "");
+        f.model_id = f.raw.value("model_id", "");
+        f.backend = f.raw.value("backend", "");
+        f.git_revision = f.raw.value("git_revision", "");
+        f.seed = f.raw.value("seed", uint64_t{0});
+        if (f.raw.contains("sweep"))
+            for (const auto& row : f.raw["sweep"]) f.runs.push_back(run_from_json(row));
+        else if (f.raw.contains("paged"))
+            for (const char* k : {"naive", "paged"})
+                if (f.raw.contains(k)) f.runs.push_back(run_from_json(f.raw[k]));
+        if (f.runs.empty()) f.runs.push_back(run_from_json(f.raw));
+        for (const auto& [k, v] : f.raw.items())  // --compare naive writes its ratios at the top level
+            if ((k.rfind("speedup_", 0) == 0 || k.rfind("ratio_", 0) == 0) && v.is_number()) f.ratios[k] = v;
+    } catch (const nlohmann::json::exception& e) {
+        throw BadInput(path + ": invalid result JSON: " + e.what());
+    }
+    return f;
+}
+
+std::vector<std::pair<std::string, std::string>> csv_row(const ResultRun& run) {
+    std::vector<std::pair<std::string, std::string>> row{{"label", run.label}};
+    const nlohmann::json summary = run.summary.to_json(), engine = run.engine.to_json();  // items() needs lvalues
+    for (const auto& part : {&run.engine_config, &summary, &engine})
+        for (const auto& [k, v] : part->items()) row.emplace_back(k, csv_value(v));
+    return row;
+}
+
+void write_csv(const std::string& path, const std::vector<ResultRun>& runs) {
+    std::ofstream out = open_out(path);
+    for (size_t i = 0; i < runs.size(); ++i) {
+        const auto row = csv_row(runs[i]);
+        std::string header, line;
+        for (size_t c = 0; c < row.size(); ++c) {
+            header += (c ? "," : "") + csv_quote(row[c].first);
+            line += (c ? "," : "") + csv_quote(row[c].second);
+        }
+        if (i == 0) out << header << "\n";
+        out << line << "\n";
+    }
+}
+
+nlohmann::json request_to_json(const RequestMetrics& m, double submit_time, const std::string& error) {
+    nlohmann::json j = {{"request_id", m.request_id},
+                        {"num_prompt_tokens", m.num_prompt_tokens},
+                        {"num_output_tokens", m.num_output_tokens},
+                        {"num_cached_tokens", m.num_cached_tokens},
+                        {"num_preemptions", m.num_preemptions},
+                        {"finish_reason", std::string(to_string(m.finish_reason))},
+                        {"arrival_time", m.arrival_time},
+                        {"submit_time", submit_time},
+                        {"first_scheduled_time", m.first_scheduled_time},
+                        {"preemption_times", m.preemption_times},
+                        {"token_times", m.token_times},
+                        {"finish_time", m.finish_time}};
+    if (!error.empty()) j["error"] = error;
+    if (m.has_first_token()) {
+        j["ttft_ms"] = m.ttft() * 1e3;
+        j["e2el_ms"] = m.e2el() * 1e3;
+        j["queue_time_ms"] = m.queue_time() * 1e3;
+        j["tpot_ms"] = m.num_output_tokens > 1 ? nlohmann::json(m.tpot() * 1e3) : nlohmann::json(nullptr);
+    }
+    return j;
+}
+
+std::ofstream open_output(const std::string& path) { return open_out(path); }
+
+void write_requests_jsonl(std::ostream& out, const std::vector<RequestMetrics>& requests,
+                          const std::vector<double>& submit_times, const std::vector<std::string>& errors,
+                          const std::string& run_label) {
+    for (size_t i = 0; i < requests.size(); ++i) {
+        nlohmann::json j = request_to_json(requests[i], i < submit_times.size() ? submit_times[i] : -1.0,
+                                           i < errors.size() ? errors[i] : "");
+        j["index"] = i;
+        j["run"] = run_label;
+        out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    }
+}
+
+void write_json(const std::string& path, const nlohmann::json& j) {
+    std::ofstream out = open_out(path);
+    out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    if (!out) throw BadInput(path + ": write failed");
+}
+
+}  // namespace kvscope

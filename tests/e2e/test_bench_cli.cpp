@@ -1,0 +1,187 @@
+// kvscope-cli bench end to end on dummy:tiny: exit codes, vLLM key names in the result JSON, one
+// percentile recomputed from the per-request JSONL, --compare naive sections and ratios, --sweep rows,
+// the ShareGPT sample, the result reader, and bad flags exiting 2 with the flag named.
+#include "metrics/export.h"
+#include "test_support.h"
+
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct CliResult {
+    int exit_code = -1;
+    QString out, err;
+};
+
+CliResult run_cli(const QStringList& args) {
+    QProcess p;
+    p.start(QString::fromStdString(kvscope::test::cli_path()), QStringList{"bench"} + args);
+    if (!p.waitForFinished(120000)) qFatal("kvscope-cli bench did not finish");
+    return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(), p.readAllStandardError()};
+}
+
+// A small, fast workload on the tiny dummy model.
+QStringList small_workload(int num_prompts) {
+    return {"--model", "dummy:tiny", "--dataset", "random", "--num-prompts", QString::number(num_prompts),
+            "--input-len", "48", "--output-len", "16", "--range-ratio", "0.5", "--seed", "3",
+            "--threads", "2", "--max-model-len", "256"};
+}
+
+nlohmann::json load_json(const QString& path) {
+    std::ifstream in(path.toStdString());
+    return nlohmann::json::parse(in);
+}
+
+std::vector<nlohmann::json> load_jsonl(const QString& path) {
+    std::ifstream in(path.toStdString());
+    std::vector<nlohmann::json> rows;
+    for (std::string line; std::getline(in, line);)
+        if (!line.empty()) rows.push_back(nlohmann::json::parse(line));
+    return rows;
+}
+
+// numpy.percentile, written out independently of the engine's implementation.
+double numpy_percentile(std::vector<double> v, double p) {
+    std::sort(v.begin(), v.end());
+    const double rank = p / 100.0 * double(v.size() - 1);
+    const size_t lo = size_t(rank), hi = std::min(lo + 1, v.size() - 1);
+    return v[lo] + (v[hi] - v[lo]) * (rank - double(lo));
+}
+
+}  // namespace
+
+class TestBenchCli : public QObject {
+    Q_OBJECT
+private slots:
+    void initTestCase() { QVERIFY(m_dir.isValid()); }
+
+    void singleRunWritesVllmKeysAndMatchesRequests() {
+        const QString json = m_dir.filePath("single.json"), csv = m_dir.filePath("single.csv"),
+                      jsonl = m_dir.filePath("single.jsonl");
+        const CliResult r = run_cli(small_workload(16) + QStringList{"--output-json", json, "--output-csv", csv,
+                                                                      "--output-requests", jsonl, "--goodput",
+                                                                      "ttft:100000", "tpot:100000", "--save-timeline"});
+        QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+        QVERIFY(r.out.contains("Serving Benchmark Result"));
+        const nlohmann::json j = load_json(json);
+        for (const char* k : {"date", "backend", "model_id", "num_prompts", "request_rate", "burstiness", "completed",
+                              "failed", "duration", "total_input_tokens", "total_output_tokens", "request_throughput",
+                              "request_goodput", "output_throughput", "total_token_throughput", "max_output_tokens_per_s",
+                              "max_concurrent_requests", "mean_ttft_ms", "median_ttft_ms", "std_ttft_ms", "p99_ttft_ms",
+                              "mean_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "p90_itl_ms", "mean_e2el_ms", "p99_e2el_ms",
+                              "engine_config", "engine", "machine", "git_revision", "seed", "timeline"})
+            QVERIFY2(j.contains(k), k);
+        QCOMPARE(j["completed"].get<int>(), 16);
+        QCOMPARE(j["request_rate"].get<std::string>(), std::string("inf"));
+        QVERIFY(!j["machine"]["cpu_model"].get<std::string>().empty());
+        QVERIFY(j["request_goodput"].get<double>() > 0);
+
+        const auto rows = load_jsonl(jsonl);
+        QCOMPARE(rows.size(), size_t(16));
+        std::vector<double> e2el, ttft;
+        int64_t output_tokens = 0;
+        for (const auto& row : rows) {
+            e2el.push_back((row["finish_time"].get<double>() - row["arrival_time"].get<double>()) * 1e3);
+            ttft.push_back(row["ttft_ms"].get<double>());
+            output_tokens += row["num_output_tokens"].get<int64_t>();
+            QCOMPARE(row["token_times"].size(), row["num_output_tokens"].get<size_t>());
+        }
+        QCOMPARE(output_tokens, j["total_output_tokens"].get<int64_t>());
+        QVERIFY(qAbs(numpy_percentile(e2el, 99) - j["p99_e2el_ms"].get<double>()) < 1e-6);
+        QVERIFY(qAbs(numpy_percentile(ttft, 90) - j["p90_ttft_ms"].get<double>()) < 1e-6);
+
+        std::ifstream in(csv.toStdString());
+        std::string header, line, extra;
+        QVERIFY(std::getline(in, header) && std::getline(in, line));
+        QVERIFY(!std::getline(in, extra) || extra.empty());
+        QVERIFY(header.find("output_throughput") != std::string::npos);
+
+        const kvscope::ResultFile f = kvscope::read_result_file(json.toStdString());
+        QCOMPARE(f.runs.size(), size_t(1));
+        QCOMPARE(f.runs[0].summary.completed, 16);
+        QCOMPARE(f.model_id, std::string("dummy:tiny"));
+    }
+
+    void compareNaiveWritesBothRunsAndRatios() {
+        const QString json = m_dir.filePath("compare.json");
+        const CliResult r = run_cli(small_workload(12) + QStringList{"--compare", "naive", "--max-num-seqs", "4",
+                                                                      "--output-json", json});
+        QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+        const nlohmann::json j = load_json(json);
+        for (const char* mode : {"naive", "paged"}) {
+            QVERIFY2(j.contains(mode), mode);
+            QCOMPARE(j[mode]["completed"].get<int>(), 12);
+            QCOMPARE(j[mode]["engine_config"]["mode"].get<std::string>(), std::string(mode));
+            QVERIFY(j[mode].contains("mean_e2el_ms"));
+        }
+        for (const char* k : {"speedup_output_throughput", "ratio_mean_e2el", "ratio_p99_ttft", "ratio_mean_tpot",
+                              "ratio_mean_ttft"})
+            QVERIFY2(j.contains(k) && j[k].get<double>() > 0, k);
+        QVERIFY(r.out.contains("speedup_output_throughput"));
+        const kvscope::ResultFile f = kvscope::read_result_file(json.toStdString());
+        QCOMPARE(f.runs.size(), size_t(2));
+        QVERIFY(f.ratios.contains("speedup_output_throughput"));
+    }
+
+    void sweepWritesOneRowPerValue() {
+        const QString json = m_dir.filePath("sweep.json"), csv = m_dir.filePath("sweep.csv");
+        const CliResult r = run_cli(small_workload(8) + QStringList{"--sweep", "max-num-seqs=1,4", "--output-json", json,
+                                                                     "--output-csv", csv});
+        QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+        const nlohmann::json j = load_json(json);
+        QCOMPARE(j["sweep"].size(), size_t(2));
+        QCOMPARE(j["sweep"][0]["engine_config"]["max_num_seqs"].get<int>(), 1);
+        QCOMPARE(j["sweep"][1]["engine_config"]["max_num_seqs"].get<int>(), 4);
+        std::ifstream in(csv.toStdString());
+        int lines = 0;
+        for (std::string line; std::getline(in, line);) lines += !line.empty();
+        QCOMPARE(lines, 3);
+    }
+
+    void sharegptSampleRuns() {
+        const QString sample = QFINDTESTDATA("../../resources/workloads/sharegpt_sample.json");
+        QVERIFY(!sample.isEmpty());
+        const QString json = m_dir.filePath("sharegpt.json");
+        const CliResult r = run_cli({"--model", "dummy:tiny", "--dataset", "sharegpt", "--dataset-path", sample,
+                                     "--num-prompts", "6", "--output-len", "8", "--threads", "2", "--output-json", json});
+        QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+        const nlohmann::json j = load_json(json);
+        QCOMPARE(j["completed"].get<int>(), 6);
+        QCOMPARE(j["total_output_tokens"].get<int>(), 48);
+    }
+
+    void badInputExitsTwo_data() {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("named");
+        QTest::newRow("unknown flag") << QStringList{"--bogus", "1"} << "--bogus";
+        QTest::newRow("not an integer") << QStringList{"--num-prompts", "abc"} << "--num-prompts";
+        QTest::newRow("compare paged") << QStringList{"--compare", "paged"} << "--compare";
+        QTest::newRow("unknown sweep knob") << QStringList{"--sweep", "temperature=1,2"} << "--sweep";
+        QTest::newRow("bad percentile") << QStringList{"--percentiles", "50,120"} << "--percentiles";
+        QTest::newRow("bad goodput") << QStringList{"--goodput", "ttft"} << "--goodput";
+        QTest::newRow("zero rate") << QStringList{"--request-rate", "0"} << "--request-rate";
+        QTest::newRow("unknown dataset") << QStringList{"--dataset", "nope"} << "--dataset";
+        QTest::newRow("range ratio") << QStringList{"--range-ratio", "1.5"} << "--range-ratio";
+        QTest::newRow("missing sharegpt file") << QStringList{"--dataset", "sharegpt", "--dataset-path", "/nonexistent.json"}
+                                               << "/nonexistent.json";
+    }
+    void badInputExitsTwo() {
+        QFETCH(QStringList, args);
+        QFETCH(QString, named);
+        const CliResult r = run_cli(QStringList{"--model", "dummy:tiny", "--num-prompts", "2"} + args);
+        QCOMPARE(r.exit_code, 2);
+        QVERIFY2(r.err.contains(named), qPrintable(r.err));
+    }
+
+private:
+    QTemporaryDir m_dir;
+};
+
+QTEST_GUILESS_MAIN(TestBenchCli)
+#include "test_bench_cli.moc"
