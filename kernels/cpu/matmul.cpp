@@ -42,39 +42,51 @@ struct Q8_0Rows {
     float at(int, int64_t) const { return 0; }  // rows are whole blocks: no tail
 };
 
-// out[t * ldo + r] for t < MX, r < nw: the dot products of x rows with weight rows.
-template <int MX, class Rows>
-inline void tile(const float* x, int64_t K, const Rows& w, int nw, float* out, int64_t ldo) {
-    v16f acc[MX][kTileW];
+// out[t * ldo + r] for t < MX, r < NW: the dot products of x rows with weight rows. MX and NW are
+// compile-time, so the MX x NW accumulators live in registers (a runtime bound spills them to memory).
+template <int MX, int NW, class Rows>
+inline void tile(const float* x, int64_t K, const Rows& w, float* out, int64_t ldo) {
+    v16f acc[MX][NW];
     for (int t = 0; t < MX; ++t)
-        for (int r = 0; r < kTileW; ++r) acc[t][r] = v16f{};
+        for (int r = 0; r < NW; ++r) acc[t][r] = v16f{};
     const int64_t kv = K / 16 * 16;
     for (int64_t k = 0; k < kv; k += 16) {
         v16f xv[MX];
         for (int t = 0; t < MX; ++t) xv[t] = load16(x + t * K + k);
-        for (int r = 0; r < kTileW; ++r) {
-            if (r >= nw) break;
+        for (int r = 0; r < NW; ++r) {
             const v16f wv = w.load(r, k);
             for (int t = 0; t < MX; ++t) acc[t][r] += wv * xv[t];
         }
     }
     for (int t = 0; t < MX; ++t)
-        for (int r = 0; r < nw; ++r) {
+        for (int r = 0; r < NW; ++r) {
             float s = hsum16(acc[t][r]);
             for (int64_t k = kv; k < K; ++k) s += w.at(r, k) * x[t * K + k];
             out[t * ldo + r] = s;
         }
 }
 
+template <int NW, class Rows>
+inline void tile_rows_nw(const float* x, int n, int64_t K, const Rows& w, float* out, int64_t ldo) {
+    int t = 0;
+    for (; t + kTileX <= n; t += kTileX) tile<kTileX, NW>(x + t * K, K, w, out + t * ldo, ldo);
+    switch (n - t) {
+    case 3: tile<3, NW>(x + t * K, K, w, out + t * ldo, ldo); break;
+    case 2: tile<2, NW>(x + t * K, K, w, out + t * ldo, ldo); break;
+    case 1: tile<1, NW>(x + t * K, K, w, out + t * ldo, ldo); break;
+    default: break;
+    }
+}
+
 template <class Rows>
 inline void tile_rows(const float* x, int n, int64_t K, const Rows& w, int nw, float* out, int64_t ldo) {
-    int t = 0;
-    for (; t + kTileX <= n; t += kTileX) tile<kTileX>(x + t * K, K, w, nw, out + t * ldo, ldo);
-    switch (n - t) {
-    case 3: tile<3>(x + t * K, K, w, nw, out + t * ldo, ldo); break;
-    case 2: tile<2>(x + t * K, K, w, nw, out + t * ldo, ldo); break;
-    case 1: tile<1>(x + t * K, K, w, nw, out + t * ldo, ldo); break;
-    default: break;
+    switch (nw) {
+    case 6: tile_rows_nw<6>(x, n, K, w, out, ldo); break;
+    case 5: tile_rows_nw<5>(x, n, K, w, out, ldo); break;
+    case 4: tile_rows_nw<4>(x, n, K, w, out, ldo); break;
+    case 3: tile_rows_nw<3>(x, n, K, w, out, ldo); break;
+    case 2: tile_rows_nw<2>(x, n, K, w, out, ldo); break;
+    default: tile_rows_nw<1>(x, n, K, w, out, ldo); break;
     }
 }
 
