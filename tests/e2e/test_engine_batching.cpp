@@ -241,6 +241,51 @@ private slots:
         expect_all_blocks_free(engine);
     }
 
+    // Two requests sharing a 3-block system prompt: the second reads 3 x block_size tokens from the prefix
+    // cache and produces what it produces without caching; afterwards every block is free or cached-free.
+    void sharedSystemPromptHitsPrefixCache_data() {
+        QTest::addColumn<int>("blockSize");
+        QTest::addColumn<bool>("together");
+        for (int bs : {4, 16})
+            for (bool together : {false, true})
+                QTest::newRow(QString("bs%1-%2").arg(bs).arg(together ? "same-step" : "one-after-other").toUtf8()) << bs << together;
+    }
+    void sharedSystemPromptHitsPrefixCache() {
+        QFETCH(int, blockSize);
+        QFETCH(bool, together);
+        std::vector<int32_t> system{1};
+        for (int i = 1; i < 3 * blockSize; ++i) system.push_back(3 + (i * 13) % 500);
+        auto with_suffix = [&](std::vector<int32_t> suffix) {
+            std::vector<int32_t> p = system;
+            p.insert(p.end(), suffix.begin(), suffix.end());
+            return p;
+        };
+        const std::vector<Prompt> prompts{{with_suffix({400, 401, 402})}, {with_suffix({410, 411})}};
+        std::vector<std::vector<int32_t>> uncached;
+        for (const auto& p : prompts) {
+            LlmEngine e(stories(), base_config());
+            uncached.push_back(run_all(e, {p}, greedy(12)).front());
+        }
+        EngineConfig c = base_config();
+        c.block_size = blockSize;
+        c.scheduler.enable_prefix_caching = true;
+        LlmEngine engine(stories(), c);
+        std::vector<std::vector<int32_t>> out;
+        if (together) {
+            out = run_all(engine, prompts, greedy(12));
+        } else {
+            out.push_back(run_all(engine, {prompts[0]}, greedy(12)).front());
+            out.push_back(run_all(engine, {prompts[1]}, greedy(12)).front());
+        }
+        QCOMPARE(out, uncached);
+        const auto second = engine.request_metrics(together ? "req-1" : "req-1");
+        QVERIFY(second.has_value());
+        QCOMPARE(second->num_cached_tokens, 3 * blockSize);
+        const auto& kv = engine.kv_cache_manager();
+        QCOMPARE(kv.num_free_blocks(), kv.num_blocks());
+        QVERIFY(kv.num_cached_free_blocks() >= 3);
+    }
+
     void stopStringsCutText() {
         LlmEngine engine(stories(), base_config());
         SamplingParams p = greedy(60);
