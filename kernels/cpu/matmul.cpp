@@ -135,12 +135,18 @@ void matmul(ThreadPool& pool, MatmulScratch& scratch, const float* x, int n, con
     const int64_t num_tiles = (N + kTileW - 1) / kTileW;
     const int64_t tiles_per_task = std::max<int64_t>(1, num_tiles / (pool.size() * 8));
     const int64_t num_tasks = (num_tiles + tiles_per_task - 1) / tiles_per_task;
+    // x rows in chunks that stay in L2 while the task's weight rows pass over them.
+    constexpr int kChunkX = 64;
     pool.run(num_tasks, [&](int64_t task, int thread) {
         float* s = scratch.per_thread[thread].data();
         const int64_t end = std::min(num_tiles, (task + 1) * tiles_per_task);
-        for (int64_t t = task * tiles_per_task; t < end; ++t) {
-            const int64_t r0 = t * kTileW;
-            weight_tile(x, n, w, r0, static_cast<int>(std::min<int64_t>(kTileW, N - r0)), s, out);
+        for (int x0 = 0; x0 < n; x0 += kChunkX) {
+            const int nx = std::min(kChunkX, n - x0);
+            for (int64_t t = task * tiles_per_task; t < end; ++t) {
+                const int64_t r0 = t * kTileW;
+                weight_tile(x + static_cast<size_t>(x0) * w.cols, nx, w, r0,
+                            static_cast<int>(std::min<int64_t>(kTileW, N - r0)), s, out + static_cast<size_t>(x0) * N);
+            }
         }
     });
     if (bias)
