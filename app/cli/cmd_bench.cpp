@@ -259,9 +259,4 @@ int run_bench(int argc, char** argv) {
     return 0;
 }
 
-int run_serve(int, char**) {
-    std::fprintf(stderr, "kvscope-cli serve: not implemented yet\n");
-    return 1;
-}
-
 }  // namespace kvscope::cli

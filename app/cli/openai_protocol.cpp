@@ -1,0 +1,323 @@
+#include "openai_protocol.h"
+
+#include "util/errors.h"
+
+#include <climits>
+#include <cmath>
+
+namespace kvscope::cli {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kMaxChoices = 1024;  // prompts x n in one request
+
+std::string shown(const json& value) {
+    std::string s = dump(value);
+    return s.size() > 40 ? s.substr(0, 37) + "..." : s;
+}
+
+// The field, or null when absent or JSON null (OpenAI clients send null for "use the default").
+const json* field(const json& body, const char* name) {
+    auto it = body.find(name);
+    return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+double get_number(const json& body, const char* name, double fallback) {
+    const json* f = field(body, name);
+    if (!f) return fallback;
+    if (!f->is_number()) throw ApiError(400, std::string(name) + " must be a number, got " + shown(*f), name);
+    return f->get<double>();
+}
+
+int64_t as_integer(const json& v, const std::string& name) {
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+        throw ApiError(400, name + " is too large: " + shown(v), name);
+    if (v.is_number_integer()) return v.get<int64_t>();
+    if (v.is_number_float()) {  // 20.0 from clients that only have doubles
+        const double d = v.get<double>();
+        if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15) return static_cast<int64_t>(d);
+    }
+    throw ApiError(400, name + " must be an integer, got " + shown(v), name);
+}
+
+std::optional<int64_t> get_integer(const json& body, const char* name) {
+    const json* f = field(body, name);
+    if (!f) return std::nullopt;
+    return as_integer(*f, name);
+}
+
+int get_int(const json& body, const char* name, int fallback) {
+    const auto v = get_integer(body, name);
+    if (!v) return fallback;
+    if (*v < INT_MIN || *v > INT_MAX) throw ApiError(400, std::string(name) + " is out of range: " + std::to_string(*v), name);
+    return static_cast<int>(*v);
+}
+
+bool get_bool(const json& body, const char* name, bool fallback) {
+    const json* f = field(body, name);
+    if (!f) return fallback;
+    if (!f->is_boolean()) throw ApiError(400, std::string(name) + " must be true or false, got " + shown(*f), name);
+    return f->get<bool>();
+}
+
+std::vector<std::string> get_stop(const json& body) {
+    const json* f = field(body, "stop");
+    if (!f) return {};
+    if (f->is_string()) return {f->get<std::string>()};
+    if (!f->is_array()) throw ApiError(400, "stop must be a string or a list of strings", "stop");
+    std::vector<std::string> out;
+    for (const json& s : *f) {
+        if (!s.is_string()) throw ApiError(400, "stop must be a string or a list of strings, got " + shown(s), "stop");
+        out.push_back(s.get<std::string>());
+    }
+    return out;
+}
+
+void reject_unsupported(const json& body, Endpoint endpoint) {
+    auto unsupported = [](const char* name) {
+        throw ApiError(400, std::string(name) + " is not supported by kvscope serve", name);
+    };
+    if (const json* f = field(body, "logprobs"); f && !(f->is_boolean() && !f->get<bool>())) unsupported("logprobs");
+    if (endpoint == Endpoint::COMPLETIONS) {
+        if (get_bool(body, "echo", false)) unsupported("echo");
+        if (const json* f = field(body, "suffix"); f && !(f->is_string() && f->get<std::string>().empty()))
+            unsupported("suffix");
+        if (const auto best_of = get_integer(body, "best_of"); best_of && *best_of != get_int(body, "n", 1))
+            unsupported("best_of");
+    } else {
+        if (const json* f = field(body, "tools"); f && !(f->is_array() && f->empty())) unsupported("tools");
+        if (const json* f = field(body, "response_format"); f && !(f->is_object() && f->value("type", "") == "text"))
+            unsupported("response_format");
+    }
+}
+
+std::vector<int32_t> token_ids(const json& list, const std::string& name, const Model& model) {
+    std::vector<int32_t> ids;
+    for (size_t i = 0; i < list.size(); ++i) {
+        const std::string at = name + "[" + std::to_string(i) + "]";
+        const int64_t id = as_integer(list[i], at);
+        if (id < 0 || id >= model.config.vocab_size)
+            throw ApiError(400, at + ": token id " + std::to_string(id) + " is outside the vocabulary (" +
+                                    std::to_string(model.config.vocab_size) + " tokens)", name.substr(0, name.find('[')));
+        ids.push_back(static_cast<int32_t>(id));
+    }
+    return ids;
+}
+
+// prompt: a string, a list of token ids, a list of strings, or a list of token id lists.
+std::vector<std::vector<int32_t>> completion_prompts(const json& body, const Model& model) {
+    const json* p = field(body, "prompt");
+    if (!p) throw ApiError(400, "prompt is required", "prompt");
+    if (p->is_string()) return {model.tokenizer.encode(p->get<std::string>(), true)};
+    if (!p->is_array() || p->empty())
+        throw ApiError(400, "prompt must be a string, a list of token ids, or a non-empty list of those", "prompt");
+    if ((*p)[0].is_number()) return {token_ids(*p, "prompt", model)};
+    std::vector<std::vector<int32_t>> prompts;
+    for (size_t i = 0; i < p->size(); ++i) {
+        const json& item = (*p)[i];
+        if (item.is_string()) prompts.push_back(model.tokenizer.encode(item.get<std::string>(), true));
+        else if (item.is_array()) prompts.push_back(token_ids(item, "prompt[" + std::to_string(i) + "]", model));
+        else throw ApiError(400, "prompt[" + std::to_string(i) + "] must be a string or a list of token ids", "prompt");
+    }
+    return prompts;
+}
+
+std::vector<int32_t> chat_prompt(const json& body, const Model& model) {
+    const json* m = field(body, "messages");
+    if (!m || !m->is_array() || m->empty()) throw ApiError(400, "messages must be a non-empty list", "messages");
+    std::vector<ChatMessage> messages;
+    for (size_t i = 0; i < m->size(); ++i) {
+        const std::string at = "messages[" + std::to_string(i) + "]";
+        const json& msg = (*m)[i];
+        if (!msg.is_object()) throw ApiError(400, at + " must be an object", at);
+        const json* role = field(msg, "role");
+        if (!role || !role->is_string()) throw ApiError(400, at + ".role must be a string", at + ".role");
+        std::string r = role->get<std::string>();
+        if (r == "developer") r = "system";
+        if (r != "system" && r != "user" && r != "assistant")
+            throw ApiError(400, at + ".role '" + r + "' is not supported (system, user, assistant)", at + ".role");
+        std::string content;
+        if (const json* c = field(msg, "content")) {
+            if (c->is_string()) {
+                content = c->get<std::string>();
+            } else if (c->is_array()) {  // content parts: text only, joined by newlines as vLLM does
+                for (size_t j = 0; j < c->size(); ++j) {
+                    const json& part = (*c)[j];
+                    const std::string pat = at + ".content[" + std::to_string(j) + "]";
+                    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+                        !part["text"].is_string())
+                        throw ApiError(400, pat + " must be {\"type\": \"text\", \"text\": ...}; other parts are not supported",
+                                       pat);
+                    if (j) content += "\n";
+                    content += part["text"].get<std::string>();
+                }
+            } else {
+                throw ApiError(400, at + ".content must be a string or a list of text parts", at + ".content");
+            }
+        } else if (r != "assistant") {
+            throw ApiError(400, at + ".content is required", at + ".content");
+        }
+        messages.push_back({r, content});
+    }
+    const std::string text = model.chat_template.render(messages, true);
+    return model.tokenizer.encode_with_special_tokens(text, !model.chat_template.renders_bos());
+}
+
+}  // namespace
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+GenerationJob parse_generation_request(Endpoint endpoint, const json& body, const Model& model, int max_model_len) {
+    if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
+    GenerationJob job;
+    job.endpoint = endpoint;
+    const bool chat = endpoint == Endpoint::CHAT;
+    if (const json* m = field(body, "model")) {
+        if (!m->is_string()) throw ApiError(400, "model must be a string", "model");
+        job.model = m->get<std::string>();
+    }
+    reject_unsupported(body, endpoint);
+
+    SamplingParams& p = job.params;
+    p.temperature = static_cast<float>(get_number(body, "temperature", 1.0));
+    p.top_p = static_cast<float>(get_number(body, "top_p", 1.0));
+    p.top_k = get_int(body, "top_k", 0);
+    if (p.top_k == -1) p.top_k = 0;  // vLLM: -1 disables top-k
+    p.min_p = static_cast<float>(get_number(body, "min_p", 0.0));
+    p.presence_penalty = static_cast<float>(get_number(body, "presence_penalty", 0.0));
+    p.frequency_penalty = static_cast<float>(get_number(body, "frequency_penalty", 0.0));
+    p.repetition_penalty = static_cast<float>(get_number(body, "repetition_penalty", 1.0));
+    if (const auto seed = get_integer(body, "seed")) p.seed = static_cast<uint64_t>(*seed);
+    p.stop = get_stop(body);
+    if (const json* ids = field(body, "stop_token_ids")) {
+        if (!ids->is_array()) throw ApiError(400, "stop_token_ids must be a list of token ids", "stop_token_ids");
+        p.stop_token_ids = token_ids(*ids, "stop_token_ids", model);
+    }
+    p.ignore_eos = get_bool(body, "ignore_eos", false);
+    p.min_tokens = get_int(body, "min_tokens", 0);
+    p.n = get_int(body, "n", 1);
+    job.priority = get_int(body, "priority", 0);
+    job.stream = get_bool(body, "stream", false);
+    if (const json* so = field(body, "stream_options")) {
+        if (!so->is_object()) throw ApiError(400, "stream_options must be an object", "stream_options");
+        job.include_usage = get_bool(*so, "include_usage", false);
+    }
+
+    if (chat) job.prompts.push_back(chat_prompt(body, model));
+    else job.prompts = completion_prompts(body, model);
+    const char* prompt_field = chat ? "messages" : "prompt";
+    size_t longest = 0;
+    for (const auto& prompt : job.prompts) {
+        if (prompt.empty()) throw ApiError(400, std::string(prompt_field) + " is empty (no tokens)", prompt_field);
+        longest = std::max(longest, prompt.size());
+    }
+    if (longest >= static_cast<size_t>(max_model_len))
+        throw ApiError(400, "this model's maximum context length is " + std::to_string(max_model_len) +
+                                " tokens, but the " + prompt_field + " has " + std::to_string(longest) +
+                                " (at least one token must be generated)", prompt_field);
+
+    // max_tokens: completions default to 16 (OpenAI); chat to whatever still fits the context.
+    const char* max_field = "max_tokens";
+    std::optional<int64_t> max_tokens = get_integer(body, "max_tokens");
+    if (chat && field(body, "max_completion_tokens")) {
+        max_field = "max_completion_tokens";
+        max_tokens = get_integer(body, "max_completion_tokens");
+    }
+    if (!max_tokens) max_tokens = chat ? max_model_len - static_cast<int64_t>(longest) : 16;
+    if (*max_tokens < 1) throw ApiError(400, std::string(max_field) + " must be >= 1, got " + std::to_string(*max_tokens), max_field);
+    if (static_cast<int64_t>(longest) + *max_tokens > max_model_len)
+        throw ApiError(400, "this model's maximum context length is " + std::to_string(max_model_len) + " tokens, but " +
+                                std::to_string(longest + *max_tokens) + " were requested (" + std::to_string(longest) +
+                                " in the " + prompt_field + ", " + std::to_string(*max_tokens) + " in " + max_field +
+                                "); lower " + max_field, max_field);
+    p.max_tokens = static_cast<int>(*max_tokens);
+
+    if (p.n >= 1 && job.prompts.size() * static_cast<size_t>(p.n) > kMaxChoices)
+        throw ApiError(400, "too many choices: " + std::to_string(job.prompts.size()) + " prompts x n " +
+                                std::to_string(p.n) + " exceeds " + std::to_string(kMaxChoices), "n");
+    try {
+        p.validate();
+    } catch (const BadInput& e) {
+        // "invalid sampling parameter: top_p must be in (0, 1], got 2": the field is the first word.
+        std::string message = e.what();
+        const std::string prefix = "invalid sampling parameter: ";
+        std::string param;
+        if (message.starts_with(prefix)) param = message.substr(prefix.size(), message.find(' ', prefix.size()) - prefix.size());
+        throw ApiError(400, message, param);
+    }
+    return job;
+}
+
+json finish_reason_json(const ChoiceState& choice) {
+    if (!choice.finished) return nullptr;
+    return std::string(to_string(choice.finish_reason));
+}
+
+json usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
+    return {{"prompt_tokens", prompt_tokens},
+            {"completion_tokens", completion_tokens},
+            {"total_tokens", prompt_tokens + completion_tokens}};
+}
+
+namespace {
+
+json head_json(const ResponseHead& head, const char* object) {
+    return {{"id", head.id}, {"object", object}, {"created", head.created}, {"model", head.model}};
+}
+
+}  // namespace
+
+json generation_response(Endpoint endpoint, const ResponseHead& head, const std::vector<ChoiceState>& choices,
+                         int64_t prompt_tokens) {
+    const bool chat = endpoint == Endpoint::CHAT;
+    json out = head_json(head, chat ? "chat.completion" : "text_completion");
+    json list = json::array();
+    int64_t completion_tokens = 0;
+    for (size_t i = 0; i < choices.size(); ++i) {
+        const ChoiceState& c = choices[i];
+        json choice = {{"index", i}};
+        if (chat) choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+        else choice["text"] = c.text;
+        choice["logprobs"] = nullptr;
+        choice["finish_reason"] = finish_reason_json(c);
+        list.push_back(std::move(choice));
+        completion_tokens += c.num_tokens;
+    }
+    out["choices"] = std::move(list);
+    out["usage"] = usage_json(prompt_tokens, completion_tokens);
+    return out;
+}
+
+json stream_chunk(Endpoint endpoint, const ResponseHead& head, size_t index, const std::string& delta,
+                  const ChoiceState& choice, bool role_only) {
+    const bool chat = endpoint == Endpoint::CHAT;
+    json out = head_json(head, chat ? "chat.completion.chunk" : "text_completion");
+    json c = {{"index", index}};
+    if (chat) {
+        json d = json::object();
+        if (role_only) {
+            d["role"] = "assistant";
+            d["content"] = "";
+        } else if (!delta.empty()) {
+            d["content"] = delta;
+        }
+        c["delta"] = std::move(d);
+    } else {
+        c["text"] = delta;
+    }
+    c["logprobs"] = nullptr;
+    c["finish_reason"] = role_only ? json(nullptr) : finish_reason_json(choice);
+    out["choices"] = json::array({std::move(c)});
+    return out;
+}
+
+json stream_usage_chunk(Endpoint endpoint, const ResponseHead& head, int64_t prompt_tokens, int64_t completion_tokens) {
+    json out = head_json(head, endpoint == Endpoint::CHAT ? "chat.completion.chunk" : "text_completion");
+    out["choices"] = json::array();
+    out["usage"] = usage_json(prompt_tokens, completion_tokens);
+    return out;
+}
+
+}  // namespace kvscope::cli

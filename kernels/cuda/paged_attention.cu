@@ -1,0 +1,390 @@
+// Paged attention kernels (vLLM's unified varlen attention, FlashAttention's online softmax), F32.
+//
+// Work split. A thread block owns one "tile" (up to queries_per_tile consecutive query tokens of one
+// sequence) x one kv head x one context split. Its rows are (token, query head of the kv head's group)
+// pairs, at most kRows, so every K/V tile it loads from the paged cache serves the whole GQA group and
+// every query token of the tile: a decode token reads its context once per kv head; a prefill chunk
+// reads it once per tile of queries_per_tile tokens.
+// Tiles are numbered without any host-side knowledge of query_start_loc (vLLM's trick): sequence s owns
+// tiles [qsl[s] / QT + s, qsl[s] / QT + s + ceil(len_s / QT)), and qsl[s] / QT + s is strictly increasing,
+// so a binary search finds a tile's sequence; the few tiles in the gaps exit at once. The grid's upper
+// bound is num_tokens / QT + num_seqs tiles.
+//
+// Per key tile (kKeys keys): K and V rows are copied into shared memory with cp.async (K first, so the
+// scores start while V lands), each lane of a warp scores one key for each of the warp's rows, the warp
+// updates the row's online softmax (max m, sum l) and accumulates p * V with lanes owning output dims.
+// Keys past the row's causal limit score -inf; rows whose every key so far is masked keep m = -inf and
+// contribute nothing (no inf - inf).
+//
+// Shared memory rows are padded to head_dim + 4 floats: 16-byte aligned for cp.async and float4 reads,
+// and 8 consecutive keys' float4s fall in 8 distinct groups of 4 banks (conflict-free per quarter warp).
+#include "cuda/paged_attention.cuh"
+
+#include "cuda/cuda_common.cuh"
+
+#include <cuda_pipeline_primitives.h>
+
+#include <algorithm>
+
+namespace kvscope::cuda {
+
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * kWarpSize;
+constexpr int kRowsPerWarp = 4;
+constexpr int kRows = kWarps * kRowsPerWarp;  // 16 (token, head) rows per thread block
+constexpr int kKeys = kWarpSize;              // keys per shared-memory tile: one per lane
+constexpr int kMinSplitLen = 256;             // keys; shorter splits cost more in merging than they gain
+constexpr int kMaxSplits = 64;
+
+// Device-side copy of everything a launch needs (passed by value as the kernel parameter).
+struct AttnParams {
+    const float* q;                  // [num_tokens, num_heads, D]
+    float* out;                      // [num_tokens, num_heads, D]
+    const float* k_cache;            // cache + offset(layer, K, 0, 0, 0)
+    const float* v_cache;            // cache + offset(layer, V, 0, 0, 0)
+    const int32_t* query_start_loc;  // [num_seqs + 1]
+    const int32_t* seq_lens;         // [num_seqs]
+    const int32_t* block_tables;     // [num_seqs, max_blocks_per_seq]
+    float* part_acc;                 // [num_tokens, num_heads, num_splits, D]   (num_splits > 1)
+    float* part_max;                 // [num_tokens, num_heads, num_splits]
+    float* part_sum;                 // [num_tokens, num_heads, num_splits]
+    int64_t block_stride;            // elements between blocks of one layer's K (or V)
+    int64_t head_stride;             // elements between kv heads of one block (block_size * D)
+    int max_blocks_per_seq;
+    int block_size;
+    int num_tokens;
+    int num_seqs;
+    int num_heads;
+    int num_kv_heads;
+    int queries_per_tile;
+    int num_splits;
+    int split_len;
+    float scale;
+};
+
+// The sequence that owns query token t: the largest s with query_start_loc[s] <= t.
+__device__ __forceinline__ int seq_of_token(const int32_t* qsl, int num_seqs, int t) {
+    int lo = 0, hi = num_seqs - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (qsl[mid] <= t) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+// The sequence that owns tile j: the largest s with qsl[s] / QT + s <= j.
+__device__ __forceinline__ int seq_of_tile(const int32_t* qsl, int num_seqs, int qt, int j) {
+    int lo = 0, hi = num_seqs - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (qsl[mid] / qt + mid <= j) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+}  // namespace
+
+// grid (plan.num_tiles, num_kv_heads, plan.num_splits), block kThreads, static shared memory
+// kRows * D + 2 * kKeys * (D + 4) floats (42 KB at D = 128).
+template <int D>
+static __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const AttnParams p) {
+    static_assert(D % 4 == 0 && D <= 4 * kWarpSize, "head_dim must be a multiple of 4, at most 128");
+    constexpr int kStride = D + 4;               // padded shared row, floats
+    constexpr int kChunks = D / 4;               // float4 chunks per K/V row
+    constexpr int kDimsPerLane = (D + kWarpSize - 1) / kWarpSize;
+    __shared__ __align__(16) float q_s[kRows][D];
+    __shared__ __align__(16) float k_s[kKeys][kStride];
+    __shared__ __align__(16) float v_s[kKeys][kStride];
+
+    const int kv_head = blockIdx.y, split = blockIdx.z;
+    const int group = p.num_heads / p.num_kv_heads;
+    const int qt = p.queries_per_tile;
+
+    // ---- This tile's sequence and query tokens [t0, t1).
+    const int s = seq_of_tile(p.query_start_loc, p.num_seqs, qt, blockIdx.x);
+    const int q_begin = p.query_start_loc[s], q_end = p.query_start_loc[s + 1];
+    const int t0 = q_begin + (static_cast<int>(blockIdx.x) - (q_begin / qt + s)) * qt;
+    if (t0 >= q_end) return;  // a gap tile (uniform over the block)
+    const int t1 = min(t0 + qt, q_end);
+    const int seq_len = p.seq_lens[s];
+    // Query token t sits at position seq_len - (q_end - t) and sees keys [0, position]. The tile's last
+    // token sees the most; this split covers keys [key_begin, key_end).
+    const int tile_ctx = seq_len - (q_end - (t1 - 1)) + 1;
+    // The last split runs to the end, so a max_seq_len below a true length costs time, never keys.
+    const int key_begin = split * p.split_len;
+    const int key_end = split == p.num_splits - 1 ? tile_ctx : min(key_begin + p.split_len, tile_ctx);
+    if (key_begin >= key_end) return;  // uniform over the block; the merge skips this split for these rows
+    const int num_rows = (t1 - t0) * group;  // <= qt * group <= kRows (checked by the planner)
+    const int32_t* block_table = p.block_tables + static_cast<int64_t>(s) * p.max_blocks_per_seq;
+
+    // ---- Scaled queries into shared memory; rows past num_rows are zero.
+    for (int idx = threadIdx.x; idx < kRows * D; idx += kThreads) {
+        const int r = idx / D, d = idx % D;
+        float val = 0.0f;
+        if (r < num_rows) {
+            const int t = t0 + r / group, h = kv_head * group + r % group;
+            val = p.q[(static_cast<int64_t>(t) * p.num_heads + h) * D + d] * p.scale;
+        }
+        q_s[r][d] = val;
+    }
+
+    // ---- Per-warp row state. Warp w owns rows w, w + kWarps, ... (decode rows spread over warps).
+    const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+    float m[kRowsPerWarp], l[kRowsPerWarp], acc[kRowsPerWarp][kDimsPerLane];
+    int row_ctx[kRowsPerWarp];  // keys the row may see (causal limit); 0 for rows past num_rows
+#pragma unroll
+    for (int i = 0; i < kRowsPerWarp; ++i) {
+        const int r = i * kWarps + warp;
+        row_ctx[i] = r < num_rows ? seq_len - (q_end - (t0 + r / group)) + 1 : 0;
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+#pragma unroll
+        for (int c = 0; c < kDimsPerLane; ++c) acc[i][c] = 0.0f;
+    }
+
+    for (int kt0 = key_begin; kt0 < key_end; kt0 += kKeys) {
+        const int nk = min(kKeys, key_end - kt0);  // valid keys in this tile (uniform)
+        // ---- Async copies: K rows (group 1), then V rows (group 2); rows past nk are zero-filled.
+        for (int c = threadIdx.x; c < kKeys * kChunks; c += kThreads) {
+            const int j = c / kChunks, part = c % kChunks;
+            float* dst = &k_s[j][part * 4];
+            if (j < nk) {
+                const int key = kt0 + j;
+                const int64_t off = static_cast<int64_t>(block_table[key / p.block_size]) * p.block_stride +
+                                    kv_head * p.head_stride + static_cast<int64_t>(key % p.block_size) * D + part * 4;
+                __pipeline_memcpy_async(dst, p.k_cache + off, 16);
+            } else {
+                *reinterpret_cast<float4*>(dst) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+        }
+        __pipeline_commit();
+        for (int c = threadIdx.x; c < kKeys * kChunks; c += kThreads) {
+            const int j = c / kChunks, part = c % kChunks;
+            float* dst = &v_s[j][part * 4];
+            if (j < nk) {
+                const int key = kt0 + j;
+                const int64_t off = static_cast<int64_t>(block_table[key / p.block_size]) * p.block_stride +
+                                    kv_head * p.head_stride + static_cast<int64_t>(key % p.block_size) * D + part * 4;
+                __pipeline_memcpy_async(dst, p.v_cache + off, 16);
+            } else {
+                *reinterpret_cast<float4*>(dst) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+        }
+        __pipeline_commit();
+        __pipeline_wait_prior(1);  // this thread's K copies landed
+        __syncthreads();           // ... and everyone's (also publishes q_s on the first tile)
+
+        // ---- Scores and online softmax: lane j scores key kt0 + j for each of the warp's rows.
+        float prob[kRowsPerWarp];
+#pragma unroll
+        for (int i = 0; i < kRowsPerWarp; ++i) {
+            prob[i] = 0.0f;
+            const int r = i * kWarps + warp;
+            if (r >= num_rows) continue;  // uniform over the warp
+            const int key = kt0 + lane;
+            float score = -INFINITY;
+            if (lane < nk && key < row_ctx[i]) {
+                const float4* qv = reinterpret_cast<const float4*>(q_s[r]);
+                const float4* kv = reinterpret_cast<const float4*>(k_s[lane]);
+                float dot = 0.0f;
+#pragma unroll
+                for (int c = 0; c < kChunks; ++c) {
+                    const float4 a = qv[c], b = kv[c];
+                    dot += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+                }
+                score = dot;
+            }
+            const float m_new = fmaxf(m[i], warp_max(score));
+            float pr = 0.0f, alpha = 1.0f;
+            if (m_new != -INFINITY) {  // else: every key so far is masked for this row
+                pr = expf(score - m_new);   // 0 for masked keys
+                alpha = expf(m[i] - m_new); // 0 on the row's first visible key
+            }
+            l[i] = l[i] * alpha + warp_sum(pr);
+            m[i] = m_new;
+#pragma unroll
+            for (int c = 0; c < kDimsPerLane; ++c) acc[i][c] *= alpha;
+            prob[i] = pr;
+        }
+
+        __pipeline_wait_prior(0);  // V landed
+        __syncthreads();
+
+        // ---- acc += p * V: lane owns dims lane, lane + 32, ...; p of key j comes from lane j.
+        for (int j = 0; j < nk; ++j) {
+            float vv[kDimsPerLane];
+#pragma unroll
+            for (int c = 0; c < kDimsPerLane; ++c) {
+                const int d = lane + c * kWarpSize;
+                vv[c] = d < D ? v_s[j][d] : 0.0f;
+            }
+#pragma unroll
+            for (int i = 0; i < kRowsPerWarp; ++i) {
+                if (i * kWarps + warp >= num_rows) continue;  // uniform over the warp
+                const float pj = __shfl_sync(0xffffffffu, prob[i], j);
+#pragma unroll
+                for (int c = 0; c < kDimsPerLane; ++c) acc[i][c] += pj * vv[c];
+            }
+        }
+        __syncthreads();  // everyone is done with k_s / v_s before the next tile overwrites them
+    }
+
+    // ---- Results: final rows, or this split's partial state for the merge.
+#pragma unroll
+    for (int i = 0; i < kRowsPerWarp; ++i) {
+        const int r = i * kWarps + warp;
+        if (r >= num_rows) continue;
+        const int t = t0 + r / group, h = kv_head * group + r % group;
+        const int64_t th = static_cast<int64_t>(t) * p.num_heads + h;
+        if (p.num_splits == 1) {
+            const float inv = 1.0f / l[i];  // l > 0: key 0 is visible to every row
+#pragma unroll
+            for (int c = 0; c < kDimsPerLane; ++c) {
+                const int d = lane + c * kWarpSize;
+                if (d < D) p.out[th * D + d] = acc[i][c] * inv;
+            }
+        } else {
+            if (row_ctx[i] <= key_begin) continue;  // the row sees no key of this split; the merge skips it
+            const int64_t ps = th * p.num_splits + split;
+#pragma unroll
+            for (int c = 0; c < kDimsPerLane; ++c) {
+                const int d = lane + c * kWarpSize;
+                if (d < D) p.part_acc[ps * D + d] = acc[i][c];
+            }
+            if (lane == 0) {
+                p.part_max[ps] = m[i];
+                p.part_sum[ps] = l[i];
+            }
+        }
+    }
+}
+
+// Merges the splits of each (token, head): out = sum_i e^(m_i - M) acc_i / sum_i e^(m_i - M) l_i over the
+// splits that hold keys of the token (min(num_splits, ceil(ctx / split_len)) of them, the last one running
+// to the end of the context; the others were never written).
+// grid (num_tokens, num_heads), block kMergeThreads.
+constexpr int kMergeThreads = 128;
+static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(const AttnParams p, int head_dim) {
+    const int t = blockIdx.x, h = blockIdx.y;
+    const int s = seq_of_token(p.query_start_loc, p.num_seqs, t);
+    const int ctx = p.seq_lens[s] - (p.query_start_loc[s + 1] - t) + 1;
+    const int n = min(p.num_splits, (ctx + p.split_len - 1) / p.split_len);
+    const int64_t th = static_cast<int64_t>(t) * p.num_heads + h;
+    const int64_t ps = th * p.num_splits;
+    float mx = -INFINITY;
+    for (int i = 0; i < n; ++i) mx = fmaxf(mx, p.part_max[ps + i]);
+    float denom = 0.0f;
+    for (int i = 0; i < n; ++i) denom += expf(p.part_max[ps + i] - mx) * p.part_sum[ps + i];
+    const float inv = 1.0f / denom;
+    for (int d = threadIdx.x; d < head_dim; d += kMergeThreads) {
+        float num = 0.0f;
+        for (int i = 0; i < n; ++i) num += expf(p.part_max[ps + i] - mx) * p.part_acc[(ps + i) * head_dim + d];
+        p.out[th * head_dim + d] = num * inv;
+    }
+}
+
+bool paged_attention_supports_head_dim(int head_dim) {
+    return head_dim == 8 || head_dim == 32 || head_dim == 64 || head_dim == 128;
+}
+
+AttentionPlan plan_paged_attention(const AttentionMetadata& meta, const KvCacheLayout& layout, int num_heads,
+                                   int num_sms, int forced_splits) {
+    const int D = layout.head_dim, Hkv = layout.num_kv_heads;
+    if (layout.kv_dtype != DType::F32)
+        throw std::invalid_argument("cuda paged_attention: KV cache type " + std::string(dtype_name(layout.kv_dtype)) +
+                                    " is not supported (F32)");
+    if (!paged_attention_supports_head_dim(D))
+        throw std::invalid_argument("cuda paged_attention: head_dim " + std::to_string(D) +
+                                    " is not supported (8, 32, 64, 128)");
+    if (Hkv <= 0 || num_heads <= 0 || num_heads % Hkv != 0 || num_heads / Hkv > kRows)
+        throw std::invalid_argument("cuda paged_attention: " + std::to_string(num_heads) + " query heads over " +
+                                    std::to_string(Hkv) + " kv heads is not supported (a whole group of at most " +
+                                    std::to_string(kRows) + ")");
+    if (layout.block_size <= 0)
+        throw std::invalid_argument("cuda paged_attention: block_size " + std::to_string(layout.block_size));
+    const int group = num_heads / Hkv;
+    AttentionPlan plan;
+    plan.queries_per_tile = kRows / group;
+    plan.num_tiles = meta.num_tokens / plan.queries_per_tile + meta.num_seqs;
+    const int max_len = std::max(1, meta.max_seq_len);
+    int splits = 1;
+    if (forced_splits > 0) {
+        splits = forced_splits;
+    } else if (max_len >= 2 * kMinSplitLen) {
+        // Split long contexts until the device has about 8 blocks per SM to stream K/V with.
+        const int64_t blocks = static_cast<int64_t>(plan.num_tiles) * Hkv;
+        const int64_t want = ceil_div(8LL * std::max(1, num_sms), blocks);
+        splits = static_cast<int>(std::min<int64_t>({want, max_len / kMinSplitLen, kMaxSplits}));
+        splits = std::max(1, splits);
+    }
+    plan.split_len = static_cast<int>(ceil_div(ceil_div(max_len, splits), kKeys) * kKeys);
+    plan.num_splits = static_cast<int>(ceil_div(max_len, plan.split_len));
+    if (plan.num_splits > 1)
+        plan.scratch_floats = static_cast<size_t>(meta.num_tokens) * num_heads * plan.num_splits * (D + 2);
+    return plan;
+}
+
+template <int D>
+static void launch_paged_attention(const AttentionPlan& plan, const AttnParams& p, cudaStream_t stream) {
+    const dim3 grid(plan.num_tiles, p.num_kv_heads, plan.num_splits);
+    paged_attention_kernel<D><<<grid, kThreads, 0, stream>>>(p);
+    CUDA_CHECK_LAUNCH("paged_attention_kernel");
+}
+
+void paged_attention(const AttentionPlan& plan, const float* q, const AttentionMetadata& meta,
+                     const KvCacheLayout& layout, const float* kv_cache, int layer, int num_heads, float scale,
+                     float* out, float* scratch, cudaStream_t stream) {
+    if (layer < 0 || layer >= layout.num_layers)
+        throw std::invalid_argument("cuda paged_attention: layer " + std::to_string(layer) + " out of range [0, " +
+                                    std::to_string(layout.num_layers) + ")");
+    if (meta.num_tokens <= 0 || meta.num_seqs <= 0) return;
+    if (plan.num_splits > 65535 || layout.num_kv_heads > 65535)
+        throw std::invalid_argument("cuda paged_attention: grid too large");
+    const int D = layout.head_dim;
+    AttnParams p{};
+    p.q = q;
+    p.out = out;
+    p.k_cache = kv_cache + layout.offset(layer, 0, 0, 0, 0);
+    p.v_cache = kv_cache + layout.offset(layer, 1, 0, 0, 0);
+    p.query_start_loc = meta.query_start_loc;
+    p.seq_lens = meta.seq_lens;
+    p.block_tables = meta.block_tables;
+    const size_t partials = static_cast<size_t>(meta.num_tokens) * num_heads * plan.num_splits;
+    if (plan.num_splits > 1) {
+        if (!scratch) throw std::invalid_argument("cuda paged_attention: split-K needs scratch");
+        p.part_acc = scratch;
+        p.part_max = scratch + partials * D;
+        p.part_sum = p.part_max + partials;
+    }
+    p.block_stride = static_cast<int64_t>(layout.block_stride());
+    p.head_stride = static_cast<int64_t>(layout.head_stride());
+    p.max_blocks_per_seq = meta.max_blocks_per_seq;
+    p.block_size = layout.block_size;
+    p.num_tokens = meta.num_tokens;
+    p.num_seqs = meta.num_seqs;
+    p.num_heads = num_heads;
+    p.num_kv_heads = layout.num_kv_heads;
+    p.queries_per_tile = plan.queries_per_tile;
+    p.num_splits = plan.num_splits;
+    p.split_len = plan.split_len;
+    p.scale = scale;
+    switch (D) {
+    case 8: launch_paged_attention<8>(plan, p, stream); break;
+    case 32: launch_paged_attention<32>(plan, p, stream); break;
+    case 64: launch_paged_attention<64>(plan, p, stream); break;
+    case 128: launch_paged_attention<128>(plan, p, stream); break;
+    default:
+        throw std::invalid_argument("cuda paged_attention: head_dim " + std::to_string(D) +
+                                    " is not supported (8, 32, 64, 128)");
+    }
+    if (plan.num_splits > 1) {
+        merge_splits_kernel<<<dim3(meta.num_tokens, num_heads), kMergeThreads, 0, stream>>>(p, D);
+        CUDA_CHECK_LAUNCH("merge_splits_kernel");
+    }
+}
+
+}  // namespace kvscope::cuda

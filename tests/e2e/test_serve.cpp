@@ -1,0 +1,336 @@
+// kvscope-cli serve as an HTTP client sees it: one server process on a free port (--port 0) for the
+// whole suite, driven over raw QTcpSocket. Health and model listing, a greedy completion equal to the
+// engine's own greedy text (and to expected.json's reference ids), concurrent SSE chat streams, bad
+// requests answered 400 without disturbing the server, Prometheus metrics, and a client that
+// disconnects mid-stream leaving no KV blocks behind. The server is always stopped with SIGTERM.
+#include "test_support.h"
+
+#include "llm_engine.h"
+
+#include <QElapsedTimer>
+#include <QProcess>
+#include <QTcpSocket>
+#include <nlohmann/json.hpp>
+
+#include <memory>
+
+using namespace kvscope;
+using nlohmann::json;
+
+namespace {
+
+struct Reply {
+    int status = 0;
+    QByteArray head;  // status line and headers
+    QByteArray body;
+};
+
+QByteArray request_bytes(const QByteArray& method, const QByteArray& path, const QByteArray& body) {
+    QByteArray r = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
+    if (!body.isEmpty() || method == "POST")
+        r += "Content-Type: application/json\r\nContent-Length: " + QByteArray::number(body.size()) + "\r\n";
+    return r + "\r\n" + body;
+}
+
+// Reads until the server closes the connection (every response is Connection: close).
+Reply read_reply(QTcpSocket& s, int timeout_ms = 20000) {
+    QByteArray data;
+    QElapsedTimer t;
+    t.start();
+    while (s.state() == QAbstractSocket::ConnectedState && t.elapsed() < timeout_ms) {
+        s.waitForReadyRead(200);
+        data += s.readAll();
+    }
+    data += s.readAll();
+    Reply r;
+    const qsizetype end = data.indexOf("\r\n\r\n");
+    if (end < 0) return r;
+    r.head = data.left(end);
+    r.body = data.mid(end + 4);
+    const QList<QByteArray> status_line = r.head.split('\r').front().split(' ');
+    if (status_line.size() >= 2) r.status = status_line[1].toInt();
+    return r;
+}
+
+Reply http(int port, const QByteArray& method, const QByteArray& path, const QByteArray& body = {}) {
+    QTcpSocket s;
+    s.connectToHost("127.0.0.1", static_cast<quint16>(port));
+    if (!s.waitForConnected(5000)) return {};
+    s.write(request_bytes(method, path, body));
+    s.flush();
+    return read_reply(s);
+}
+
+Reply post(int port, const QByteArray& path, const json& body) {
+    return http(port, "POST", path, QByteArray::fromStdString(body.dump()));
+}
+
+// The "data: ..." payloads of an SSE body, in order.
+QList<QByteArray> sse_events(const QByteArray& body) {
+    QList<QByteArray> events;
+    for (const QByteArray& e : body.split('\n'))
+        if (e.startsWith("data: ")) events << e.mid(6);
+    return events;
+}
+
+// The value of an unlabelled-by-reason sample "kvscope:NAME{...} V"; -1 when absent.
+double metric(const QByteArray& text, const QByteArray& name, const QByteArray& label_part = {}) {
+    for (const QByteArray& line : text.split('\n'))
+        if (line.startsWith("kvscope:" + name + "{") && line.contains(label_part))
+            return line.mid(line.lastIndexOf(' ') + 1).toDouble();
+    return -1;
+}
+
+QString model_path() { return QString::fromStdString(test::models_dir() + "/stories260K-hf"); }
+
+}  // namespace
+
+class TestServe : public QObject {
+    Q_OBJECT
+    std::unique_ptr<QProcess> server_;
+    QByteArray server_err_;
+    int port_ = 0;
+
+private slots:
+    void initTestCase() {
+        server_ = std::make_unique<QProcess>();
+        server_->start(QString::fromStdString(test::cli_path()),
+                       {"serve", "--model", model_path(), "--port", "0", "--max-model-len", "512"});
+        QVERIFY2(server_->waitForStarted(10000), "kvscope-cli did not start");
+        QElapsedTimer t;
+        t.start();
+        const QByteArray marker = "listening on http://127.0.0.1:";
+        while (t.elapsed() < 60000 && server_->state() == QProcess::Running) {
+            server_->waitForReadyRead(200);
+            server_err_ += server_->readAllStandardError();
+            const qsizetype at = server_err_.indexOf(marker);
+            if (at >= 0 && server_err_.indexOf('\n', at) > at) {
+                port_ = server_err_.mid(at + marker.size()).split('\n').front().trimmed().toInt();
+                break;
+            }
+        }
+        QVERIFY2(port_ > 0, server_err_.constData());
+    }
+
+    void cleanupTestCase() {
+        if (!server_) return;
+        server_->terminate();  // SIGTERM: the server stops cleanly and exits 0
+        const bool stopped = server_->waitForFinished(10000);
+        if (!stopped) server_->kill();
+        server_->waitForFinished(5000);
+        server_err_ += server_->readAllStandardError();
+        QVERIFY2(stopped, "the server did not stop on SIGTERM");
+        QCOMPARE(server_->exitStatus(), QProcess::NormalExit);
+        QVERIFY2(server_->exitCode() == 0, server_err_.constData());
+        QVERIFY(server_err_.contains("kvscope serve: stopped"));
+    }
+
+    void health() {
+        const Reply r = http(port_, "GET", "/health");
+        QCOMPARE(r.status, 200);
+    }
+
+    void listsModel() {
+        const Reply r = http(port_, "GET", "/v1/models");
+        QCOMPARE(r.status, 200);
+        const json j = json::parse(r.body.toStdString());
+        QCOMPARE(j["object"].get<std::string>(), std::string("list"));
+        QCOMPARE(j["data"].size(), size_t(1));
+        QCOMPARE(QString::fromStdString(j["data"][0]["id"].get<std::string>()), model_path());
+        QCOMPARE(j["data"][0]["object"].get<std::string>(), std::string("model"));
+    }
+
+    // The server's greedy text equals the engine's, whose ids are expected.json's reference ids.
+    void greedyCompletionMatchesEngine() {
+        const std::string prompt = "Once upon a time";
+        std::shared_ptr<const Model> model = load_model(model_path().toStdString());
+        EngineConfig config;
+        config.scheduler.max_model_len = 512;
+        config.num_blocks = 64;
+        config.num_threads = 1;
+        LlmEngine engine(model, config);
+        SamplingParams params;
+        params.temperature = 0;
+        params.max_tokens = 20;
+        const auto prompt_ids = model->tokenizer.encode(prompt, true);
+        engine.add_request({"ref", prompt_ids, params, 0, ""});
+        std::string engine_text;
+        std::vector<int32_t> engine_ids;
+        while (engine.has_unfinished_requests())
+            for (const RequestOutput& o : engine.step()) {
+                engine_text += o.text_delta;
+                engine_ids.insert(engine_ids.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+            }
+        QFile f(QString::fromStdString(test::models_dir() + "/expected.json"));
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const json expected = json::parse(f.readAll().toStdString());
+        for (const json& c : expected["cases"]) {
+            if (c["prompt"] != prompt) continue;
+            QCOMPARE(json(prompt_ids), c["prompt_ids"]);
+            const std::vector<int32_t> ref = c["continuation_ids"];
+            QCOMPARE(engine_ids, std::vector<int32_t>(ref.begin(), ref.begin() + 20));
+            QVERIFY(c["continuation_text"].get<std::string>().starts_with(engine_text));
+        }
+
+        const Reply r = post(port_, "/v1/completions",
+                             {{"prompt", prompt}, {"max_tokens", 20}, {"temperature", 0}, {"model", model_path().toStdString()}});
+        QVERIFY2(r.status == 200, r.body.constData());
+        const json j = json::parse(r.body.toStdString());
+        QCOMPARE(j["object"].get<std::string>(), std::string("text_completion"));
+        QVERIFY(j["id"].get<std::string>().starts_with("cmpl-"));
+        QVERIFY(j["created"].is_number_integer());
+        QCOMPARE(j["choices"].size(), size_t(1));
+        QCOMPARE(j["choices"][0]["index"].get<int>(), 0);
+        QCOMPARE(j["choices"][0]["text"].get<std::string>(), engine_text);
+        QCOMPARE(j["choices"][0]["finish_reason"].get<std::string>(), std::string("length"));
+        QCOMPARE(j["usage"]["prompt_tokens"].get<int>(), int(prompt_ids.size()));
+        QCOMPARE(j["usage"]["completion_tokens"].get<int>(), 20);
+        QCOMPARE(j["usage"]["total_tokens"].get<int>(), int(prompt_ids.size()) + 20);
+
+        // The same prompt given as token ids.
+        const Reply ids = post(port_, "/v1/completions", {{"prompt", prompt_ids}, {"max_tokens", 20}, {"temperature", 0}});
+        QVERIFY2(ids.status == 200, ids.body.constData());
+        QCOMPARE(json::parse(ids.body.toStdString())["choices"][0]["text"].get<std::string>(), engine_text);
+    }
+
+    // Four chat streams in flight at once: each ends with a finish reason and [DONE].
+    void concurrentStreamingChat() {
+        const QStringList questions = {"Tell me a story.", "Who is Lily?", "What did the dog do?", "Say hello."};
+        std::vector<std::unique_ptr<QTcpSocket>> sockets;
+        for (const QString& q : questions) {
+            const json body = {{"messages", json::array({{{"role", "user"}, {"content", q.toStdString()}}})},
+                               {"max_tokens", 48}, {"stream", true}, {"seed", 7}, {"ignore_eos", true},
+                               {"stream_options", {{"include_usage", true}}}};
+            auto s = std::make_unique<QTcpSocket>();
+            s->connectToHost("127.0.0.1", static_cast<quint16>(port_));
+            QVERIFY(s->waitForConnected(5000));
+            s->write(request_bytes("POST", "/v1/chat/completions", QByteArray::fromStdString(body.dump())));
+            s->flush();
+            sockets.push_back(std::move(s));
+        }
+        for (auto& s : sockets) {
+            const Reply r = read_reply(*s);
+            QVERIFY2(r.status == 200, r.body.constData());
+            QVERIFY(r.head.toLower().contains("content-type: text/event-stream"));
+            const QList<QByteArray> events = sse_events(r.body);
+            QVERIFY2(events.size() >= 4, r.body.constData());
+            QCOMPARE(events.back(), QByteArray("[DONE]"));
+            const json first = json::parse(events.front().toStdString());
+            QCOMPARE(first["object"].get<std::string>(), std::string("chat.completion.chunk"));
+            QCOMPARE(first["choices"][0]["delta"]["role"].get<std::string>(), std::string("assistant"));
+            std::string content, finish;
+            int completion_tokens = -1;
+            for (qsizetype i = 0; i + 1 < events.size(); ++i) {
+                const json chunk = json::parse(events[i].toStdString());
+                QCOMPARE(chunk["id"], first["id"]);
+                if (chunk.contains("usage")) {
+                    completion_tokens = chunk["usage"]["completion_tokens"].get<int>();
+                    continue;
+                }
+                const json& c = chunk["choices"][0];
+                if (c["delta"].contains("content")) content += c["delta"]["content"].get<std::string>();
+                if (!c["finish_reason"].is_null()) finish = c["finish_reason"].get<std::string>();
+            }
+            QCOMPARE(finish, std::string("length"));
+            QCOMPARE(completion_tokens, 48);
+            QVERIFY(!content.empty());
+        }
+    }
+
+    void badRequestIsRejectedAndServerKeepsServing_data() {
+        QTest::addColumn<QByteArray>("path");
+        QTest::addColumn<QByteArray>("body");
+        QTest::addColumn<QByteArray>("names");  // what the error message must mention
+        QTest::newRow("max_tokens -1") << QByteArray("/v1/completions")
+                                       << QByteArray(R"({"prompt": "Once", "max_tokens": -1})") << QByteArray("max_tokens");
+        QTest::newRow("invalid JSON") << QByteArray("/v1/completions") << QByteArray(R"({"prompt": "Once",)")
+                                      << QByteArray("JSON");
+        QTest::newRow("temperature type") << QByteArray("/v1/completions")
+                                          << QByteArray(R"({"prompt": "Once", "temperature": "hot"})")
+                                          << QByteArray("temperature");
+        QTest::newRow("token outside vocab") << QByteArray("/v1/completions") << QByteArray(R"({"prompt": [1, 100000]})")
+                                             << QByteArray("prompt");
+        QTest::newRow("no messages") << QByteArray("/v1/chat/completions") << QByteArray(R"({"max_tokens": 4})")
+                                     << QByteArray("messages");
+        QTest::newRow("prompt too long") << QByteArray("/v1/completions")
+                                         << QByteArray(R"({"prompt": "Once", "max_tokens": 100000})")
+                                         << QByteArray("max_tokens");
+    }
+    void badRequestIsRejectedAndServerKeepsServing() {
+        QFETCH(QByteArray, path);
+        QFETCH(QByteArray, body);
+        QFETCH(QByteArray, names);
+        const Reply bad = http(port_, "POST", path, body);
+        QCOMPARE(bad.status, 400);
+        const json e = json::parse(bad.body.toStdString());
+        QCOMPARE(e["error"]["type"].get<std::string>(), std::string("invalid_request_error"));
+        QVERIFY2(QByteArray::fromStdString(e["error"]["message"].get<std::string>()).contains(names), bad.body.constData());
+
+        const Reply good = post(port_, "/v1/completions", {{"prompt", "The little dog"}, {"max_tokens", 4}});
+        QVERIFY2(good.status == 200, good.body.constData());
+        QCOMPARE(json::parse(good.body.toStdString())["usage"]["completion_tokens"].get<int>(), 4);
+    }
+
+    void unknownRouteIs404() {
+        QCOMPARE(http(port_, "GET", "/v1/nothing").status, 404);
+        QCOMPARE(http(port_, "GET", "/v1/completions").status, 405);
+    }
+
+    void metricsArePrometheusText() {
+        const Reply r = http(port_, "GET", "/metrics");
+        QCOMPARE(r.status, 200);
+        for (const char* name : {"kvscope:num_requests_running{", "kvscope:num_requests_waiting{",
+                                 "kvscope:kv_cache_usage_perc{", "kvscope:prompt_tokens_total{",
+                                 "kvscope:generation_tokens_total{", "kvscope:num_preemptions_total{",
+                                 "kvscope:prefix_cache_queries_total{", "kvscope:prefix_cache_hits_total{",
+                                 "# TYPE kvscope:time_to_first_token_seconds histogram",
+                                 "kvscope:time_to_first_token_seconds_bucket{", "le=\"+Inf\"",
+                                 "kvscope:e2e_request_latency_seconds_count{",
+                                 "kvscope:time_per_output_token_seconds_sum{"})
+            QVERIFY2(r.body.contains(name), name);
+        QVERIFY(metric(r.body, "generation_tokens_total") >= 20);
+        QVERIFY(metric(r.body, "time_to_first_token_seconds_count") >= 1);
+    }
+
+    // A client that goes away mid-stream has its request aborted: once idle, no KV block is in use.
+    void disconnectMidStreamFreesBlocks() {
+        const double aborted_before = metric(http(port_, "GET", "/metrics").body, "request_success_total", "abort");
+        {
+            QTcpSocket s;
+            s.connectToHost("127.0.0.1", static_cast<quint16>(port_));
+            QVERIFY(s.waitForConnected(5000));
+            const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 500}, {"ignore_eos", true}, {"stream", true}};
+            s.write(request_bytes("POST", "/v1/completions", QByteArray::fromStdString(body.dump())));
+            s.flush();
+            QByteArray got;
+            QElapsedTimer t;
+            t.start();
+            while (!got.contains("data: ") && t.elapsed() < 20000) {
+                s.waitForReadyRead(200);
+                got += s.readAll();
+            }
+            QVERIFY2(got.contains("data: "), got.constData());
+            s.abort();  // gone mid-stream
+        }
+        QByteArray text;
+        QElapsedTimer t;
+        t.start();
+        do {
+            QTest::qWait(50);
+            text = http(port_, "GET", "/metrics").body;
+        } while (t.elapsed() < 10000 && (metric(text, "num_requests_running") != 0 ||
+                                         metric(text, "num_requests_waiting") != 0 ||
+                                         metric(text, "kv_cache_usage_perc") != 0));
+        QCOMPARE(metric(text, "num_requests_running"), 0.0);
+        QCOMPARE(metric(text, "num_requests_waiting"), 0.0);
+        QCOMPARE(metric(text, "kv_cache_usage_perc"), 0.0);
+        // 500 tokens take far longer than noticing the disconnect: the request ended as an abort.
+        QCOMPARE(metric(text, "request_success_total", "abort"), aborted_before + 1);
+
+        const Reply good = post(port_, "/v1/completions", {{"prompt", "Tom and Lily went to"}, {"max_tokens", 4}});
+        QCOMPARE(good.status, 200);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestServe)
+#include "test_serve.moc"
