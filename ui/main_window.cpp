@@ -1,15 +1,439 @@
 #include "main_window.h"
 
+#include "benchmark_panel.h"
+#include "block_map_widget.h"
+#include "charts_panel.h"
+#include "chat_pane.h"
+#include "engine_controller.h"
+#include "metrics_help_dialog.h"
+#include "model_picker_dialog.h"
+#include "request_table_model.h"
+#include "session_exporter.h"
+#include "stall_monitor.h"
+#include "theme.h"
+#include "tuning_panel.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDockWidget>
+#include <QFileDialog>
+#include <QHeaderView>
 #include <QIcon>
 #include <QLabel>
+#include <QLineEdit>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QProgressBar>
+#include <QSettings>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QTabWidget>
+#include <QTableView>
+#include <QToolBar>
+#include <QVBoxLayout>
+#include <qcustomplot.h>
 
 namespace kvscope::ui {
 
-MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+namespace {
+QColor paneColor(int index) {
+    static const QColor colors[] = {QColor(0x4e, 0x9a, 0xf0), QColor(0xf0, 0x8a, 0x3c), QColor(0x4c, 0xc2, 0x7a),
+                                    QColor(0xe0, 0x5a, 0x9a), QColor(0xa9, 0x7b, 0xe8), QColor(0xd8, 0xc0, 0x40),
+                                    QColor(0xe0, 0x5a, 0x5a), QColor(0x40, 0xc8, 0xe0)};
+    return colors[index % 8];
+}
+
+QString bytesText(qint64 b) {
+    if (b >= (qint64(1) << 30)) return QString("%1 GiB").arg(double(b) / double(1 << 30), 0, 'f', 2);
+    if (b >= (1 << 20)) return QString("%1 MiB").arg(double(b) / double(1 << 20), 0, 'f', 1);
+    return QString("%1 KiB").arg(double(b) / 1024.0, 0, 'f', 1);
+}
+}  // namespace
+
+MainWindow::MainWindow(QWidget* parent)
+    : QMainWindow(parent), m_controller(new EngineController(this)), m_stall(new StallMonitor(this)) {
     setWindowTitle("kvscope");
     setWindowIcon(QIcon(":/icons/kvscope.svg"));
-    setCentralWidget(new QLabel("kvscope", this));
-    resize(1280, 800);
+    setObjectName("MainWindow");
+    m_loadConfig = EngineController::defaultConfig();
+    buildLayout();
+    buildActions();
+
+    connect(m_controller, &EngineController::modelLoadStarted, this, [this](const QString& spec) {
+        m_loadProgress->setRange(0, 0);  // busy: the load runs on the engine thread
+        m_loadProgress->setVisible(true);
+        m_modelLabel->setText(tr("Loading %1 ...").arg(spec));
+    });
+    connect(m_controller, &EngineController::modelLoaded, this, [this](const ModelSummary& s) {
+        m_loadProgress->setVisible(false);
+        m_modelLabel->setText(QString("<b>%1</b>").arg(s.name.toHtmlEscaped()));
+        m_modelInfo->setText(tr("<b>%1</b><br>%2, %3 layers, vocab %4<br>%5 params, weights %6<br>KV %7 / token, "
+                                "chat template %8<br>tokenizer %9, loaded in %10 s")
+                                 .arg(s.spec.toHtmlEscaped(), s.architecture)
+                                 .arg(s.numLayers)
+                                 .arg(s.vocabSize)
+                                 .arg(double(s.numParams) / 1e6, 0, 'f', 2)
+                                 .arg(bytesText(s.weightBytes))
+                                 .arg(bytesText(s.kvBytesPerToken), s.chatTemplate, s.tokenizer)
+                                 .arg(s.loadSeconds, 0, 'f', 2));
+        QSettings().setValue("lastModel", s.spec);
+        setWindowTitle(QString("kvscope - %1").arg(s.name));
+        emit modelReady();
+    });
+    connect(m_controller, &EngineController::modelLoadFailed, this, [this](const QString& spec, const QString& message) {
+        m_loadProgress->setVisible(false);
+        m_modelLabel->setText(tr("<span style='color:#e05a6a'>load failed</span>"));
+        statusBar()->showMessage(tr("Could not load %1: %2").arg(spec, message), 15000);
+        if (isVisible() && QApplication::platformName() != "offscreen")
+            QMessageBox::warning(this, tr("Load model"), tr("Could not load %1:\n%2").arg(spec, message));
+    });
+    connect(m_controller, &EngineController::configChanged, m_tuning, &TuningPanel::setConfig);
+    connect(m_tuning, &TuningPanel::configEdited, m_controller, &EngineController::reconfigure);
+    connect(m_controller, &EngineController::errorOccurred, this,
+            [this](const QString& message) { statusBar()->showMessage(message, 10000); });
+    connect(m_controller, &EngineController::snapshotUpdated, m_blockMap, &BlockMapWidget::setSnapshot);
+    connect(m_controller, &EngineController::updateApplied, this, &MainWindow::updateStatus);
+    m_blockMap->setColorProvider([this](const QString& id) { return m_controller->colorFor(id); });
+    connect(m_blockMap, &BlockMapWidget::blockClicked, this, [this](int, const QStringList& owners) {
+        if (owners.isEmpty()) {
+            m_blockMap->clearHighlight();
+            m_requestTable->clearSelection();
+        } else {
+            selectRequest(owners.front());
+        }
+    });
+    restoreSettings();
+    m_stall->start();
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::buildLayout() {
+    m_paneSplitter = new QSplitter(Qt::Horizontal, this);
+    m_paneSplitter->setChildrenCollapsible(false);
+
+    m_requestModel = new RequestTableModel(m_controller->session(), this);
+    m_requestTable = new QTableView(this);
+    m_requestTable->setModel(m_requestModel);
+    m_requestTable->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_requestTable->setSelectionMode(QAbstractItemView::SingleSelection);
+    m_requestTable->setAlternatingRowColors(true);
+    m_requestTable->verticalHeader()->hide();
+    m_requestTable->verticalHeader()->setDefaultSectionSize(20);
+    m_requestTable->horizontalHeader()->setStretchLastSection(true);
+    m_requestTable->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
+    m_requestTable->setColumnWidth(0, 110);
+    for (int c = 1; c < RequestTableModel::ColumnCount; ++c) m_requestTable->setColumnWidth(c, c == 2 ? 110 : 62);
+    m_requestTable->setToolTip(tr("Every request of the session. Select one to trace its block table in the block map."));
+    connect(m_requestTable->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this](const QModelIndex& i) {
+        if (i.isValid()) selectRequest(i.data(RequestTableModel::RequestIdRole).toString());
+    });
+    connect(m_requestModel, &QAbstractItemModel::rowsInserted, m_requestTable, [this] {
+        if (!m_requestTable->selectionModel()->hasSelection()) m_requestTable->scrollToBottom();
+    });
+
+    auto* left = new QSplitter(Qt::Vertical, this);
+    left->addWidget(m_paneSplitter);
+    left->addWidget(m_requestTable);
+    left->setStretchFactor(0, 5);
+    left->setStretchFactor(1, 2);
+
+    m_blockMap = new BlockMapWidget(this);
+    m_charts = new ChartsPanel(m_controller->session(), this);
+    m_benchmark = new BenchmarkPanel(m_controller, this);
+    m_tabs = new QTabWidget(this);
+    m_tabs->setDocumentMode(true);
+    m_tabs->addTab(m_charts, tr("Charts"));
+    m_tabs->addTab(m_benchmark, tr("Benchmark"));
+    auto* right = new QSplitter(Qt::Vertical, this);
+    right->addWidget(m_blockMap);
+    right->addWidget(m_tabs);
+    right->setStretchFactor(0, 1);
+    right->setStretchFactor(1, 3);
+
+    left->setSizes({620, 240});
+    right->setSizes({230, 640});
+    auto* central = new QSplitter(Qt::Horizontal, this);
+    central->setObjectName("centralSplitter");
+    central->addWidget(left);
+    central->addWidget(right);
+    central->setStretchFactor(0, 4);
+    central->setStretchFactor(1, 5);
+    central->setSizes({620, 760});
+    setCentralWidget(central);
+
+    m_tuning = new TuningPanel(this);
+    m_modelInfo = new QLabel(tr("No model loaded"), this);
+    m_modelInfo->setWordWrap(true);
+    m_modelInfo->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    auto* tuningBox = new QWidget(this);
+    auto* tuningLayout = new QVBoxLayout(tuningBox);
+    tuningLayout->addWidget(m_tuning);
+    tuningLayout->addSpacing(8);
+    tuningLayout->addWidget(m_modelInfo);
+    tuningLayout->addStretch();
+    auto* tuningDock = new QDockWidget(tr("Engine"), this);
+    tuningDock->setObjectName("tuningDock");
+    tuningDock->setWidget(tuningBox);
+    addDockWidget(Qt::RightDockWidgetArea, tuningDock);
+
+    connect(m_controller, &EngineController::benchmarkProgressed, this, [this](int done, int total) {
+        m_benchProgress->setVisible(done < total);
+        m_benchProgress->setMaximum(total);
+        m_benchProgress->setValue(done);
+    });
+
+    m_modelLabel = new QLabel(tr("no model"), this);
+    m_engineLabel = new QLabel(this);
+    m_stallLabel = new QLabel(this);
+    m_stallLabel->setToolTip(tr("Longest GUI event-loop stall since start (5 ms timer lateness)"));
+    m_loadProgress = new QProgressBar(this);
+    m_loadProgress->setMaximumWidth(160);
+    m_loadProgress->setVisible(false);
+    m_benchProgress = new QProgressBar(this);
+    m_benchProgress->setMaximumWidth(180);
+    m_benchProgress->setFormat(tr("benchmark %v/%m"));
+    m_benchProgress->setVisible(false);
+    statusBar()->addWidget(m_engineLabel, 1);
+    statusBar()->addPermanentWidget(m_benchProgress);
+    statusBar()->addPermanentWidget(m_loadProgress);
+    statusBar()->addPermanentWidget(m_stallLabel);
+}
+
+void MainWindow::buildActions() {
+    auto* fileMenu = menuBar()->addMenu(tr("&File"));
+    auto* viewMenu = menuBar()->addMenu(tr("&View"));
+    auto* helpMenu = menuBar()->addMenu(tr("&Help"));
+    auto* toolbar = addToolBar(tr("Main"));
+    toolbar->setObjectName("mainToolbar");
+    toolbar->setMovable(false);
+    toolbar->setToolButtonStyle(Qt::ToolButtonTextOnly);
+
+    auto* load = new QAction(tr("Load model..."), this);
+    load->setShortcut(QKeySequence::Open);
+    load->setToolTip(tr("Open a GGUF file, a Hugging Face directory, a dummy preset, or a model found on this machine (Ctrl+O)"));
+    connect(load, &QAction::triggered, this, &MainWindow::openModelPicker);
+    auto* exportAction = new QAction(tr("Export session..."), this);
+    exportAction->setShortcut(QKeySequence::Save);
+    exportAction->setToolTip(tr("Write session.json (vLLM keys, config, timeline, requests), CSV, and every chart as PNG and PDF"));
+    connect(exportAction, &QAction::triggered, this, [this] {
+        const QString dir = QFileDialog::getExistingDirectory(this, tr("Export session to"));
+        if (dir.isEmpty()) return;
+        QString error;
+        if (exportSession(dir, &error)) statusBar()->showMessage(tr("Session exported to %1").arg(dir), 8000);
+        else QMessageBox::warning(this, tr("Export session"), error);
+    });
+    auto* quit = new QAction(tr("Quit"), this);
+    quit->setShortcut(QKeySequence::Quit);
+    connect(quit, &QAction::triggered, this, &QWidget::close);
+    fileMenu->addAction(load);
+    fileMenu->addAction(exportAction);
+    fileMenu->addSeparator();
+    fileMenu->addAction(quit);
+
+    auto* newPane = new QAction(tr("New pane"), this);
+    newPane->setShortcut(QKeySequence("Ctrl+T"));
+    newPane->setToolTip(tr("Open a chat pane (Ctrl+T)"));
+    connect(newPane, &QAction::triggered, this, &MainWindow::addPane);
+    auto* send = new QAction(tr("Send"), this);
+    send->setShortcut(QKeySequence("Ctrl+Return"));
+    connect(send, &QAction::triggered, this, [this] {
+        if (m_broadcast->hasFocus()) sendToAll(m_broadcast->text());
+        else if (ChatPane* p = activePane()) p->send();
+    });
+    addAction(send);
+    auto* stop = new QAction(tr("Stop"), this);
+    stop->setShortcut(QKeySequence(Qt::Key_Escape));
+    stop->setToolTip(tr("Stop the active pane's request (Esc)"));
+    connect(stop, &QAction::triggered, this, [this] {
+        if (ChatPane* p = activePane()) p->stop();
+    });
+    addAction(stop);
+    auto* stopAllAction = new QAction(tr("Stop all"), this);
+    stopAllAction->setShortcut(QKeySequence("Shift+Esc"));
+    stopAllAction->setToolTip(tr("Abort every pane's request (Shift+Esc)"));
+    connect(stopAllAction, &QAction::triggered, this, &MainWindow::stopAll);
+
+    m_broadcast = new QLineEdit(this);
+    m_broadcast->setPlaceholderText(tr("Send the same prompt to every pane at once"));
+    m_broadcast->setMinimumWidth(260);
+    m_broadcast->setMaximumWidth(420);
+    connect(m_broadcast, &QLineEdit::returnPressed, this, [this] { sendToAll(m_broadcast->text()); });
+    auto* sendAll = new QAction(tr("Send to all"), this);
+    sendAll->setToolTip(tr("Send the prompt to every pane at once: watch them share the batch and the KV pool"));
+    connect(sendAll, &QAction::triggered, this, [this] { sendToAll(m_broadcast->text()); });
+
+    auto* benchmark = new QAction(tr("Benchmark"), this);
+    benchmark->setShortcut(QKeySequence("Ctrl+B"));
+    benchmark->setToolTip(tr("Switch between the charts and the benchmark panel (Ctrl+B)"));
+    connect(benchmark, &QAction::triggered, this, [this] {
+        m_tabs->setCurrentWidget(m_tabs->currentWidget() == m_benchmark ? static_cast<QWidget*>(m_charts) : m_benchmark);
+    });
+
+    auto* metrics = new QAction(tr("Metric definitions"), this);
+    metrics->setShortcut(QKeySequence::HelpContents);
+    metrics->setToolTip(tr("TTFT, TPOT, ITL, E2EL, throughput, KV usage and waste: how each is computed (F1)"));
+    connect(metrics, &QAction::triggered, this, &MainWindow::showMetricDefinitions);
+    auto* dark = new QAction(tr("Dark theme"), this);
+    dark->setCheckable(true);
+    dark->setChecked(m_darkTheme);
+    dark->setObjectName("darkThemeAction");
+    connect(dark, &QAction::toggled, this, &MainWindow::setDarkTheme);
+
+    toolbar->addAction(load);
+    toolbar->addWidget(m_modelLabel);
+    toolbar->addSeparator();
+    toolbar->addAction(newPane);
+    toolbar->addWidget(m_broadcast);
+    toolbar->addAction(sendAll);
+    toolbar->addAction(stopAllAction);
+    toolbar->addSeparator();
+    toolbar->addAction(benchmark);
+    toolbar->addAction(exportAction);
+    toolbar->addAction(metrics);
+
+    viewMenu->addAction(newPane);
+    viewMenu->addAction(stopAllAction);
+    viewMenu->addAction(benchmark);
+    viewMenu->addSeparator();
+    for (QDockWidget* dock : findChildren<QDockWidget*>()) viewMenu->addAction(dock->toggleViewAction());
+    viewMenu->addAction(dark);
+    helpMenu->addAction(metrics);
+    auto* about = new QAction(tr("About kvscope"), this);
+    connect(about, &QAction::triggered, this, [this] {
+        QMessageBox::about(this, tr("About kvscope"),
+                           tr("<b>kvscope %1</b><br>A workbench for paged-KV, continuous-batching LLM inference: the "
+                              "ideas of vLLM, shown live.").arg(QApplication::applicationVersion()));
+    });
+    helpMenu->addAction(about);
+}
+
+void MainWindow::restoreSettings() {
+    QSettings s;
+    if (!restoreGeometry(s.value("geometry").toByteArray())) resize(1600, 1000);
+    restoreState(s.value("windowState").toByteArray());
+    m_darkTheme = s.value("darkTheme", true).toBool();
+    if (auto* a = findChild<QAction*>("darkThemeAction")) a->setChecked(m_darkTheme);
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+    QSettings s;
+    s.setValue("geometry", saveGeometry());
+    s.setValue("windowState", saveState());
+    s.setValue("darkTheme", m_darkTheme);
+    event->accept();
+}
+
+void MainWindow::loadModel(const QString& spec, const EngineConfig& config) {
+    m_loadConfig = config;
+    m_controller->loadModel(spec, config);
+}
+
+void MainWindow::loadModel(const QString& spec) { loadModel(spec, m_loadConfig); }
+
+void MainWindow::openModelPicker() {
+    ModelPickerDialog dialog(m_controller->modelSummary().spec.isEmpty() ? QString("dummy:tiny") : m_controller->modelSummary().spec,
+                             m_loadConfig, this);
+    if (dialog.exec() == QDialog::Accepted && !dialog.spec().isEmpty()) loadModel(dialog.spec(), dialog.config());
+}
+
+ChatPane* MainWindow::addPane() {
+    const int number = ++m_paneCounter;
+    auto* pane = new ChatPane(m_controller, number, paneColor(number - 1), m_paneSplitter);
+    m_paneSplitter->addWidget(pane);
+    m_panes.push_back(pane);
+    connect(pane, &ChatPane::closeRequested, this, &MainWindow::closePane);
+    connect(pane, &ChatPane::activated, this, [this](ChatPane* p) { m_activePane = p; });
+    connect(pane, &ChatPane::requestSelected, this, &MainWindow::selectRequest);
+    m_activePane = pane;
+    QList<int> sizes;
+    for (int i = 0; i < m_paneSplitter->count(); ++i) sizes << 1000;
+    m_paneSplitter->setSizes(sizes);
+    return pane;
+}
+
+void MainWindow::closePane(ChatPane* pane) {
+    pane->stop();
+    m_panes.removeAll(pane);
+    if (m_activePane == pane) m_activePane = m_panes.isEmpty() ? nullptr : m_panes.back();
+    pane->deleteLater();
+}
+
+ChatPane* MainWindow::activePane() const { return m_activePane ? m_activePane : (m_panes.isEmpty() ? nullptr : m_panes.front()); }
+
+void MainWindow::sendToAll(const QString& text) {
+    const QString t = text.trimmed();
+    if (t.isEmpty()) return;
+    if (m_panes.isEmpty()) addPane();
+    for (ChatPane* p : m_panes) p->sendText(t);
+}
+
+void MainWindow::stopAll() {
+    for (ChatPane* p : m_panes) p->stop();
+    if (m_controller->isBenchmarkRunning()) m_controller->cancelBenchmark();
+}
+
+void MainWindow::selectRequest(const QString& requestId) {
+    const RequestRecord* r = m_controller->session()->request(requestId);
+    if (!r) return;
+    m_blockMap->highlightRequest(requestId, r->blockTable);
+    const int row = m_controller->session()->indexOf(requestId);
+    if (row >= 0 && row < m_requestModel->rowCount() && m_requestTable->currentIndex().row() != row)
+        m_requestTable->setCurrentIndex(m_requestModel->index(row, 0));
+}
+
+void MainWindow::updateStatus() {
+    const auto& steps = m_controller->session()->steps();
+    if (!steps.empty()) {
+        const StepStats& s = steps.back().stats;
+        m_engineLabel->setText(tr("step %1  |  %2 running, %3 waiting  |  KV %4% used, %5 of %6 blocks free  |  %7 preemptions  |  %8")
+                                   .arg(s.step)
+                                   .arg(s.num_running)
+                                   .arg(s.num_waiting)
+                                   .arg(s.kv_usage * 100, 0, 'f', 1)
+                                   .arg(s.num_free_blocks)
+                                   .arg(s.num_blocks)
+                                   .arg(s.total_preemptions)
+                                   .arg(m_controller->isIdle() ? tr("idle") : tr("running")));
+    }
+    m_stallLabel->setText(tr("GUI stall max %1 ms").arg(m_stall->maxStallMs(), 0, 'f', 1));
+    // Keep the selected request's block table current as it grows.
+    const QString id = m_blockMap->highlightedRequest();
+    if (!id.isEmpty())
+        if (const RequestRecord* r = m_controller->session()->request(id)) m_blockMap->highlightRequest(id, r->blockTable);
+}
+
+void MainWindow::setDarkTheme(bool dark) {
+    m_darkTheme = dark;
+    Theme::apply(dark);
+    m_charts->restyle();
+    for (ChatPane* p : m_panes) p->setColor(p->color());
+}
+
+void MainWindow::showMetricDefinitions() {
+    auto* dialog = new MetricsHelpDialog(this);
+    dialog->setAttribute(Qt::WA_DeleteOnClose);
+    dialog->show();
+}
+
+bool MainWindow::exportSession(const QString& dir, QString* error) {
+    m_charts->replotNow();
+    SessionExportInputs in;
+    in.session = m_controller->session();
+    in.model = m_controller->modelSummary();
+    in.config = m_controller->config();
+    for (const auto& c : m_charts->charts()) in.charts.emplace_back(c.name, c.plot);
+    in.charts.emplace_back("benchmark_comparison", m_benchmark->comparisonChart());
+    in.window = this;
+    in.benchmarks = m_controller->session()->benchmarks();
+    in.gui = QJsonObject{{"gui_max_stall_ms", m_stall->maxStallMs()},
+                         {"gui_mean_timer_lateness_ms", m_stall->meanLatenessMs()},
+                         {"gui_stalls_over_16ms", m_stall->stallsOver(16)},
+                         {"gui_stalls_over_50ms", m_stall->stallsOver(50)},
+                         {"gui_timer_ticks", double(m_stall->ticks())},
+                         {"platform", QApplication::platformName()}};
+    return kvscope::ui::exportSession(dir, in, error);
 }
 
 }  // namespace kvscope::ui

@@ -1,14 +1,96 @@
-// The main window of the workbench (GUI thread).
+// The main window of the workbench (GUI thread): chat panes, the KV block map, the live charts, the
+// request table, the tuning and benchmark panels; model loading, session export, settings, shortcuts
+// and themes. Owns the EngineController (and through it the engine thread).
 #pragma once
 
+#include "engine_config.h"
+
+#include <QList>
 #include <QMainWindow>
 
+class QLabel;
+class QLineEdit;
+class QProgressBar;
+class QSplitter;
+class QTableView;
+class QTabWidget;
+
 namespace kvscope::ui {
+
+class BenchmarkPanel;
+class BlockMapWidget;
+class ChartsPanel;
+class ChatPane;
+class EngineController;
+class RequestTableModel;
+class StallMonitor;
+class TuningPanel;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
 public:
     explicit MainWindow(QWidget* parent = nullptr);
+    ~MainWindow() override;
+
+    EngineController* controller() const { return m_controller; }
+    QList<ChatPane*> panes() const { return m_panes; }
+    TuningPanel* tuningPanel() const { return m_tuning; }
+    BenchmarkPanel* benchmarkPanel() const { return m_benchmark; }
+    ChartsPanel* chartsPanel() const { return m_charts; }
+    BlockMapWidget* blockMap() const { return m_blockMap; }
+    RequestTableModel* requestModel() const { return m_requestModel; }
+    StallMonitor* stallMonitor() const { return m_stall; }
+
+    // Writes the session export (see session_exporter.h) into dir.
+    bool exportSession(const QString& dir, QString* error = nullptr);
+
+public slots:
+    void loadModel(const QString& spec, const kvscope::EngineConfig& config);
+    void loadModel(const QString& spec);
+    void openModelPicker();
+    ChatPane* addPane();
+    void closePane(kvscope::ui::ChatPane* pane);
+    void sendToAll(const QString& text);
+    void stopAll();
+    void selectRequest(const QString& requestId);
+    void setDarkTheme(bool dark);
+    void showMetricDefinitions();
+
+signals:
+    void modelReady();
+
+protected:
+    void closeEvent(QCloseEvent* event) override;
+
+private:
+    void buildActions();
+    void buildLayout();
+    void restoreSettings();
+    void updateStatus();
+    ChatPane* activePane() const;
+
+    EngineController* m_controller;
+    StallMonitor* m_stall;
+    QList<ChatPane*> m_panes;
+    ChatPane* m_activePane = nullptr;
+    int m_paneCounter = 0;
+    QSplitter* m_paneSplitter = nullptr;
+    BlockMapWidget* m_blockMap = nullptr;
+    ChartsPanel* m_charts = nullptr;
+    TuningPanel* m_tuning = nullptr;
+    BenchmarkPanel* m_benchmark = nullptr;
+    RequestTableModel* m_requestModel = nullptr;
+    QTableView* m_requestTable = nullptr;
+    QLineEdit* m_broadcast = nullptr;
+    QLabel* m_modelLabel = nullptr;
+    QLabel* m_engineLabel = nullptr;
+    QLabel* m_stallLabel = nullptr;
+    QLabel* m_modelInfo = nullptr;
+    QProgressBar* m_loadProgress = nullptr;
+    QProgressBar* m_benchProgress = nullptr;
+    QTabWidget* m_tabs = nullptr;
+    EngineConfig m_loadConfig;
+    bool m_darkTheme = true;
 };
 
 }  // namespace kvscope::ui

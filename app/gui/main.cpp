@@ -1,10 +1,23 @@
-// kvscope: the GUI. Parses the command line (DESIGN.md section 4) and opens the main window.
+// kvscope: the GUI. Parses the command line (DESIGN.md section 4), opens the main window, loads the
+// model on the engine thread, and in script mode replays the script, writes the export and quits.
+// Exit codes: 0 success, 1 runtime failure (script failed, export failed), 2 bad input.
+#include "engine_controller.h"
 #include "main_window.h"
+#include "script_runner.h"
+#include "stall_monitor.h"
+#include "theme.h"
 
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QSettings>
+#include <QTimer>
+
+#include <cstdio>
+
+using namespace kvscope::ui;
 
 int main(int argc, char** argv) {
+    QApplication::setHighDpiScaleFactorRoundingPolicy(Qt::HighDpiScaleFactorRoundingPolicy::PassThrough);
     QApplication app(argc, argv);
     QApplication::setApplicationName("kvscope");
     QApplication::setOrganizationName("kvscope");
@@ -14,11 +27,78 @@ int main(int argc, char** argv) {
     parser.setApplicationDescription("Desktop workbench for paged-KV, continuous-batching LLM inference");
     parser.addHelpOption();
     parser.addVersionOption();
-    QCommandLineOption model_option("model", "Model: HF directory, .gguf file or dummy:PRESET.", "M", "dummy:tiny");
-    parser.addOption(model_option);
+    QCommandLineOption modelOption("model", "Model: HF directory, .gguf file or dummy:PRESET (default: the last one, "
+                                            "else dummy:tiny).", "M");
+    QCommandLineOption scriptOption("script", "Replay a session script (see resources/scripts/example.json).", "FILE.json");
+    QCommandLineOption exportOption("export", "Write the session export into DIR when the script ends (or on quit).", "DIR");
+    QCommandLineOption quitOption("quit-when-done", "Quit when the script has finished (and the export is written).");
+    QCommandLineOption lightOption("light", "Use the light palette.");
+    parser.addOptions({modelOption, scriptOption, exportOption, quitOption, lightOption});
     parser.process(app);
 
-    kvscope::ui::MainWindow window;
+    const bool scripted = parser.isSet(scriptOption);
+    QSettings settings;
+    Theme::apply(!parser.isSet(lightOption) && settings.value("darkTheme", true).toBool());
+
+    MainWindow window;
+    ScriptRunner runner(&window);
+    if (scripted) {
+        QString error;
+        if (!runner.load(parser.value(scriptOption), &error)) {
+            std::fprintf(stderr, "kvscope: error: %s\n", qPrintable(error));
+            return 2;
+        }
+    }
+    QString model = parser.value(modelOption);
+    if (model.isEmpty()) model = runner.model();
+    if (model.isEmpty()) model = scripted ? QString("dummy:tiny") : settings.value("lastModel", "dummy:tiny").toString();
+    const QString exportDir = parser.value(exportOption);
+    const bool quitWhenDone = parser.isSet(quitOption);
+
+    if (scripted) window.resize(1600, 1000);
+    runner.setOutputDir(exportDir);
     window.show();
+
+    auto writeExport = [&]() -> bool {
+        if (exportDir.isEmpty()) return true;
+        QString error;
+        if (!window.exportSession(exportDir, &error)) {
+            std::fprintf(stderr, "kvscope: error: export: %s\n", qPrintable(error));
+            return false;
+        }
+        std::printf("kvscope: session exported to %s (GUI max stall %.1f ms)\n", qPrintable(exportDir),
+                    window.stallMonitor()->maxStallMs());
+        return true;
+    };
+
+    QObject::connect(window.controller(), &EngineController::modelLoadFailed, &app,
+                     [&](const QString& spec, const QString& message) {
+                         std::fprintf(stderr, "kvscope: error: %s: %s\n", qPrintable(spec), qPrintable(message));
+                         if (scripted && quitWhenDone) QApplication::exit(2);
+                     });
+    if (scripted) {
+        QObject::connect(&window, &MainWindow::modelReady, &runner, [&] {
+            static bool started = false;
+            if (started) return;
+            started = true;
+            window.stallMonitor()->reset();  // measure the session, not the start-up
+            runner.start();
+        });
+        QObject::connect(&runner, &ScriptRunner::actionStarted, &app, [](int i, const QString& name) {
+            std::printf("kvscope: script action %d: %s\n", i, qPrintable(name));
+            std::fflush(stdout);
+        });
+        QObject::connect(&runner, &ScriptRunner::finished, &app, [&](bool ok, const QString& message) {
+            std::printf("kvscope: script %s: %s\n", ok ? "finished" : "failed", qPrintable(message));
+            // Let the last updates and the queued replots land before the export grabs the window.
+            QTimer::singleShot(300, &app, [&, ok] {
+                const bool exported = writeExport();
+                if (quitWhenDone) QApplication::exit(ok && exported ? 0 : 1);
+            });
+        });
+    } else if (!exportDir.isEmpty()) {
+        QObject::connect(&app, &QApplication::aboutToQuit, &app, [&] { writeExport(); });
+    }
+    window.loadModel(model, runner.engineConfig(EngineController::defaultConfig()));
     return app.exec();
 }

@@ -1,0 +1,73 @@
+// RequestTableModel under QAbstractItemModelTester while SessionData grows, changes and clears.
+#include "request_table_model.h"
+#include "session_data.h"
+
+#include <QAbstractItemModelTester>
+#include <QtTest>
+
+using namespace kvscope;
+using namespace kvscope::ui;
+
+class TestRequestTableModel : public QObject {
+    Q_OBJECT
+private slots:
+    void growsChangesAndClears() {
+        SessionData session;
+        RequestTableModel model(&session);
+        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QCOMPARE(model.rowCount(), 0);
+        QCOMPARE(model.columnCount(), int(RequestTableModel::ColumnCount));
+
+        session.addRequest("a", "Pane 1", Qt::red);
+        session.addRequest("b", "Pane 2", Qt::blue);
+        QCOMPARE(model.rowCount(), 2);
+
+        EngineUpdate u;
+        RequestProgress p;
+        p.requestId = "a";
+        p.status = RequestStatus::RUNNING;
+        p.textDelta = "hello";
+        p.numPromptTokens = 5;
+        p.numOutputTokens = 1;
+        p.blockTable = {3, 4};
+        p.ttft = 0.012;
+        u.requests.push_back(p);
+        RequestProgress unknown;  // a request the GUI did not submit (benchmark): a new row
+        unknown.requestId = "bench-1-0";
+        unknown.status = RequestStatus::WAITING;
+        u.requests.push_back(unknown);
+        session.applyUpdate(u);
+        QCOMPARE(model.rowCount(), 3);
+        QCOMPARE(model.index(0, RequestTableModel::State).data().toString(), QString("running"));
+        QCOMPARE(model.index(0, RequestTableModel::Blocks).data().toInt(), 2);
+        QCOMPARE(model.index(0, RequestTableModel::Ttft).data().toString(), QString("12.0"));
+        QCOMPARE(model.index(2, RequestTableModel::Origin).data().toString(), QString("benchmark"));
+        QCOMPARE(model.index(1, 0).data(RequestTableModel::RequestIdRole).toString(), QString("b"));
+        QVERIFY(model.index(0, 0).data(Qt::DecorationRole).value<QColor>() == QColor(Qt::red));
+
+        EngineUpdate done;
+        RequestMetrics m;
+        m.request_id = "a";
+        m.num_prompt_tokens = 5;
+        m.num_output_tokens = 3;
+        m.finish_reason = FinishReason::LENGTH;
+        m.arrival_time = 1.0;
+        m.token_times = {1.01, 1.02, 1.03};
+        m.finish_time = 1.03;
+        done.finished.push_back(m);
+        session.applyUpdate(done);
+        QCOMPARE(model.index(0, RequestTableModel::State).data().toString(), QString("finished (length)"));
+        QCOMPARE(model.index(0, RequestTableModel::E2el).data().toString(), QString("30.0"));
+
+        session.rejectRequest("b", "max_tokens must be >= 1");
+        QCOMPARE(model.index(1, RequestTableModel::State).data().toString(), QString("finished (error)"));
+
+        session.clear();
+        QCOMPARE(model.rowCount(), 0);
+        session.addRequest("c", "Pane 1", Qt::green);
+        QCOMPARE(model.rowCount(), 1);
+    }
+};
+
+QTEST_MAIN(TestRequestTableModel)
+#include "test_request_table_model.moc"

@@ -1,0 +1,130 @@
+// A whole scripted session in-process on dummy:tiny (what `kvscope --script ... --export DIR` does):
+// panes, knobs, a benchmark; then the export: session.json parses and holds every request, and the
+// main window and every chart are non-blank PNGs (pixel variety); the GUI's stall figure is written.
+#include "bench_results_model.h"
+#include "charts_panel.h"
+#include "engine_controller.h"
+#include "main_window.h"
+#include "script_runner.h"
+#include "session_data.h"
+#include "theme.h"
+
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QSet>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QtTest>
+
+using namespace kvscope;
+using namespace kvscope::ui;
+
+namespace {
+
+int distinctColors(const QImage& image) {
+    QSet<QRgb> colors;
+    for (int y = 0; y < image.height(); y += 3)
+        for (int x = 0; x < image.width(); x += 3) colors.insert(image.pixel(x, y));
+    return int(colors.size());
+}
+
+}  // namespace
+
+class TestScriptSession : public QObject {
+    Q_OBJECT
+private slots:
+    void scriptRunExportsEverything() {
+        Theme::apply(true);
+        MainWindow window;
+        window.resize(1400, 900);
+        window.show();
+        ScriptRunner runner(&window);
+        QTemporaryDir dir;
+        runner.setOutputDir(dir.path());
+        const QByteArray script = R"({
+          "model": "dummy:tiny",
+          "engine": {"max_model_len": 256, "kv_cache_memory_mib": 2, "max_num_seqs": 8, "threads": 2},
+          "actions": [
+            {"action": "open_pane", "temperature": 0, "max_tokens": 40},
+            {"action": "open_pane", "temperature": 0.7, "seed": 3, "max_tokens": 40, "priority": 1},
+            {"action": "send_all", "prompt": "Hello there"},
+            {"action": "set", "max_num_seqs": 1},
+            {"action": "wait", "ms": 30},
+            {"action": "set", "max_num_seqs": 8, "block_size": 32},
+            {"action": "wait_idle", "timeout_ms": 60000},
+            {"action": "benchmark", "dataset": "random", "num_prompts": 12, "input_len": 24, "output_len": 12,
+             "request_rate": 0, "seed": 2},
+            {"action": "submit", "pane": 1, "prompt": "Again"},
+            {"action": "select", "pane": 1},
+            {"action": "screenshot", "file": "during.png"},
+            {"action": "wait_idle", "timeout_ms": 60000}
+          ]})";
+        QString error;
+        QVERIFY2(runner.loadJson(QJsonDocument::fromJson(script).object(), &error), qPrintable(error));
+        QCOMPARE(runner.model(), QString("dummy:tiny"));
+        QSignalSpy ready(&window, &MainWindow::modelReady);
+        window.loadModel(runner.model(), runner.engineConfig(EngineController::defaultConfig()));
+        QVERIFY(ready.wait(60000));
+        QSignalSpy finished(&runner, &ScriptRunner::finished);
+        runner.start();
+        QVERIFY(finished.wait(120000));
+        QVERIFY2(finished.at(0).at(0).toBool(), qPrintable(finished.at(0).at(1).toString()));
+
+        QVERIFY2(window.exportSession(dir.path(), &error), qPrintable(error));
+        QFile f(dir.filePath("session.json"));
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        QJsonParseError pe;
+        const QJsonObject session = QJsonDocument::fromJson(f.readAll(), &pe).object();
+        QCOMPARE(pe.error, QJsonParseError::NoError);
+        const QJsonArray requests = session.value("requests").toArray();
+        // 2 panes x 1 prompt + 12 benchmark requests + 1 more prompt.
+        QCOMPARE(requests.size(), 15);
+        QCOMPARE(int(window.controller()->session()->requests().size()), 15);
+        QSet<QString> ids;
+        for (const QJsonValue& r : requests) {
+            ids.insert(r.toObject().value("request_id").toString());
+            QCOMPARE(r.toObject().value("status").toString(), QString("finished"));
+            QVERIFY(r.toObject().contains("ttft_ms"));
+        }
+        QCOMPARE(ids.size(), 15);
+        QCOMPARE(session.value("completed").toInt(), 15);
+        for (const char* key : {"mean_ttft_ms", "p99_itl_ms", "output_throughput", "total_token_throughput",
+                                "request_throughput", "total_input_tokens", "gui_max_stall_ms"})
+            QVERIFY2(session.contains(key), key);
+        QVERIFY(session.value("timeline").toArray().size() > 10);
+        QCOMPARE(session.value("config").toObject().value("block_size").toInt(), 32);
+        QCOMPARE(session.value("benchmarks").toArray().size(), 1);
+        bool rebuild = false;
+        for (const QJsonValue& e : session.value("events").toArray()) rebuild |= e.toObject().value("event").toString().startsWith("rebuild");
+        QVERIFY(rebuild);
+        qInfo("GUI max stall: %.1f ms", session.value("gui_max_stall_ms").toDouble());
+
+        QStringList pngs = {"main_window.png", "during.png"};
+        for (const auto& c : window.chartsPanel()->charts()) pngs << "charts/" + c.name + ".png";
+        for (const QString& png : pngs) {
+            QImage image(dir.filePath(png));
+            QVERIFY2(!image.isNull(), qPrintable(png));
+            QVERIFY2(distinctColors(image) >= 8, qPrintable(png + " looks blank"));
+            if (png.startsWith("charts/")) QVERIFY(QFileInfo::exists(dir.filePath(QString(png).replace(".png", ".pdf"))));
+        }
+        QVERIFY(QFileInfo(dir.filePath("requests.csv")).size() > 100);
+        QVERIFY(QFileInfo(dir.filePath("timeline.csv")).size() > 100);
+
+        // The export loads back into the benchmark comparison.
+        BenchResultsModel results;
+        QCOMPARE(results.loadFile(dir.filePath("session.json"), &error), 1);
+    }
+
+    void badScriptIsRejectedWithItsProblem() {
+        MainWindow window;
+        ScriptRunner runner(&window);
+        QString error;
+        QVERIFY(!runner.loadJson(QJsonDocument::fromJson(R"({"actions": [{"action": "fly"}]})").object(), &error));
+        QVERIFY(error.contains("fly"));
+        QVERIFY(!runner.load("/nonexistent/script.json", &error));
+        QVERIFY(error.contains("/nonexistent/script.json"));
+    }
+};
+
+QTEST_MAIN(TestScriptSession)
+#include "test_script_session.moc"

@@ -1,0 +1,121 @@
+#include "bench_results_model.h"
+
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonArray>
+#include <QJsonDocument>
+
+namespace kvscope::ui {
+
+BenchResultsModel::BenchResultsModel(QObject* parent) : QAbstractTableModel(parent) {}
+
+int BenchResultsModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : int(m_results.size()); }
+int BenchResultsModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+
+QVariant BenchResultsModel::headerData(int section, Qt::Orientation orientation, int role) const {
+    if (orientation != Qt::Horizontal || section < 0 || section >= ColumnCount) return {};
+    static const char* names[] = {"Run", "Source", "Mode", "Prompts", "Completed", "req/s", "out tok/s", "total tok/s",
+                                  "mean TTFT ms", "p99 TTFT ms", "mean TPOT ms", "p99 ITL ms", "mean E2EL ms"};
+    static const char* keys[] = {"", "", "mode", "num_prompts", "completed", "request_throughput", "output_throughput",
+                                 "total_token_throughput", "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "p99_itl_ms",
+                                 "mean_e2el_ms"};
+    if (role == Qt::DisplayRole) return tr(names[section]);
+    if (role == Qt::ToolTipRole && *keys[section]) return QString("vLLM key: %1").arg(keys[section]);
+    return {};
+}
+
+QVariant BenchResultsModel::data(const QModelIndex& index, int role) const {
+    if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) return {};
+    const BenchResult& r = m_results[size_t(index.row())];
+    if (role == Qt::TextAlignmentRole && index.column() >= Prompts) return int(Qt::AlignRight | Qt::AlignVCenter);
+    if (role == Qt::ToolTipRole && index.column() == Source) return r.source;
+    if (role != Qt::DisplayRole) return {};
+    auto num = [&](const char* key, int decimals) { return QString::number(r.summary.value(key).toDouble(), 'f', decimals); };
+    switch (Column(index.column())) {
+    case Name: return r.spec.name;
+    case Source: return r.source.isEmpty() ? tr("this session") : QFileInfo(r.source).fileName();
+    case Mode: return r.config.value("mode").toString();
+    case Prompts: return r.summary.value("num_prompts").toInt();
+    case Completed: return r.summary.value("completed").toInt();
+    case RequestTput: return num("request_throughput", 2);
+    case OutputTput: return num("output_throughput", 1);
+    case TotalTput: return num("total_token_throughput", 1);
+    case MeanTtft: return num("mean_ttft_ms", 1);
+    case P99Ttft: return num("p99_ttft_ms", 1);
+    case MeanTpot: return num("mean_tpot_ms", 2);
+    case P99Itl: return num("p99_itl_ms", 2);
+    case MeanE2el: return num("mean_e2el_ms", 1);
+    case ColumnCount: break;
+    }
+    return {};
+}
+
+void BenchResultsModel::addResult(const BenchResult& result) {
+    beginInsertRows({}, int(m_results.size()), int(m_results.size()));
+    m_results.push_back(result);
+    endInsertRows();
+}
+
+void BenchResultsModel::clear() {
+    beginResetModel();
+    m_results.clear();
+    endResetModel();
+}
+
+QJsonObject BenchResultsModel::resultToJson(const BenchResult& r) {
+    QJsonObject o = r.summary;  // vLLM keys at the top level, as `vllm bench serve --save-result` writes them
+    o["name"] = r.spec.name;
+    o["spec"] = r.spec.toJson();
+    o["config"] = r.config;
+    o["mode"] = r.config.value("mode");
+    return o;
+}
+
+BenchResult BenchResultsModel::resultFromJson(const QJsonObject& o, const QString& source) {
+    BenchResult r;
+    r.source = source;
+    r.spec = BenchSpec::fromJson(o.value("spec").toObject());
+    r.spec.name = o.value("name").toString(QFileInfo(source).completeBaseName());
+    r.config = o.value("config").toObject();
+    if (!r.config.contains("mode") && o.contains("mode")) r.config["mode"] = o.value("mode");
+    r.summary = o;
+    for (const char* nested : {"name", "spec", "config"}) r.summary.remove(nested);
+    return r;
+}
+
+int BenchResultsModel::loadFile(const QString& path, QString* error) {
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) {
+        if (error) *error = tr("%1: cannot open (%2)").arg(path, f.errorString());
+        return 0;
+    }
+    QJsonParseError parseError;
+    const QJsonDocument doc = QJsonDocument::fromJson(f.readAll(), &parseError);
+    if (!doc.isObject()) {
+        if (error) *error = tr("%1: not a JSON object (%2)").arg(path, parseError.errorString());
+        return 0;
+    }
+    const QJsonObject o = doc.object();
+    int loaded = 0;
+    if (o.value("benchmarks").isArray()) {  // a kvscope session export
+        for (const QJsonValue& v : o.value("benchmarks").toArray()) {
+            addResult(resultFromJson(v.toObject(), path));
+            ++loaded;
+        }
+    } else if (o.contains("paged") && o.contains("naive")) {  // kvscope-cli bench --compare naive
+        for (const char* mode : {"paged", "naive"}) {
+            BenchResult r = resultFromJson(o.value(mode).toObject(), path);
+            r.spec.name = QFileInfo(path).completeBaseName() + " " + mode;
+            r.config["mode"] = mode;
+            addResult(r);
+            ++loaded;
+        }
+    } else if (o.contains("output_throughput") || o.contains("completed")) {  // one run with vLLM keys
+        addResult(resultFromJson(o, path));
+        ++loaded;
+    }
+    if (!loaded && error) *error = tr("%1: no benchmark results in it (expected vLLM bench keys or a kvscope session)").arg(path);
+    return loaded;
+}
+
+}  // namespace kvscope::ui

@@ -1,0 +1,38 @@
+// BenchResultsModel: benchmark runs side by side (GUI thread): runs of this session and runs loaded
+// from earlier JSON files (a kvscope session export, or any file with vLLM `bench serve` keys).
+#pragma once
+
+#include "bench_spec.h"
+
+#include <QAbstractTableModel>
+
+#include <vector>
+
+namespace kvscope::ui {
+
+class BenchResultsModel : public QAbstractTableModel {
+    Q_OBJECT
+public:
+    enum Column { Name, Source, Mode, Prompts, Completed, RequestTput, OutputTput, TotalTput, MeanTtft, P99Ttft,
+                  MeanTpot, P99Itl, MeanE2el, ColumnCount };
+    explicit BenchResultsModel(QObject* parent = nullptr);
+
+    int rowCount(const QModelIndex& parent = {}) const override;
+    int columnCount(const QModelIndex& parent = {}) const override;
+    QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+    QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
+
+    const std::vector<BenchResult>& results() const { return m_results; }
+    void addResult(const BenchResult& result);
+    // Returns the number of runs loaded; throws nothing: errors come back in *error.
+    int loadFile(const QString& path, QString* error);
+    void clear();
+
+    static QJsonObject resultToJson(const BenchResult& result);
+    static BenchResult resultFromJson(const QJsonObject& o, const QString& source);
+
+private:
+    std::vector<BenchResult> m_results;
+};
+
+}  // namespace kvscope::ui

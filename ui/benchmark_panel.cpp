@@ -1,0 +1,269 @@
+#include "benchmark_panel.h"
+
+#include "bench_results_model.h"
+#include "engine_controller.h"
+#include "theme.h"
+
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFile>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QLineEdit>
+#include <QMessageBox>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QTableView>
+#include <QVBoxLayout>
+#include <qcustomplot.h>
+
+namespace kvscope::ui {
+
+BenchmarkPanel::BenchmarkPanel(EngineController* controller, QWidget* parent)
+    : QWidget(parent), m_controller(controller), m_results(new BenchResultsModel(this)) {
+    m_dataset = new QComboBox(this);
+    m_dataset->addItems({"random", "shared-prefix", "sharegpt"});
+    m_dataset->setToolTip(tr("Workload (vLLM bench --dataset-name): random token prompts, prompts sharing a prefix "
+                             "(shows the prefix cache), or ShareGPT conversations from a JSON file"));
+    m_datasetPath = new QLineEdit(this);
+    m_datasetPath->setPlaceholderText(tr("ShareGPT JSON file"));
+    m_numPrompts = new QSpinBox(this);
+    m_numPrompts->setRange(1, 100000);
+    m_numPrompts->setValue(64);
+    m_numPrompts->setToolTip(tr("--num-prompts"));
+    m_inputLen = new QSpinBox(this);
+    m_inputLen->setRange(1, 1 << 20);
+    m_inputLen->setValue(128);
+    m_inputLen->setToolTip(tr("--input-len (shared-prefix: the suffix after the prefix)"));
+    m_outputLen = new QSpinBox(this);
+    m_outputLen->setRange(1, 1 << 20);
+    m_outputLen->setValue(64);
+    m_outputLen->setToolTip(tr("--output-len: forced (ignore_eos), as vLLM's random dataset"));
+    m_rangeRatio = new QDoubleSpinBox(this);
+    m_rangeRatio->setRange(0, 0.99);
+    m_rangeRatio->setSingleStep(0.1);
+    m_rangeRatio->setToolTip(tr("--range-ratio: lengths uniform in [L(1-r), L(1+r)]"));
+    m_prefixLen = new QSpinBox(this);
+    m_prefixLen->setRange(0, 1 << 20);
+    m_prefixLen->setValue(64);
+    m_prefixLen->setToolTip(tr("--prefix-len (shared-prefix)"));
+    m_rate = new QDoubleSpinBox(this);
+    m_rate->setRange(0, 100000);
+    m_rate->setSpecialValueText(tr("inf (all at once)"));
+    m_rate->setToolTip(tr("--request-rate in requests/s; inf = every request arrives at t = 0"));
+    m_burstiness = new QDoubleSpinBox(this);
+    m_burstiness->setRange(0.05, 100);
+    m_burstiness->setValue(1);
+    m_burstiness->setToolTip(tr("--burstiness: gamma shape of the gaps (1 = Poisson, < 1 burstier)"));
+    m_maxConcurrency = new QSpinBox(this);
+    m_maxConcurrency->setRange(0, 100000);
+    m_maxConcurrency->setSpecialValueText(tr("unlimited"));
+    m_maxConcurrency->setToolTip(tr("--max-concurrency: requests in flight at most"));
+    m_seed = new QSpinBox(this);
+    m_seed->setRange(0, 1 << 30);
+    m_seed->setToolTip(tr("--seed: same seed, same workload"));
+
+    auto* form = new QFormLayout;
+    form->addRow(tr("dataset"), m_dataset);
+    form->addRow(tr("dataset path"), m_datasetPath);
+    form->addRow(tr("num prompts"), m_numPrompts);
+    form->addRow(tr("input len"), m_inputLen);
+    form->addRow(tr("output len"), m_outputLen);
+    form->addRow(tr("range ratio"), m_rangeRatio);
+    form->addRow(tr("prefix len"), m_prefixLen);
+    form->addRow(tr("request rate"), m_rate);
+    form->addRow(tr("burstiness"), m_burstiness);
+    form->addRow(tr("max concurrency"), m_maxConcurrency);
+    form->addRow(tr("seed"), m_seed);
+
+    m_runButton = new QPushButton(tr("Run benchmark"), this);
+    m_cancelButton = new QPushButton(tr("Cancel"), this);
+    m_cancelButton->setEnabled(false);
+    m_progress = new QProgressBar(this);
+    m_progress->setFormat(tr("%v / %m requests"));
+    m_progress->setValue(0);
+    connect(m_runButton, &QPushButton::clicked, this, &BenchmarkPanel::run);
+    connect(m_cancelButton, &QPushButton::clicked, this, &BenchmarkPanel::cancel);
+    auto* loadButton = new QPushButton(tr("Load results..."), this);
+    loadButton->setToolTip(tr("Load earlier runs (kvscope session JSON or kvscope-cli bench --output-json) to compare"));
+    connect(loadButton, &QPushButton::clicked, this, [this] {
+        for (const QString& f : QFileDialog::getOpenFileNames(this, tr("Load benchmark results"), {}, tr("JSON (*.json)")))
+            loadResults(f);
+    });
+    auto* exportButton = new QPushButton(tr("Export results..."), this);
+    connect(exportButton, &QPushButton::clicked, this, [this] {
+        const QString f = QFileDialog::getSaveFileName(this, tr("Export benchmark results"), "benchmarks.json", tr("JSON (*.json)"));
+        if (!f.isEmpty()) exportResults(f);
+    });
+
+    auto* left = new QWidget(this);
+    auto* leftLayout = new QVBoxLayout(left);
+    leftLayout->setContentsMargins(0, 0, 0, 0);
+    leftLayout->addLayout(form);
+    auto* runRow = new QHBoxLayout;
+    runRow->addWidget(m_runButton);
+    runRow->addWidget(m_cancelButton);
+    leftLayout->addLayout(runRow);
+    leftLayout->addWidget(m_progress);
+    leftLayout->addStretch();
+
+    m_table = new QTableView(this);
+    m_table->setModel(m_results);
+    m_table->setAlternatingRowColors(true);
+    m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_table->verticalHeader()->hide();
+    m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    m_chart = new QCustomPlot(this);
+    m_chart->setMinimumHeight(150);
+    m_chart->plotLayout()->insertRow(0);
+    m_chart->plotLayout()->addElement(0, 0, new QCPTextElement(m_chart, tr("Runs compared"), QFont(font().family(), font().pointSize(), QFont::Bold)));
+    m_chart->yAxis->setLabel(tr("output tok/s"));
+    m_chart->yAxis2->setVisible(true);
+    m_chart->yAxis2->setLabel(tr("mean TTFT / E2EL ms"));
+    m_chart->legend->setVisible(true);
+    Theme::styleChart(m_chart);
+    auto* buttons = new QHBoxLayout;
+    buttons->addStretch();
+    buttons->addWidget(loadButton);
+    buttons->addWidget(exportButton);
+    auto* right = new QWidget(this);
+    auto* rightLayout = new QVBoxLayout(right);
+    rightLayout->setContentsMargins(0, 0, 0, 0);
+    auto* split = new QSplitter(Qt::Vertical, right);
+    split->addWidget(m_table);
+    split->addWidget(m_chart);
+    rightLayout->addWidget(split, 1);
+    rightLayout->addLayout(buttons);
+
+    auto* layout = new QHBoxLayout(this);
+    layout->addWidget(left);
+    layout->addWidget(right, 1);
+
+    connect(controller, &EngineController::benchmarkProgressed, this, [this](int done, int total) {
+        m_progress->setMaximum(total);
+        m_progress->setValue(done);
+    });
+    connect(controller, &EngineController::benchmarkFinished, this, [this](const BenchResult& r) {
+        setRunning(false);
+        if (r.summary.isEmpty()) return;
+        m_results->addResult(r);
+        updateChart();
+        emit runFinished(r);
+    });
+    connect(m_results, &QAbstractItemModel::rowsInserted, this, &BenchmarkPanel::updateChart);
+}
+
+BenchSpec BenchmarkPanel::spec() const {
+    BenchSpec s;
+    s.dataset = m_dataset->currentText();
+    s.datasetPath = m_datasetPath->text();
+    s.numPrompts = m_numPrompts->value();
+    s.inputLen = m_inputLen->value();
+    s.outputLen = m_outputLen->value();
+    s.rangeRatio = m_rangeRatio->value();
+    s.prefixLen = m_prefixLen->value();
+    s.requestRate = m_rate->value();
+    s.burstiness = m_burstiness->value();
+    s.maxConcurrency = m_maxConcurrency->value();
+    s.seed = quint64(m_seed->value());
+    return s;
+}
+
+void BenchmarkPanel::setSpec(const BenchSpec& s) {
+    m_dataset->setCurrentText(s.dataset);
+    m_datasetPath->setText(s.datasetPath);
+    m_numPrompts->setValue(s.numPrompts);
+    m_inputLen->setValue(s.inputLen);
+    m_outputLen->setValue(s.outputLen);
+    m_rangeRatio->setValue(s.rangeRatio);
+    m_prefixLen->setValue(s.prefixLen);
+    m_rate->setValue(s.requestRate);
+    m_burstiness->setValue(s.burstiness);
+    m_maxConcurrency->setValue(s.maxConcurrency);
+    m_seed->setValue(int(s.seed));
+}
+
+void BenchmarkPanel::run() {
+    if (m_controller->isBenchmarkRunning()) return;
+    BenchSpec s = spec();
+    const EngineConfig& c = m_controller->config();
+    s.name = QString("#%1 %2 %3x%4/%5 %6").arg(++m_runNumber).arg(s.dataset).arg(s.numPrompts).arg(s.inputLen)
+                 .arg(s.outputLen).arg(QString::fromStdString(c.mode));
+    m_progress->setMaximum(s.numPrompts);
+    m_progress->setValue(0);
+    setRunning(true);
+    m_controller->runBenchmark(s);
+}
+
+void BenchmarkPanel::cancel() { m_controller->cancelBenchmark(); }
+
+void BenchmarkPanel::setRunning(bool running) {
+    m_runButton->setEnabled(!running);
+    m_cancelButton->setEnabled(running);
+}
+
+bool BenchmarkPanel::loadResults(const QString& path) {
+    QString error;
+    if (m_results->loadFile(path, &error) == 0) {
+        QMessageBox::warning(this, tr("Load results"), error);
+        return false;
+    }
+    return true;
+}
+
+bool BenchmarkPanel::exportResults(const QString& path) const {
+    QJsonArray runs;
+    for (const BenchResult& r : m_results->results()) runs.append(BenchResultsModel::resultToJson(r));
+    QFile f(path);
+    if (!f.open(QIODevice::WriteOnly)) return false;
+    f.write(QJsonDocument(QJsonObject{{"benchmarks", runs}}).toJson());
+    return true;
+}
+
+void BenchmarkPanel::updateChart() {
+    m_chart->clearPlottables();
+    const auto& runs = m_results->results();
+    QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
+    QVector<double> keys, tput, ttft, e2el;
+    for (size_t i = 0; i < runs.size(); ++i) {
+        keys << double(i + 1);
+        tput << runs[i].summary.value("output_throughput").toDouble();
+        ttft << runs[i].summary.value("mean_ttft_ms").toDouble();
+        e2el << runs[i].summary.value("mean_e2el_ms").toDouble();
+        ticker->addTick(double(i + 1), runs[i].spec.name.left(18));
+    }
+    auto* bars = new QCPBars(m_chart->xAxis, m_chart->yAxis);
+    bars->setName(tr("output tok/s"));
+    bars->setWidth(0.5);
+    QColor c = Theme::series(0);
+    bars->setPen(QPen(c));
+    c.setAlpha(150);
+    bars->setBrush(c);
+    bars->setData(keys, tput);
+    auto addLine = [&](const QString& name, const QVector<double>& v, int color) {
+        QCPGraph* g = m_chart->addGraph(m_chart->xAxis, m_chart->yAxis2);
+        g->setName(name);
+        g->setPen(QPen(Theme::series(color), 2));
+        g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, 6));
+        g->setData(keys, v);
+    };
+    addLine(tr("mean TTFT ms"), ttft, 1);
+    addLine(tr("mean E2EL ms"), e2el, 3);
+    m_chart->xAxis->setTicker(ticker);
+    m_chart->xAxis->setRange(0.4, double(runs.size()) + 0.6);
+    m_chart->yAxis->rescale();
+    m_chart->yAxis->setRangeLower(0);
+    m_chart->yAxis->setRangeUpper(std::max(1.0, m_chart->yAxis->range().upper * 1.15));
+    m_chart->yAxis2->rescale();
+    m_chart->yAxis2->setRangeLower(0);
+    m_chart->yAxis2->setRangeUpper(std::max(1.0, m_chart->yAxis2->range().upper * 1.15));
+    m_chart->replot(QCustomPlot::rpQueuedReplot);
+}
+
+}  // namespace kvscope::ui

@@ -1,0 +1,67 @@
+// BenchmarkPanel: runs the workloads of `kvscope-cli bench` through the live engine (GUI thread):
+// dataset, arrivals and concurrency; a progress bar; a results table of this session's runs and runs
+// loaded from earlier JSON files, with a chart overlaying their throughput and latency.
+#pragma once
+
+#include "bench_spec.h"
+
+#include <QWidget>
+
+class QComboBox;
+class QCustomPlot;
+class QDoubleSpinBox;
+class QLineEdit;
+class QProgressBar;
+class QPushButton;
+class QSpinBox;
+class QTableView;
+
+namespace kvscope::ui {
+
+class BenchResultsModel;
+class EngineController;
+
+class BenchmarkPanel : public QWidget {
+    Q_OBJECT
+public:
+    explicit BenchmarkPanel(EngineController* controller, QWidget* parent = nullptr);
+    BenchSpec spec() const;
+    BenchResultsModel* resultsModel() const { return m_results; }
+    QCustomPlot* comparisonChart() const { return m_chart; }
+
+public slots:
+    void setSpec(const kvscope::ui::BenchSpec& spec);
+    void run();
+    void cancel();
+    bool loadResults(const QString& path);
+    bool exportResults(const QString& path) const;
+
+signals:
+    void runFinished(const kvscope::ui::BenchResult& result);
+
+private:
+    void updateChart();
+    void setRunning(bool running);
+
+    EngineController* m_controller;
+    BenchResultsModel* m_results;
+    QComboBox* m_dataset;
+    QLineEdit* m_datasetPath;
+    QSpinBox* m_numPrompts;
+    QSpinBox* m_inputLen;
+    QSpinBox* m_outputLen;
+    QDoubleSpinBox* m_rangeRatio;
+    QSpinBox* m_prefixLen;
+    QDoubleSpinBox* m_rate;
+    QDoubleSpinBox* m_burstiness;
+    QSpinBox* m_maxConcurrency;
+    QSpinBox* m_seed;
+    QPushButton* m_runButton;
+    QPushButton* m_cancelButton;
+    QProgressBar* m_progress;
+    QTableView* m_table;
+    QCustomPlot* m_chart;
+    int m_runNumber = 0;
+};
+
+}  // namespace kvscope::ui

@@ -1,0 +1,286 @@
+#include "charts_panel.h"
+
+#include "latency_summary.h"
+#include "session_data.h"
+#include "theme.h"
+
+#include <QGridLayout>
+#include <qcustomplot.h>
+
+namespace kvscope::ui {
+
+namespace {
+constexpr double kBucket = 0.5;  // seconds per throughput bucket
+constexpr double kMiB = 1024.0 * 1024.0;
+}
+
+ChartsPanel::ChartsPanel(SessionData* session, QWidget* parent)
+    : QWidget(parent), m_session(session), m_replotTimer(this) {
+    auto* grid = new QGridLayout(this);
+    grid->setContentsMargins(2, 2, 2, 2);
+    grid->setSpacing(4);
+    m_charts.reserve(6);
+
+    QCustomPlot* p = addChart("occupancy", tr("Batch occupancy per step"), tr("requests"), 0, 0).plot;
+    m_maxSeqs = addGraph(p, tr("limit"), Theme::series(7));
+    m_maxSeqs->setPen(QPen(Theme::series(7), 1.5, Qt::DashLine));
+    m_batch = addGraph(p, tr("batch"), Theme::series(0), true, true);
+    m_running = addGraph(p, tr("running"), Theme::series(2));
+    m_waiting = addGraph(p, tr("waiting"), Theme::series(1));
+
+    p = addChart("tokens", tr("Tokens per step"), tr("tokens"), 0, 1).plot;
+    m_budget = addGraph(p, tr("budget"), Theme::series(7));
+    m_budget->setPen(QPen(Theme::series(7), 1.5, Qt::DashLine));
+    m_prefill = addGraph(p, tr("prefill"), Theme::series(4), true, true);
+    m_decode = addGraph(p, tr("decode"), Theme::series(0), true, true);
+
+    p = addChart("kv", tr("KV cache usage and waste"), tr("%"), 1, 0).plot;
+    m_kvUsage = addGraph(p, tr("usage"), Theme::series(6), true, true);
+    m_kvWaste = addGraph(p, tr("waste"), Theme::series(3));
+    m_hitRate = addGraph(p, tr("hit rate"), Theme::series(5), false);
+    p->yAxis->setRange(0, 105);
+
+    p = addChart("memory", tr("Memory"), tr("MiB"), 1, 1).plot;
+    m_weights = addGraph(p, tr("weights"), Theme::series(4), false);
+    m_kvPool = addGraph(p, tr("KV"), Theme::series(6), false);
+    m_activations = addGraph(p, tr("act."), Theme::series(1), false);
+    m_rss = addGraph(p, tr("RSS"), Theme::series(7), false);
+    m_gpu = addGraph(p, tr("GPU"), Theme::series(3), false);
+
+    p = addChart("throughput", tr("Throughput (0.5 s buckets)"), tr("tokens/s"), 2, 0).plot;
+    m_totalTps = addGraph(p, tr("total"), Theme::series(7), true, false);
+    m_outputTps = addGraph(p, tr("output"), Theme::series(2), true, true);
+
+    p = addChart("latency", tr("Latency per request"), tr("ms"), 2, 1).plot;
+    m_ttft = addGraph(p, "TTFT", Theme::series(0), false);
+    m_tpot = addGraph(p, "TPOT", Theme::series(2), false);
+    m_e2el = addGraph(p, "E2EL", Theme::series(1), false);
+    const QCPScatterStyle::ScatterShape shapes[] = {QCPScatterStyle::ssDisc, QCPScatterStyle::ssTriangle, QCPScatterStyle::ssSquare};
+    int i = 0;
+    for (QCPGraph* g : {m_ttft, m_tpot, m_e2el}) {
+        g->setLineStyle(QCPGraph::lsNone);
+        g->setScatterStyle(QCPScatterStyle(shapes[i++], g->pen().color(), g->pen().color(), 5));
+        for (int k = 0; k < 2; ++k) {
+            auto* line = new QCPItemStraightLine(p);
+            line->setPen(QPen(g->pen().color(), 1, k == 0 ? Qt::DashLine : Qt::DotLine));
+            line->setVisible(false);
+            m_percentileLines.push_back(line);
+        }
+    }
+    QSharedPointer<QCPAxisTickerLog> log(new QCPAxisTickerLog);
+    p->yAxis->setScaleType(QCPAxis::stLogarithmic);
+    p->yAxis->setTicker(log);
+    p->yAxis->setLabel(tr("ms (log)"));
+    p->xAxis->setLabel(tr("finish time (s); dashed p50, dotted p99"));
+
+    connect(session, &SessionData::stepsAppended, this, &ChartsPanel::appendSteps);
+    connect(session, &SessionData::requestChanged, this, [this] { m_dirty = true; });
+    connect(session, &SessionData::eventAdded, this, &ChartsPanel::addEventMarker);
+    connect(session, &SessionData::cleared, this, &ChartsPanel::reset);
+    m_replotTimer.setInterval(33);
+    connect(&m_replotTimer, &QTimer::timeout, this, [this] {
+        if (m_dirty) refresh();
+    });
+    m_replotTimer.start();
+}
+
+ChartsPanel::Chart& ChartsPanel::addChart(const QString& name, const QString& title, const QString& yLabel, int row, int col) {
+    auto* plot = new QCustomPlot(this);
+    plot->setMinimumSize(280, 170);
+    plot->setNoAntialiasingOnDrag(true);
+    plot->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+    plot->axisRect()->setRangeDrag(Qt::Horizontal);
+    plot->axisRect()->setRangeZoom(Qt::Horizontal);
+    plot->plotLayout()->insertRow(0);
+    auto* titleElement = new QCPTextElement(plot, title, QFont(font().family(), font().pointSize(), QFont::Bold));
+    plot->plotLayout()->addElement(0, 0, titleElement);
+    plot->xAxis->setLabel(tr("engine time (s)"));
+    plot->yAxis->setLabel(yLabel);
+    // The legend sits in a row under the title, laid out horizontally, so it never hides data.
+    plot->legend->setVisible(true);
+    QFont legendFont = font();
+    legendFont.setPointSizeF(legendFont.pointSizeF() * 0.82);
+    plot->legend->setFont(legendFont);
+    plot->legend->setFillOrder(QCPLegend::foColumnsFirst);
+    plot->legend->setBorderPen(Qt::NoPen);
+    plot->legend->setIconSize(14, 8);
+    plot->legend->setColumnSpacing(6);
+    plot->plotLayout()->insertRow(1);
+    plot->plotLayout()->addElement(1, 0, plot->legend);
+    plot->plotLayout()->setRowStretchFactor(1, 0.001);
+    plot->plotLayout()->setRowSpacing(0);
+    plot->legend->setMargins(QMargins(4, 0, 4, 0));
+    plot->setPlottingHints(QCP::phFastPolylines | QCP::phCacheLabels);
+    plot->setNotAntialiasedElements(QCP::aeGrid | QCP::aeAxes | QCP::aePlottables | QCP::aeFills);
+    static_cast<QGridLayout*>(layout())->addWidget(plot, row, col);
+    m_charts.push_back({name, title, plot, true});
+    const size_t index = m_charts.size() - 1;
+    // Any manual zoom or pan stops following the live edge; a double click resumes it.
+    connect(plot, &QCustomPlot::mousePress, this, [this, index] { m_charts[index].follow = false; });
+    connect(plot, &QCustomPlot::mouseWheel, this, [this, index] { m_charts[index].follow = false; });
+    connect(plot, &QCustomPlot::mouseDoubleClick, this, [this, index] {
+        m_charts[index].follow = true;
+        m_dirty = true;
+    });
+    Theme::styleChart(plot);
+    return m_charts.back();
+}
+
+QCPGraph* ChartsPanel::addGraph(QCustomPlot* plot, const QString& name, const QColor& color, bool step, bool fill) {
+    QCPGraph* g = plot->addGraph();
+    g->setName(name);
+    g->setPen(QPen(color, 1.5));
+    if (step) g->setLineStyle(QCPGraph::lsStepLeft);
+    if (fill) {
+        QColor c = color;
+        c.setAlpha(60);
+        g->setBrush(c);
+    }
+    g->setAdaptiveSampling(true);
+    return g;
+}
+
+void ChartsPanel::appendSteps(int first, int count) {
+    const auto& steps = m_session->steps();
+    for (int i = first; i < first + count; ++i) {
+        const StepStats& s = steps[size_t(i)].stats;
+        const double t = s.start_time;
+        m_running->addData(t, s.num_running);
+        m_waiting->addData(t, s.num_waiting);
+        m_batch->addData(t, s.num_scheduled_seqs);
+        m_maxSeqs->addData(t, s.max_num_seqs);
+        m_prefill->addData(t, s.num_prefill_tokens + s.num_decode_tokens);  // stacked: prefill on top of decode
+        m_decode->addData(t, s.num_decode_tokens);
+        m_budget->addData(t, s.max_num_batched_tokens);
+        m_kvUsage->addData(t, s.kv_usage * 100);
+        m_kvWaste->addData(t, s.kv_waste * 100);
+        m_hitRate->addData(t, s.prefix_cache_queries ? 100.0 * double(s.prefix_cache_hits) / double(s.prefix_cache_queries) : 0.0);
+        m_weights->addData(t, double(s.memory.weights_bytes) / kMiB);
+        m_kvPool->addData(t, double(s.memory.kv_pool_bytes) / kMiB);
+        m_activations->addData(t, double(s.memory.activation_bytes) / kMiB);
+        m_rss->addData(t, double(s.memory.host_rss_bytes) / kMiB);
+        if (s.memory.device_total_bytes > 0) m_gpu->addData(t, double(s.memory.device_used_bytes) / kMiB);
+        auto& bucket = m_buckets[static_cast<long long>((t + s.duration) / kBucket)];
+        bucket.first += steps[size_t(i)].numOutputTokens;
+        bucket.second += s.num_prefill_tokens + s.num_decode_tokens;
+    }
+    m_dirty = true;
+}
+
+void ChartsPanel::appendRequests() {
+    const auto& requests = m_session->requests();
+    std::vector<double> ttft, tpot, e2el;
+    bool added = false;
+    for (size_t i = 0; i < requests.size(); ++i) {
+        const RequestRecord& r = requests[i];
+        if (!r.metrics || m_plottedRequests.count(int(i))) continue;
+        const RequestMetrics& m = *r.metrics;
+        if (m.finish_reason == FinishReason::ABORT || m.finish_reason == FinishReason::ERROR) continue;
+        m_plottedRequests.insert(int(i));
+        if (m.ttft() > 0) m_ttft->addData(m.finish_time, m.ttft() * 1e3);
+        if (m.tpot() > 0) m_tpot->addData(m.finish_time, m.tpot() * 1e3);
+        if (m.e2el() > 0) m_e2el->addData(m.finish_time, m.e2el() * 1e3);
+        added = true;
+    }
+    if (!added) return;
+    int line = 0;
+    for (QCPGraph* g : {m_ttft, m_tpot, m_e2el}) {
+        std::vector<double> values;
+        for (auto it = g->data()->constBegin(); it != g->data()->constEnd(); ++it) values.push_back(it->value);
+        for (double p : {50.0, 99.0}) {
+            QCPItemStraightLine* l = m_percentileLines[size_t(line++)];
+            const double v = percentile(values, p);
+            l->point1->setCoords(0, v);
+            l->point2->setCoords(1, v);
+            l->setVisible(!values.empty());
+        }
+    }
+}
+
+void ChartsPanel::addEventMarker(const SessionEvent& event) {
+    if (!event.text.startsWith("rebuild")) return;  // model loads restart the charts anyway
+    for (size_t i = 0; i + 1 < m_charts.size(); ++i) {  // the latency chart's x is finish time: also time
+        QCustomPlot* plot = m_charts[i].plot;
+        auto* line = new QCPItemStraightLine(plot);
+        line->setPen(QPen(QColor(0xe0, 0x5a, 0x6a), 1.2, Qt::DashDotLine));
+        line->point1->setCoords(event.time, 0);
+        line->point2->setCoords(event.time, 1);
+        line->setSelectable(false);
+        if (i != 0) continue;  // one label is enough; the other charts show the line
+        auto* label = new QCPItemText(plot);
+        label->setText(event.text.section('(', 0, 0).section(':', 1).trimmed());
+        label->setColor(QColor(0xe0, 0x5a, 0x6a));
+        label->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
+        label->position->setCoords(event.time, 0.02 + 0.09 * double(m_markerCount++ % 3));
+        label->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
+        label->setPadding(QMargins(3, 0, 0, 0));
+        label->setSelectable(false);
+    }
+    m_dirty = true;
+}
+
+void ChartsPanel::reset() {
+    for (Chart& c : m_charts) {
+        for (int i = 0; i < c.plot->graphCount(); ++i) c.plot->graph(i)->data()->clear();
+        for (int i = c.plot->itemCount() - 1; i >= 0; --i) {
+            QCPAbstractItem* item = c.plot->item(i);
+            if (std::find(m_percentileLines.begin(), m_percentileLines.end(), item) == m_percentileLines.end())
+                c.plot->removeItem(item);
+            else
+                item->setVisible(false);
+        }
+        c.follow = true;
+    }
+    m_buckets.clear();
+    m_plottedRequests.clear();
+    m_markerCount = 0;
+    m_dirty = true;
+}
+
+void ChartsPanel::refresh() {
+    m_dirty = false;
+    appendRequests();
+    // Throughput from 0.5 s buckets (the last one is still filling: scaled by its elapsed part).
+    QVector<double> keys, out, total;
+    const double now = m_session->lastEngineTime();
+    for (auto [bucket, tokens] : m_buckets) {
+        const double start = double(bucket) * kBucket;
+        const double span = std::clamp(now - start, 0.05, kBucket);
+        keys << start;
+        out << tokens.first / span;
+        total << tokens.second / span;
+    }
+    m_outputTps->setData(keys, out, true);
+    m_totalTps->setData(keys, total, true);
+    const double end = std::max(1.0, now);
+    for (Chart& c : m_charts) {
+        if (c.follow) {
+            bool found = false;
+            QCPRange y(0, 1);
+            for (int i = 0; i < c.plot->graphCount(); ++i) {
+                const QCPRange r = c.plot->graph(i)->getValueRange(found, QCP::sdBoth);
+                if (found) y.expand(r);
+            }
+            c.plot->xAxis->setRange(0, end * 1.02);
+            if (c.name == "latency") {
+                c.plot->yAxis->rescale();
+                c.plot->yAxis->scaleRange(1.3);
+            } else if (c.name != "kv") {
+                c.plot->yAxis->setRange(0, std::max(1.0, y.upper * 1.12));
+            }
+        }
+        c.plot->replot(QCustomPlot::rpQueuedReplot);
+    }
+}
+
+void ChartsPanel::replotNow() {
+    refresh();
+    for (Chart& c : m_charts) c.plot->replot(QCustomPlot::rpImmediateRefresh);
+}
+
+void ChartsPanel::restyle() {
+    for (Chart& c : m_charts) Theme::styleChart(c.plot);
+    m_dirty = true;
+}
+
+}  // namespace kvscope::ui

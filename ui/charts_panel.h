@@ -1,0 +1,67 @@
+// ChartsPanel: the live QCustomPlot charts of a session (GUI thread): batch occupancy, tokens per
+// step, KV usage and waste, memory, throughput and per-request latency. Fed incrementally from
+// SessionData; replotted by a 33 ms timer with rpQueuedReplot, so data may arrive at any rate.
+// Rebuild events (drain-and-rebuild, model loads) are vertical markers on every time chart.
+// Zoom and pan with the mouse; double-click returns a chart to following the live edge.
+#pragma once
+
+#include <QTimer>
+#include <QWidget>
+
+#include <map>
+#include <set>
+#include <vector>
+
+class QCustomPlot;
+class QCPGraph;
+class QCPItemStraightLine;
+
+namespace kvscope::ui {
+
+class SessionData;
+struct SessionEvent;
+
+class ChartsPanel : public QWidget {
+    Q_OBJECT
+public:
+    explicit ChartsPanel(SessionData* session, QWidget* parent = nullptr);
+
+    struct Chart {
+        QString name;  // file-name stem: occupancy, tokens, kv, memory, throughput, latency
+        QString title;
+        QCustomPlot* plot = nullptr;
+        bool follow = true;
+    };
+    const std::vector<Chart>& charts() const { return m_charts; }
+
+public slots:
+    void replotNow();  // applies pending data and replots synchronously (export, tests)
+    void restyle();
+
+private:
+    Chart& addChart(const QString& name, const QString& title, const QString& yLabel, int row, int col);
+    QCPGraph* addGraph(QCustomPlot* plot, const QString& name, const QColor& color, bool step = true, bool fill = false);
+    void appendSteps(int first, int count);
+    void appendRequests();
+    void addEventMarker(const SessionEvent& event);
+    void reset();
+    void refresh();
+
+    SessionData* m_session;
+    std::vector<Chart> m_charts;
+    QTimer m_replotTimer;
+    bool m_dirty = false;
+
+    QCPGraph *m_running, *m_waiting, *m_batch, *m_maxSeqs;
+    QCPGraph *m_prefill, *m_decode, *m_budget;
+    QCPGraph *m_kvUsage, *m_kvWaste, *m_hitRate;
+    QCPGraph *m_weights, *m_kvPool, *m_activations, *m_rss, *m_gpu;
+    QCPGraph *m_outputTps, *m_totalTps;
+    QCPGraph *m_ttft, *m_tpot, *m_e2el;
+    std::vector<QCPItemStraightLine*> m_percentileLines;
+    std::map<long long, std::pair<double, double>> m_buckets;  // 0.5 s bucket -> (output, total) tokens
+    std::set<int> m_plottedRequests;
+    int m_markerCount = 0;
+};
+
+}  // namespace kvscope::ui

@@ -1,0 +1,103 @@
+// ChatPane: one conversation (GUI thread). Its own system prompt, sampling settings, priority and
+// colour (the colour of its requests everywhere: block map, charts, tables). Streams the reply token
+// by token from EngineController::requestUpdated, rendered with the model's chat template; stop and
+// regenerate; shows the current request's TTFT, tokens/s, blocks held and state.
+#pragma once
+
+#include "engine_types.h"
+
+#include <QColor>
+#include <QFrame>
+
+#include <vector>
+
+class QCheckBox;
+class QDoubleSpinBox;
+class QLabel;
+class QLineEdit;
+class QPlainTextEdit;
+class QPushButton;
+class QSpinBox;
+class QTextEdit;
+class QToolButton;
+class QWidget;
+
+namespace kvscope::ui {
+
+class EngineController;
+
+class ChatPane : public QFrame {
+    Q_OBJECT
+public:
+    ChatPane(EngineController* controller, int number, const QColor& color, QWidget* parent = nullptr);
+
+    QString title() const { return m_title; }
+    QColor color() const { return m_color; }
+    QString currentRequestId() const { return m_requestId; }
+    bool isBusy() const { return !m_requestId.isEmpty(); }
+    QString lastReply() const { return m_lastReply; }
+    QString inputText() const;
+    SamplingParams samplingParams() const;
+    int priority() const;
+
+    void setSystemPrompt(const QString& text);
+    void setSamplingParams(const SamplingParams& params);
+    void setPriority(int priority);
+    void setInputText(const QString& text);
+
+public slots:
+    void send();                          // sends the input box
+    void sendText(const QString& text);   // sends this text as the next user message
+    void stop();
+    void regenerate();
+    void clearConversation();
+    void setColor(const QColor& color);
+
+signals:
+    void requestSubmitted(const QString& requestId);
+    void replyFinished(const QString& requestId, const QString& text);
+    void requestSelected(const QString& requestId);
+    void closeRequested(kvscope::ui::ChatPane* pane);
+    void activated(kvscope::ui::ChatPane* pane);
+
+protected:
+    bool eventFilter(QObject* watched, QEvent* event) override;
+
+private:
+    void submitConversation();
+    void applyProgress(const RequestProgress& p);
+    void appendRole(const QString& role);
+    void appendText(const QString& text);
+    void updateButtons();
+    void updateColorSwatch();
+
+    EngineController* m_controller;
+    QString m_title;
+    QColor m_color;
+    std::vector<ChatMessage> m_history;  // completed turns (user, assistant, ...)
+    QString m_requestId;
+    QString m_reply;
+    QString m_lastReply;
+
+    QToolButton* m_colorButton;
+    QLabel* m_titleLabel;
+    QLabel* m_stateLabel;
+    QLabel* m_statsLabel;
+    QToolButton* m_settingsButton;
+    QWidget* m_settings;
+    QPlainTextEdit* m_systemPrompt;
+    QDoubleSpinBox* m_temperature;
+    QDoubleSpinBox* m_topP;
+    QSpinBox* m_topK;
+    QSpinBox* m_maxTokens;
+    QSpinBox* m_seed;
+    QSpinBox* m_priority;
+    QCheckBox* m_useTemplate;
+    QTextEdit* m_transcript;
+    QPlainTextEdit* m_input;
+    QPushButton* m_sendButton;
+    QPushButton* m_stopButton;
+    QPushButton* m_regenerateButton;
+};
+
+}  // namespace kvscope::ui

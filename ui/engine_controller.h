@@ -1,0 +1,81 @@
+// EngineController: the GUI thread's handle on the engine. Owns the engine QThread and its
+// EngineWorker; forwards commands as queued invocations (the GUI never blocks, also while a model
+// loads) and turns the worker's coalesced updates into SessionData and per-request signals.
+#pragma once
+
+#include "bench_spec.h"
+#include "engine_types.h"
+#include "session_data.h"
+
+#include <QColor>
+#include <QHash>
+#include <QObject>
+#include <QThread>
+
+#include <memory>
+
+namespace kvscope::ui {
+
+class EngineWorker;
+
+class EngineController : public QObject {
+    Q_OBJECT
+public:
+    explicit EngineController(QObject* parent = nullptr);
+    ~EngineController() override;
+
+    SessionData* session() { return &m_session; }
+    const EngineConfig& config() const { return m_config; }
+    const ModelSummary& modelSummary() const { return m_model; }
+    bool isModelLoaded() const { return m_modelLoaded; }
+    bool isLoading() const { return m_loading; }
+    bool isIdle() const { return m_idle; }
+    bool isBenchmarkRunning() const { return m_benchRunning; }
+    std::shared_ptr<const KvCacheSnapshot> latestSnapshot() const { return m_snapshot; }
+    QColor colorFor(const QString& requestId) const;
+    // The default configuration of a model load (max_model_len 0 = the model's, up to 8192).
+    static EngineConfig defaultConfig();
+
+public slots:
+    void loadModel(const QString& spec, const kvscope::EngineConfig& config = defaultConfig());
+    // Returns the request id (generated when command.requestId is empty).
+    QString submitRequest(kvscope::ui::SubmitCommand command, const QString& origin = {}, const QColor& color = {});
+    void abortRequest(const QString& requestId);
+    void reconfigure(const kvscope::EngineConfig& config);
+    void runBenchmark(const kvscope::ui::BenchSpec& spec);
+    void cancelBenchmark();
+    void setSnapshotWanted(bool wanted);
+
+signals:
+    void modelLoadStarted(const QString& spec);
+    void modelLoaded(const kvscope::ui::ModelSummary& summary);
+    void modelLoadFailed(const QString& spec, const QString& message);
+    void configChanged(const kvscope::EngineConfig& config);
+    void requestUpdated(const kvscope::ui::RequestProgress& progress);
+    void requestRejected(const QString& requestId, const QString& message);
+    void snapshotUpdated(std::shared_ptr<const kvscope::KvCacheSnapshot> snapshot);
+    void updateApplied();
+    void becameIdle();
+    void errorOccurred(const QString& message);
+    void benchmarkProgressed(int finished, int total);
+    void benchmarkFinished(const kvscope::ui::BenchResult& result);
+
+private:
+    void applyUpdate(const EngineUpdate& update);
+
+    QThread m_thread;
+    EngineWorker* m_worker = nullptr;  // lives on m_thread, deleted when it finishes
+    SessionData m_session;
+    EngineConfig m_config;
+    ModelSummary m_model;
+    bool m_modelLoaded = false;
+    bool m_loading = false;
+    bool m_idle = true;
+    bool m_benchRunning = false;
+    std::shared_ptr<const KvCacheSnapshot> m_snapshot;
+    QHash<QString, QColor> m_colors;
+    int m_nextRequest = 0;
+    quint64 m_commandsSent = 0;  // idle only counts once the worker has taken every command
+};
+
+}  // namespace kvscope::ui

@@ -1,0 +1,98 @@
+// Value types that cross from the engine thread (EngineWorker) to the GUI thread (EngineController
+// and the widgets) through queued signals. Plain copies only: nothing here points into engine state.
+// registerEngineMetaTypes() must run once before the first queued connection carries them.
+#pragma once
+
+#include "engine_config.h"
+#include "kv/kv_cache_snapshot.h"
+#include "metrics/request_metrics.h"
+#include "metrics/step_stats.h"
+#include "model/chat_template.h"
+#include "sched/sampling_params.h"
+
+#include <QMetaType>
+#include <QString>
+#include <QStringList>
+
+#include <memory>
+#include <vector>
+
+namespace kvscope::ui {
+
+// What the user asks for: chat messages (rendered with the model's chat template on the engine
+// thread) or raw prompt text, or ready token ids (benchmarks).
+struct SubmitCommand {
+    QString requestId;
+    std::vector<ChatMessage> messages;  // used when useChatTemplate
+    QString promptText;                 // used when !useChatTemplate and promptTokenIds is empty
+    std::vector<int32_t> promptTokenIds;
+    bool useChatTemplate = true;
+    SamplingParams sampling;
+    int priority = 0;
+};
+
+// One request's state after the latest coalesced batch of steps. textDelta and newTokens hold every
+// token streamed since the previous update (per-token events are coalesced).
+struct RequestProgress {
+    QString requestId;
+    RequestStatus status = RequestStatus::WAITING;
+    FinishReason finishReason = FinishReason::NONE;
+    QString textDelta;
+    int newTokens = 0;
+    bool finished = false;
+    int numPromptTokens = 0;
+    int numOutputTokens = 0;
+    int numCachedTokens = 0;
+    int numPreemptions = 0;
+    std::vector<int32_t> blockTable;
+    double arrivalTime = 0;  // engine seconds
+    double ttft = -1;        // seconds, -1 before the first token
+    double elapsed = 0;      // seconds since arrival (or E2EL when finished)
+};
+
+// One engine step and how many output tokens it sampled.
+struct StepRecord {
+    StepStats stats;
+    int numOutputTokens = 0;
+};
+
+// Everything since the previous update, emitted at most every ~16 ms by the worker.
+struct EngineUpdate {
+    std::vector<StepRecord> steps;
+    std::vector<RequestProgress> requests;      // requests that changed (and every active one)
+    std::vector<RequestMetrics> finished;       // metrics of requests that finished
+    std::shared_ptr<const KvCacheSnapshot> snapshot;  // null when not requested
+    double engineTime = 0;
+    bool idle = false;
+    quint64 commandsReceived = 0;  // commands the worker had taken when it made this update
+};
+
+struct ModelSummary {
+    QString spec;
+    QString name;
+    QString format;
+    QString architecture;
+    QString chatTemplate;
+    QString tokenizer;
+    qint64 numParams = 0;
+    qint64 weightBytes = 0;
+    qint64 kvBytesPerToken = 0;
+    int maxPositionEmbeddings = 0;
+    int numLayers = 0;
+    int vocabSize = 0;
+    double loadSeconds = 0;
+};
+
+void registerEngineMetaTypes();
+
+QString statusName(RequestStatus s);
+QString finishReasonName(FinishReason r);
+
+}  // namespace kvscope::ui
+
+Q_DECLARE_METATYPE(kvscope::EngineConfig)
+Q_DECLARE_METATYPE(kvscope::RequestMetrics)
+Q_DECLARE_METATYPE(kvscope::ui::SubmitCommand)
+Q_DECLARE_METATYPE(kvscope::ui::RequestProgress)
+Q_DECLARE_METATYPE(kvscope::ui::EngineUpdate)
+Q_DECLARE_METATYPE(kvscope::ui::ModelSummary)

@@ -1,0 +1,119 @@
+#include "model_picker_dialog.h"
+
+#include "model_discovery.h"
+
+#include <QDialogButtonBox>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QListWidget>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QThread>
+#include <QVBoxLayout>
+
+namespace kvscope::ui {
+
+ModelPickerDialog::ModelPickerDialog(const QString& currentSpec, const EngineConfig& c, QWidget* parent)
+    : QDialog(parent), m_base(c) {
+    setWindowTitle(tr("Load model"));
+    resize(640, 480);
+    m_list = new QListWidget(this);
+    m_list->setAlternatingRowColors(true);
+    m_spec = new QLineEdit(currentSpec, this);
+    m_spec->setPlaceholderText(tr("dummy:tiny, /path/model.gguf or a Hugging Face directory"));
+    connect(m_list, &QListWidget::currentItemChanged, this, [this](QListWidgetItem* item) {
+        if (item && !item->data(Qt::UserRole).toString().isEmpty()) m_spec->setText(item->data(Qt::UserRole).toString());
+    });
+    connect(m_list, &QListWidget::itemDoubleClicked, this, &QDialog::accept);
+    auto* openGguf = new QPushButton(tr("Open GGUF file..."), this);
+    connect(openGguf, &QPushButton::clicked, this, [this] {
+        const QString f = QFileDialog::getOpenFileName(this, tr("Open GGUF model"), {}, tr("GGUF models (*.gguf)"));
+        if (!f.isEmpty()) m_spec->setText(f);
+    });
+    auto* openDir = new QPushButton(tr("Open Hugging Face directory..."), this);
+    connect(openDir, &QPushButton::clicked, this, [this] {
+        const QString d = QFileDialog::getExistingDirectory(this, tr("Hugging Face model directory (config.json, *.safetensors, tokenizer.json)"));
+        if (!d.isEmpty()) m_spec->setText(d);
+    });
+    auto* openRow = new QHBoxLayout;
+    openRow->addWidget(openGguf);
+    openRow->addWidget(openDir);
+    openRow->addStretch();
+
+    m_maxModelLen = new QSpinBox(this);
+    m_maxModelLen->setRange(0, 1 << 20);
+    m_maxModelLen->setSpecialValueText(tr("model's (up to 8192)"));
+    m_maxModelLen->setValue(c.scheduler.max_model_len);
+    m_maxModelLen->setToolTip(tr("max_model_len: prompt + output tokens of one request at most (vLLM --max-model-len, "
+                                 "TensorRT-LLM max_seq_len). Fixed for the engine's lifetime."));
+    m_kvMiB = new QSpinBox(this);
+    m_kvMiB->setRange(1, 1 << 20);
+    m_kvMiB->setSuffix(" MiB");
+    m_kvMiB->setValue(int(std::max<int64_t>(1, c.kv_cache_memory >> 20)));
+    m_kvMiB->setToolTip(tr("KV cache budget (vLLM --kv-cache-memory, TensorRT-LLM max_tokens_in_paged_kv_cache)"));
+    m_threads = new QSpinBox(this);
+    m_threads->setRange(0, 256);
+    m_threads->setSpecialValueText(tr("all cores (%1)").arg(QThread::idealThreadCount()));
+    m_threads->setValue(c.num_threads);
+    m_threads->setToolTip(tr("CPU threads of the backend (llama.cpp --threads)"));
+    auto* form = new QFormLayout;
+    form->addRow(tr("Model"), m_spec);
+    form->addRow(tr("max_model_len"), m_maxModelLen);
+    form->addRow(tr("KV cache memory"), m_kvMiB);
+    form->addRow(tr("Backend"), new QLabel(tr("CPU (CUDA when the build and the machine have it)"), this));
+    form->addRow(tr("CPU threads"), m_threads);
+
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
+    buttons->button(QDialogButtonBox::Ok)->setText(tr("Load"));
+    connect(buttons, &QDialogButtonBox::accepted, this, &QDialog::accept);
+    connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
+
+    auto* layout = new QVBoxLayout(this);
+    layout->addWidget(new QLabel(tr("Presets and models found on this machine:"), this));
+    layout->addWidget(m_list, 1);
+    layout->addLayout(openRow);
+    layout->addLayout(form);
+    layout->addWidget(buttons);
+    populate();
+}
+
+void ModelPickerDialog::populate() {
+    auto header = [this](const QString& text) {
+        auto* item = new QListWidgetItem(text, m_list);
+        item->setFlags(Qt::NoItemFlags);
+        QFont f = item->font();
+        f.setBold(true);
+        item->setFont(f);
+    };
+    header(tr("Dummy presets (seeded random weights, real shapes, no download)"));
+    for (const QString& p : dummyPresets()) {
+        auto* item = new QListWidgetItem("    " + p, m_list);
+        item->setData(Qt::UserRole, p);
+    }
+    const auto found = discoverModels();
+    header(found.isEmpty() ? tr("No models found in %1").arg(defaultModelRoots().join(", "))
+                           : tr("Found on this machine"));
+    for (const DiscoveredModel& m : found) {
+        auto* item = new QListWidgetItem(QString("    %1  (%2, %3, %4 MiB)")
+                                             .arg(m.name, m.source, m.format)
+                                             .arg(double(m.bytes) / (1 << 20), 0, 'f', 0),
+                                         m_list);
+        item->setData(Qt::UserRole, m.spec);
+        item->setToolTip(m.spec);
+    }
+}
+
+QString ModelPickerDialog::spec() const { return m_spec->text().trimmed(); }
+
+EngineConfig ModelPickerDialog::config() const {
+    EngineConfig c = m_base;
+    c.scheduler.max_model_len = m_maxModelLen->value();
+    c.kv_cache_memory = int64_t(m_kvMiB->value()) << 20;
+    c.num_threads = m_threads->value();
+    return c;
+}
+
+}  // namespace kvscope::ui

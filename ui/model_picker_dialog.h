@@ -1,0 +1,33 @@
+// ModelPickerDialog: choose what to load (GUI thread): a dummy: preset, a model found on this machine
+// (Hugging Face cache, LM Studio, llama.cpp), or a GGUF file / HF directory from disk; plus the
+// settings fixed at load time (max_model_len, KV budget, CPU threads).
+#pragma once
+
+#include "engine_config.h"
+
+#include <QDialog>
+
+class QLineEdit;
+class QListWidget;
+class QSpinBox;
+
+namespace kvscope::ui {
+
+class ModelPickerDialog : public QDialog {
+    Q_OBJECT
+public:
+    ModelPickerDialog(const QString& currentSpec, const EngineConfig& currentConfig, QWidget* parent = nullptr);
+    QString spec() const;
+    EngineConfig config() const;
+
+private:
+    void populate();
+    QListWidget* m_list;
+    QLineEdit* m_spec;
+    QSpinBox* m_maxModelLen;
+    QSpinBox* m_kvMiB;
+    QSpinBox* m_threads;
+    EngineConfig m_base;
+};
+
+}  // namespace kvscope::ui

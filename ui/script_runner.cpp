@@ -1,0 +1,231 @@
+#include "script_runner.h"
+
+#include "bench_spec.h"
+#include "benchmark_panel.h"
+#include "chat_pane.h"
+#include "engine_controller.h"
+#include "main_window.h"
+#include "stall_monitor.h"
+#include "tuning_panel.h"
+
+#include <QDir>
+#include <QFile>
+#include <QImage>
+#include <QJsonDocument>
+
+namespace kvscope::ui {
+
+namespace {
+const QStringList kActions = {"open_pane", "submit", "send_all", "set", "benchmark", "wait", "wait_idle",
+                              "wait_benchmark", "select", "stop_all", "theme", "screenshot"};
+}
+
+ScriptRunner::ScriptRunner(MainWindow* window, QObject* parent) : QObject(parent), m_window(window), m_poll(this) {
+    m_poll.setSingleShot(true);
+}
+
+bool ScriptRunner::load(const QString& path, QString* error) {
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) {
+        if (error) *error = QString("%1: cannot open script (%2)").arg(path, f.errorString());
+        return false;
+    }
+    QJsonParseError pe;
+    const QJsonDocument doc = QJsonDocument::fromJson(f.readAll(), &pe);
+    if (!doc.isObject()) {
+        if (error) *error = QString("%1: invalid JSON at offset %2: %3").arg(path).arg(pe.offset).arg(pe.errorString());
+        return false;
+    }
+    QString e;
+    if (!loadJson(doc.object(), &e)) {
+        if (error) *error = path + ": " + e;
+        return false;
+    }
+    return true;
+}
+
+bool ScriptRunner::loadJson(const QJsonObject& script, QString* error) {
+    if (!script.value("actions").isArray()) {
+        if (error) *error = "\"actions\" must be an array";
+        return false;
+    }
+    const QJsonArray actions = script.value("actions").toArray();
+    for (int i = 0; i < actions.size(); ++i) {
+        const QString name = actions[i].toObject().value("action").toString();
+        if (!kActions.contains(name)) {
+            if (error) *error = QString("actions[%1]: unknown action '%2' (one of %3)").arg(i).arg(name, kActions.join(", "));
+            return false;
+        }
+    }
+    m_script = script;
+    m_actions = actions;
+    return true;
+}
+
+EngineConfig ScriptRunner::engineConfig(const EngineConfig& defaults) const {
+    EngineConfig c = defaults;
+    const QJsonObject e = m_script.value("engine").toObject();
+    c.scheduler.max_model_len = e.value("max_model_len").toInt(c.scheduler.max_model_len);
+    c.scheduler.max_num_seqs = e.value("max_num_seqs").toInt(c.scheduler.max_num_seqs);
+    c.scheduler.max_num_batched_tokens = e.value("max_num_batched_tokens").toInt(c.scheduler.max_num_batched_tokens);
+    c.scheduler.policy = e.value("policy").toString(QString::fromStdString(c.scheduler.policy)).toStdString();
+    c.scheduler.enable_prefix_caching = e.value("enable_prefix_caching").toBool(c.scheduler.enable_prefix_caching);
+    c.block_size = e.value("block_size").toInt(c.block_size);
+    c.mode = e.value("mode").toString(QString::fromStdString(c.mode)).toStdString();
+    c.num_threads = e.value("threads").toInt(c.num_threads);
+    if (e.contains("kv_cache_memory_mib")) c.kv_cache_memory = int64_t(e.value("kv_cache_memory_mib").toInt()) << 20;
+    return c;
+}
+
+void ScriptRunner::start() {
+    m_clock.start();
+    m_index = 0;
+    m_done = false;
+    next();
+}
+
+void ScriptRunner::fail(const QString& message) {
+    if (m_done) return;
+    m_done = true;
+    emit finished(false, message);
+}
+
+void ScriptRunner::next() {
+    while (!m_done) {
+        if (m_index >= m_actions.size()) {
+            m_done = true;
+            emit finished(true, QString("%1 actions done in %2 s").arg(m_actions.size()).arg(m_clock.elapsed() / 1e3, 0, 'f', 1));
+            return;
+        }
+        const QJsonObject a = m_actions[m_index].toObject();
+        const qint64 at = qint64(a.value("at_ms").toDouble(-1));
+        if (at > m_clock.elapsed()) {
+            QTimer::singleShot(int(at - m_clock.elapsed()), this, &ScriptRunner::next);
+            return;
+        }
+        ++m_index;
+        emit actionStarted(m_index - 1, a.value("action").toString());
+        if (!runAction(a)) return;  // resumes via a timer
+    }
+}
+
+void ScriptRunner::waitUntil(std::function<bool()> done, int timeoutMs, const QString& what) {
+    const qint64 deadline = m_clock.elapsed() + timeoutMs;
+    auto poll = std::make_shared<std::function<void()>>();
+    *poll = [this, done, deadline, what, poll] {
+        if (m_done) return;
+        if (done()) {
+            next();
+            return;
+        }
+        if (m_clock.elapsed() > deadline) {
+            fail(QString("timed out waiting for %1").arg(what));
+            return;
+        }
+        QTimer::singleShot(25, this, *poll);
+    };
+    QTimer::singleShot(0, this, *poll);
+}
+
+bool ScriptRunner::runAction(const QJsonObject& a) {
+    const QString action = a.value("action").toString();
+    EngineController* controller = m_window->controller();
+    auto paneAt = [&](const QJsonObject& o) -> ChatPane* {
+        const int index = o.value("pane").toInt(1) - 1;
+        const auto panes = m_window->panes();
+        if (index < 0 || index >= panes.size()) {
+            fail(QString("actions[%1]: no pane %2 (there are %3)").arg(m_index - 1).arg(index + 1).arg(panes.size()));
+            return nullptr;
+        }
+        return panes[index];
+    };
+    if (action == "open_pane") {
+        ChatPane* p = m_window->addPane();
+        SamplingParams s = p->samplingParams();
+        s.temperature = float(a.value("temperature").toDouble(s.temperature));
+        s.top_p = float(a.value("top_p").toDouble(s.top_p));
+        s.top_k = a.value("top_k").toInt(s.top_k);
+        s.max_tokens = a.value("max_tokens").toInt(s.max_tokens);
+        if (a.contains("seed")) s.seed = uint64_t(a.value("seed").toInt());
+        p->setSamplingParams(s);
+        p->setPriority(a.value("priority").toInt(0));
+        if (a.contains("system")) p->setSystemPrompt(a.value("system").toString());
+        if (a.contains("color")) p->setColor(QColor(a.value("color").toString()));
+        return true;
+    }
+    if (action == "submit") {
+        if (ChatPane* p = paneAt(a)) p->sendText(a.value("prompt").toString());
+        return !m_done;
+    }
+    if (action == "send_all") {
+        m_window->sendToAll(a.value("prompt").toString());
+        return true;
+    }
+    if (action == "select") {
+        if (ChatPane* p = paneAt(a)) m_window->selectRequest(p->currentRequestId());
+        return !m_done;
+    }
+    if (action == "stop_all") {
+        m_window->stopAll();
+        return true;
+    }
+    if (action == "screenshot") {
+        QDir dir(m_outputDir.isEmpty() ? QDir::currentPath() : m_outputDir);
+        dir.mkpath(".");
+        const QString file = dir.filePath(a.value("file").toString("screenshot.png"));
+        QImage image = m_window->grab().toImage();
+        if (a.contains("width")) image = image.scaledToWidth(a.value("width").toInt(), Qt::SmoothTransformation);
+        if (a.value("indexed").toBool()) image = image.convertToFormat(QImage::Format_Indexed8, Qt::ThresholdDither);
+        if (!image.save(file, nullptr, 0))  // PNG quality 0 = smallest file, still lossless
+            fail(file + ": cannot write the screenshot");
+        m_window->stallMonitor()->skipInterval();  // the grab blocks on purpose: not a stall of the app
+        return !m_done;
+    }
+    if (action == "theme") {
+        m_window->setDarkTheme(a.value("dark").toBool(true));
+        return true;
+    }
+    if (action == "set") {
+        TuningPanel* t = m_window->tuningPanel();
+        if (a.contains("block_size")) t->setBlockSize(a.value("block_size").toInt());
+        if (a.contains("max_num_seqs")) t->setMaxNumSeqs(a.value("max_num_seqs").toInt());
+        if (a.contains("max_num_batched_tokens")) t->setMaxNumBatchedTokens(a.value("max_num_batched_tokens").toInt());
+        if (a.contains("policy")) t->setPolicy(a.value("policy").toString());
+        if (a.contains("enable_prefix_caching")) t->setPrefixCaching(a.value("enable_prefix_caching").toBool());
+        if (a.contains("mode")) t->setMode(a.value("mode").toString());
+        if (a.contains("kv_cache_memory_mib")) t->setKvCacheMiB(a.value("kv_cache_memory_mib").toInt());
+        controller->reconfigure(t->config());  // now, not after the panel's debounce
+        return true;
+    }
+    if (action == "wait") {
+        QTimer::singleShot(a.value("ms").toInt(0), this, &ScriptRunner::next);
+        return false;
+    }
+    if (action == "wait_idle") {
+        waitUntil([this, controller] {
+            if (!controller->isIdle()) return false;
+            for (ChatPane* p : m_window->panes())
+                if (p->isBusy()) return false;
+            return true;
+        }, a.value("timeout_ms").toInt(300000), "the engine to become idle");
+        return false;
+    }
+    if (action == "benchmark") {
+        BenchSpec spec = BenchSpec::fromJson(a);
+        m_window->benchmarkPanel()->setSpec(spec);
+        m_window->benchmarkPanel()->run();
+        if (!a.value("wait").toBool(true)) return true;
+        waitUntil([controller] { return !controller->isBenchmarkRunning(); }, a.value("timeout_ms").toInt(600000),
+                  "the benchmark");
+        return false;
+    }
+    if (action == "wait_benchmark") {
+        waitUntil([controller] { return !controller->isBenchmarkRunning(); }, a.value("timeout_ms").toInt(600000),
+                  "the benchmark");
+        return false;
+    }
+    fail("unknown action " + action);
+    return false;
+}
+
+}  // namespace kvscope::ui

@@ -1,0 +1,112 @@
+#include "session_data.h"
+
+namespace kvscope::ui {
+
+SessionData::SessionData(QObject* parent) : QObject(parent) {}
+
+const RequestRecord* SessionData::request(const QString& requestId) const {
+    const int i = indexOf(requestId);
+    return i < 0 ? nullptr : &m_requests[size_t(i)];
+}
+
+std::vector<RequestMetrics> SessionData::finishedMetrics() const {
+    std::vector<RequestMetrics> out;
+    for (const RequestRecord& r : m_requests)
+        if (r.metrics) out.push_back(*r.metrics);
+    return out;
+}
+
+int SessionData::ensureRequest(const QString& requestId) {
+    if (auto it = m_index.constFind(requestId); it != m_index.constEnd()) return *it;
+    RequestRecord r;
+    r.requestId = requestId;
+    r.origin = requestId.startsWith("bench-") ? QStringLiteral("benchmark") : QStringLiteral("engine");
+    m_requests.push_back(std::move(r));
+    const int row = int(m_requests.size()) - 1;
+    m_index.insert(requestId, row);
+    emit requestAdded(row);
+    return row;
+}
+
+void SessionData::addRequest(const QString& requestId, const QString& origin, const QColor& color) {
+    const int row = ensureRequest(requestId);
+    m_requests[size_t(row)].origin = origin;
+    m_requests[size_t(row)].color = color;
+    emit requestChanged(row);
+}
+
+void SessionData::rejectRequest(const QString& requestId, const QString& message) {
+    const int row = ensureRequest(requestId);
+    RequestRecord& r = m_requests[size_t(row)];
+    r.status = RequestStatus::FINISHED;
+    r.finishReason = FinishReason::ERROR;
+    r.error = message;
+    emit requestChanged(row);
+}
+
+void SessionData::applyUpdate(const EngineUpdate& u) {
+    m_lastEngineTime = u.engineTime;
+    if (!u.steps.empty()) {
+        const int first = int(m_steps.size());
+        for (const StepRecord& s : u.steps) {
+            m_steps.push_back(s);
+            if (!s.stats.event.empty()) {
+                SessionEvent e{s.stats.start_time, s.stats.step, QString::fromStdString(s.stats.event)};
+                m_events.push_back(e);
+                emit eventAdded(e);
+            }
+        }
+        emit stepsAppended(first, int(u.steps.size()));
+    }
+    for (const RequestProgress& p : u.requests) {
+        const int row = ensureRequest(p.requestId);
+        RequestRecord& r = m_requests[size_t(row)];
+        r.status = p.status;
+        if (p.finished) r.finishReason = p.finishReason;
+        r.text += p.textDelta;
+        if (p.numPromptTokens) r.numPromptTokens = p.numPromptTokens;
+        r.numOutputTokens = std::max(r.numOutputTokens, p.numOutputTokens);
+        r.numCachedTokens = p.numCachedTokens;
+        r.numPreemptions = p.numPreemptions;
+        if (!p.finished) r.blockTable = p.blockTable;
+        else r.blockTable.clear();
+        if (p.arrivalTime > 0) r.arrivalTime = p.arrivalTime;
+        if (p.ttft >= 0) r.ttft = p.ttft;
+        if (p.elapsed > 0) r.elapsed = p.elapsed;
+        emit requestChanged(row);
+    }
+    for (const RequestMetrics& m : u.finished) {
+        const int row = ensureRequest(QString::fromStdString(m.request_id));
+        RequestRecord& r = m_requests[size_t(row)];
+        r.metrics = m;
+        r.status = RequestStatus::FINISHED;
+        r.finishReason = m.finish_reason;
+        r.numOutputTokens = m.num_output_tokens;
+        r.numPromptTokens = m.num_prompt_tokens;
+        r.ttft = m.ttft();
+        r.elapsed = m.e2el();
+        emit requestChanged(row);
+    }
+}
+
+void SessionData::addEvent(const QString& text) {
+    SessionEvent e{m_lastEngineTime, m_steps.empty() ? 0 : m_steps.back().stats.step, text};
+    m_events.push_back(e);
+    emit eventAdded(e);
+}
+
+void SessionData::addBenchmark(const BenchResult& result) {
+    m_benchmarks.push_back(result);
+    emit benchmarkAdded(int(m_benchmarks.size()) - 1);
+}
+
+void SessionData::clear() {
+    m_steps.clear();
+    m_requests.clear();
+    m_index.clear();
+    m_events.clear();
+    m_lastEngineTime = 0;
+    emit cleared();
+}
+
+}  // namespace kvscope::ui

@@ -1,0 +1,216 @@
+#include "session_exporter.h"
+
+#include "bench_results_model.h"
+#include "latency_summary.h"
+#include "session_data.h"
+
+#include <QDateTime>
+#include <QDir>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QTextStream>
+#include <QWidget>
+#include <qcustomplot.h>
+
+namespace kvscope::ui {
+
+QJsonObject engineConfigJson(const EngineConfig& c) {
+    return {{"block_size", c.block_size},
+            {"max_num_seqs", c.scheduler.max_num_seqs},
+            {"max_num_batched_tokens", c.scheduler.max_num_batched_tokens},
+            {"policy", QString::fromStdString(c.scheduler.policy)},
+            {"enable_prefix_caching", c.scheduler.enable_prefix_caching},
+            {"max_model_len", c.scheduler.max_model_len},
+            {"long_prefill_token_threshold", c.scheduler.long_prefill_token_threshold},
+            {"kv_cache_memory", double(c.kv_cache_memory)},
+            {"num_blocks", c.num_blocks},
+            {"mode", QString::fromStdString(c.mode)},
+            {"num_threads", c.num_threads}};
+}
+
+namespace {
+
+QJsonObject stepJson(const StepRecord& r) {
+    const StepStats& s = r.stats;
+    QJsonObject o{{"step", double(s.step)},
+                  {"start_time", s.start_time},
+                  {"duration", s.duration},
+                  {"mode", QString::fromStdString(s.mode)},
+                  {"num_running", s.num_running},
+                  {"num_waiting", s.num_waiting},
+                  {"num_scheduled_seqs", s.num_scheduled_seqs},
+                  {"num_prefill_tokens", s.num_prefill_tokens},
+                  {"num_decode_tokens", s.num_decode_tokens},
+                  {"num_output_tokens", r.numOutputTokens},
+                  {"max_num_seqs", s.max_num_seqs},
+                  {"max_num_batched_tokens", s.max_num_batched_tokens},
+                  {"block_size", s.block_size},
+                  {"num_blocks", s.num_blocks},
+                  {"num_used_blocks", s.num_used_blocks},
+                  {"num_cached_free_blocks", s.num_cached_free_blocks},
+                  {"num_free_blocks", s.num_free_blocks},
+                  {"kv_usage", s.kv_usage},
+                  {"kv_waste", s.kv_waste},
+                  {"prefix_cache_queries", double(s.prefix_cache_queries)},
+                  {"prefix_cache_hits", double(s.prefix_cache_hits)},
+                  {"num_preemptions", s.num_preemptions},
+                  {"weights_bytes", double(s.memory.weights_bytes)},
+                  {"kv_pool_bytes", double(s.memory.kv_pool_bytes)},
+                  {"activation_bytes", double(s.memory.activation_bytes)},
+                  {"host_rss_bytes", double(s.memory.host_rss_bytes)},
+                  {"device_used_bytes", double(s.memory.device_used_bytes)}};
+    if (!s.event.empty()) o["event"] = QString::fromStdString(s.event);
+    return o;
+}
+
+QJsonObject requestJson(const RequestRecord& r) {
+    QJsonObject o{{"request_id", r.requestId},
+                  {"origin", r.origin},
+                  {"color", r.color.name()},
+                  {"status", statusName(r.status)},
+                  {"finish_reason", finishReasonName(r.finishReason)},
+                  {"num_prompt_tokens", r.numPromptTokens},
+                  {"num_output_tokens", r.numOutputTokens},
+                  {"num_cached_tokens", r.numCachedTokens},
+                  {"num_preemptions", r.numPreemptions},
+                  {"text", r.text}};
+    if (!r.error.isEmpty()) o["error"] = r.error;
+    if (r.metrics) {
+        const RequestMetrics& m = *r.metrics;
+        o["arrival_time"] = m.arrival_time;
+        o["first_scheduled_time"] = m.first_scheduled_time;
+        o["finish_time"] = m.finish_time;
+        o["ttft_ms"] = m.ttft() * 1e3;
+        o["tpot_ms"] = m.tpot() >= 0 ? m.tpot() * 1e3 : QJsonValue();
+        o["e2el_ms"] = m.e2el() * 1e3;
+        o["queue_time_ms"] = m.queue_time() >= 0 ? m.queue_time() * 1e3 : QJsonValue();
+        QJsonArray preemptions;
+        for (double t : m.preemption_times) preemptions.append(t);
+        o["preemption_times"] = preemptions;
+        QJsonArray itl;
+        for (double g : m.itls()) itl.append(g * 1e3);
+        o["itl_ms"] = itl;
+    }
+    return o;
+}
+
+bool writeFile(const QString& path, const QByteArray& bytes, QString* error) {
+    QFile f(path);
+    if (!f.open(QIODevice::WriteOnly) || f.write(bytes) != bytes.size()) {
+        if (error) *error = QString("%1: cannot write (%2)").arg(path, f.errorString());
+        return false;
+    }
+    return true;
+}
+
+QString csvField(const QString& s) {
+    if (!s.contains(',') && !s.contains('"') && !s.contains('\n')) return s;
+    return '"' + QString(s).replace("\"", "\"\"") + '"';
+}
+
+}  // namespace
+
+QJsonObject sessionJson(const SessionExportInputs& in) {
+    const SessionData& s = *in.session;
+    QJsonObject o;
+    o["kvscope_version"] = "0.1.0";
+    o["date"] = QDateTime::currentDateTime().toString(Qt::ISODate);
+    o["model"] = QJsonObject{{"spec", in.model.spec},
+                             {"name", in.model.name},
+                             {"format", in.model.format},
+                             {"architecture", in.model.architecture},
+                             {"num_params", double(in.model.numParams)},
+                             {"weight_bytes", double(in.model.weightBytes)},
+                             {"kv_bytes_per_token", double(in.model.kvBytesPerToken)},
+                             {"chat_template", in.model.chatTemplate}};
+    o["config"] = engineConfigJson(in.config);
+    // vLLM `bench serve` keys over every finished request of the session, at the top level.
+    const QJsonObject summary = summarizeRequests(s.finishedMetrics());
+    for (auto it = summary.begin(); it != summary.end(); ++it) o[it.key()] = it.value();
+    o["num_requests"] = int(s.requests().size());
+    o["num_steps"] = int(s.steps().size());
+    o["metric_definitions"] = metricDefinitions();
+    o["gui"] = in.gui;
+    if (in.gui.contains("gui_max_stall_ms")) o["gui_max_stall_ms"] = in.gui.value("gui_max_stall_ms");
+    QJsonArray events;
+    for (const SessionEvent& e : s.events())
+        events.append(QJsonObject{{"time", e.time}, {"step", double(e.step)}, {"event", e.text}});
+    o["events"] = events;
+    QJsonArray timeline;
+    for (const StepRecord& r : s.steps()) timeline.append(stepJson(r));
+    o["timeline"] = timeline;
+    QJsonArray requests;
+    for (const RequestRecord& r : s.requests()) requests.append(requestJson(r));
+    o["requests"] = requests;
+    QJsonArray benchmarks;
+    for (const BenchResult& b : in.benchmarks) benchmarks.append(BenchResultsModel::resultToJson(b));
+    o["benchmarks"] = benchmarks;
+    return o;
+}
+
+bool exportSession(const QString& dir, const SessionExportInputs& in, QString* error) {
+    QDir d(dir);
+    if (!d.mkpath("charts")) {
+        if (error) *error = QString("%1: cannot create the directory").arg(dir);
+        return false;
+    }
+    if (!writeFile(d.filePath("session.json"), QJsonDocument(sessionJson(in)).toJson(QJsonDocument::Indented), error))
+        return false;
+
+    QString csv;
+    QTextStream req(&csv);
+    req << "request_id,origin,status,finish_reason,num_prompt_tokens,num_output_tokens,num_cached_tokens,"
+           "num_preemptions,arrival_time,ttft_ms,tpot_ms,e2el_ms\n";
+    for (const RequestRecord& r : in.session->requests()) {
+        const auto& m = r.metrics;
+        req << csvField(r.requestId) << ',' << csvField(r.origin) << ',' << statusName(r.status) << ','
+            << finishReasonName(r.finishReason) << ',' << r.numPromptTokens << ',' << r.numOutputTokens << ','
+            << r.numCachedTokens << ',' << r.numPreemptions << ',' << (m ? m->arrival_time : r.arrivalTime) << ','
+            << (m ? QString::number(m->ttft() * 1e3) : QString()) << ','
+            << (m && m->tpot() >= 0 ? QString::number(m->tpot() * 1e3) : QString()) << ','
+            << (m ? QString::number(m->e2el() * 1e3) : QString()) << '\n';
+    }
+    req.flush();
+    if (!writeFile(d.filePath("requests.csv"), csv.toUtf8(), error)) return false;
+
+    QString steps;
+    QTextStream st(&steps);
+    st << "step,start_time,duration,mode,num_running,num_waiting,num_scheduled_seqs,num_prefill_tokens,"
+          "num_decode_tokens,num_output_tokens,max_num_seqs,max_num_batched_tokens,block_size,num_blocks,"
+          "num_used_blocks,num_cached_free_blocks,num_free_blocks,kv_usage,kv_waste,num_preemptions,host_rss_bytes,event\n";
+    for (const StepRecord& r : in.session->steps()) {
+        const StepStats& s = r.stats;
+        st << s.step << ',' << s.start_time << ',' << s.duration << ',' << QString::fromStdString(s.mode) << ','
+           << s.num_running << ',' << s.num_waiting << ',' << s.num_scheduled_seqs << ',' << s.num_prefill_tokens << ','
+           << s.num_decode_tokens << ',' << r.numOutputTokens << ',' << s.max_num_seqs << ',' << s.max_num_batched_tokens
+           << ',' << s.block_size << ',' << s.num_blocks << ',' << s.num_used_blocks << ',' << s.num_cached_free_blocks
+           << ',' << s.num_free_blocks << ',' << s.kv_usage << ',' << s.kv_waste << ',' << s.num_preemptions << ','
+           << s.memory.host_rss_bytes << ',' << csvField(QString::fromStdString(s.event)) << '\n';
+    }
+    st.flush();
+    if (!writeFile(d.filePath("timeline.csv"), steps.toUtf8(), error)) return false;
+
+    for (const auto& [name, plot] : in.charts) {
+        const int w = std::max(640, plot->width()), h = std::max(360, plot->height());
+        const QString png = d.filePath("charts/" + name + ".png"), pdf = d.filePath("charts/" + name + ".pdf");
+        if (!plot->savePng(png, w, h)) {
+            if (error) *error = png + ": cannot write the chart";
+            return false;
+        }
+        if (!plot->savePdf(pdf, w, h)) {
+            if (error) *error = pdf + ": cannot write the chart";
+            return false;
+        }
+    }
+    if (in.window) {
+        const QString png = d.filePath("main_window.png");
+        if (!in.window->grab().save(png)) {
+            if (error) *error = png + ": cannot write the window image";
+            return false;
+        }
+    }
+    return true;
+}
+
+}  // namespace kvscope::ui

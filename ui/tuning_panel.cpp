@@ -1,0 +1,159 @@
+#include "tuning_panel.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QSignalBlocker>
+#include <QSlider>
+#include <QSpinBox>
+#include <QVBoxLayout>
+
+#include <cmath>
+
+namespace kvscope::ui {
+
+TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent), m_debounce(this) {
+    m_debounce.setSingleShot(true);
+    m_debounce.setInterval(200);
+    connect(&m_debounce, &QTimer::timeout, this, [this] { emit configEdited(config()); });
+
+    m_blockSize = new QSlider(Qt::Horizontal, this);
+    m_blockSize->setRange(0, 8);
+    m_blockSize->setPageStep(1);
+    m_blockSize->setTickPosition(QSlider::TicksBelow);
+    m_blockSizeLabel = new QLabel(this);
+    m_blockSizeLabel->setMinimumWidth(32);
+    const QString blockTip =
+        tr("<b>block_size</b>: tokens per KV block (vLLM --block-size, TensorRT-LLM tokens_per_block). Smaller blocks "
+           "waste less of the last block but make longer block tables; larger blocks fragment more. Changing it "
+           "drains and rebuilds the pool: running requests are preempted and recomputed.");
+    m_blockSize->setToolTip(blockTip);
+    m_blockSizeLabel->setToolTip(blockTip);
+    connect(m_blockSize, &QSlider::valueChanged, this, [this](int v) {
+        m_blockSizeLabel->setText(QString::number(1 << v));
+        edited();
+    });
+    auto* blockRow = new QHBoxLayout;
+    blockRow->addWidget(m_blockSize, 1);
+    blockRow->addWidget(m_blockSizeLabel);
+
+    m_maxSeqsSlider = new QSlider(Qt::Horizontal, this);
+    m_maxSeqsSlider->setRange(1, 256);
+    m_maxSeqs = new QSpinBox(this);
+    m_maxSeqs->setRange(1, 4096);
+    const QString seqTip = tr("<b>max_num_seqs</b>: requests running at once at most (vLLM --max-num-seqs, TensorRT-LLM "
+                              "max_batch_size). Applies at the next step; lowering it preempts the latest admitted.");
+    m_maxSeqs->setToolTip(seqTip);
+    m_maxSeqsSlider->setToolTip(seqTip);
+    connect(m_maxSeqsSlider, &QSlider::valueChanged, m_maxSeqs, &QSpinBox::setValue);
+    connect(m_maxSeqs, &QSpinBox::valueChanged, this, [this](int v) {
+        QSignalBlocker b(m_maxSeqsSlider);
+        m_maxSeqsSlider->setValue(v);
+        edited();
+    });
+    auto* seqRow = new QHBoxLayout;
+    seqRow->addWidget(m_maxSeqsSlider, 1);
+    seqRow->addWidget(m_maxSeqs);
+
+    m_maxTokens = new QSpinBox(this);
+    m_maxTokens->setRange(16, 65536);
+    m_maxTokens->setSingleStep(64);
+    m_maxTokens->setToolTip(tr("<b>max_num_batched_tokens</b>: token budget of one step, prefill chunks plus decodes "
+                               "(vLLM --max-num-batched-tokens, TensorRT-LLM max_num_tokens). Long prompts are "
+                               "prefilled in chunks that fit the budget."));
+    connect(m_maxTokens, &QSpinBox::valueChanged, this, [this] { edited(); });
+
+    m_policy = new QComboBox(this);
+    m_policy->addItems({"fcfs", "priority"});
+    m_policy->setToolTip(tr("<b>policy</b>: who is scheduled first and who is preempted (vLLM --scheduling-policy; "
+                            "TensorRT-LLM CapacitySchedulerPolicy). fcfs: arrival order, the last admitted is preempted. "
+                            "priority: lower value first, the lowest priority then latest arrival is preempted."));
+    connect(m_policy, &QComboBox::currentIndexChanged, this, [this] { edited(); });
+
+    m_prefixCaching = new QCheckBox(tr("enable"), this);
+    m_prefixCaching->setToolTip(tr("<b>enable_prefix_caching</b>: reuse full KV blocks whose chained token hash matches "
+                                   "(vLLM --enable-prefix-caching, TensorRT-LLM enable_block_reuse). Changing it "
+                                   "rebuilds the pool."));
+    connect(m_prefixCaching, &QCheckBox::toggled, this, [this] { edited(); });
+
+    m_mode = new QComboBox(this);
+    m_mode->addItems({"paged", "naive"});
+    m_mode->setToolTip(tr("<b>mode</b>: paged = paged KV cache + continuous batching (vLLM, TensorRT-LLM inflight "
+                          "batching). naive = static batches, each request reserves max_model_len contiguous slots and "
+                          "the batch runs until its longest request ends (the baseline). Changing it rebuilds the pool."));
+    connect(m_mode, &QComboBox::currentIndexChanged, this, [this] { edited(); });
+
+    m_kvMiB = new QSpinBox(this);
+    m_kvMiB->setRange(1, 1 << 20);
+    m_kvMiB->setSuffix(" MiB");
+    m_kvMiB->setToolTip(tr("<b>KV cache memory</b>: bytes of the KV pool; num_blocks = budget / bytes_per_block (vLLM "
+                           "--kv-cache-memory / gpu_memory_utilization, TensorRT-LLM max_tokens_in_paged_kv_cache / "
+                           "free_gpu_memory_fraction). Changing it rebuilds the pool."));
+    connect(m_kvMiB, &QSpinBox::valueChanged, this, [this] { edited(); });
+
+    m_status = new QLabel(this);
+    m_status->setWordWrap(true);
+    m_status->setStyleSheet("color: palette(placeholder-text);");
+
+    auto* outer = new QVBoxLayout(this);
+    outer->setContentsMargins(0, 0, 0, 0);
+    auto* form = new QFormLayout;
+    form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+    form->addRow(tr("block_size"), blockRow);
+    form->addRow(tr("max_num_seqs"), seqRow);
+    form->addRow(tr("max_num_batched_tokens"), m_maxTokens);
+    form->addRow(tr("policy"), m_policy);
+    form->addRow(tr("prefix caching"), m_prefixCaching);
+    form->addRow(tr("mode"), m_mode);
+    form->addRow(tr("KV cache memory"), m_kvMiB);
+    outer->addLayout(form);
+    outer->addWidget(m_status);
+    setConfig(m_base);
+}
+
+EngineConfig TuningPanel::config() const {
+    EngineConfig c = m_base;
+    c.block_size = 1 << m_blockSize->value();
+    c.scheduler.max_num_seqs = m_maxSeqs->value();
+    c.scheduler.max_num_batched_tokens = m_maxTokens->value();
+    c.scheduler.policy = m_policy->currentText().toStdString();
+    c.scheduler.enable_prefix_caching = m_prefixCaching->isChecked();
+    c.mode = m_mode->currentText().toStdString();
+    const int64_t bytes = int64_t(m_kvMiB->value()) << 20;
+    if (m_base.kv_cache_memory != 0 || bytes != 0) c.kv_cache_memory = bytes;
+    return c;
+}
+
+void TuningPanel::setConfig(const EngineConfig& c) {
+    m_base = c;
+    m_debounce.stop();
+    const QSignalBlocker b1(m_blockSize), b2(m_maxSeqs), b3(m_maxTokens), b4(m_policy), b5(m_prefixCaching),
+        b6(m_mode), b7(m_kvMiB), b8(m_maxSeqsSlider);
+    m_blockSize->setValue(int(std::lround(std::log2(std::max(1, c.block_size)))));
+    m_blockSizeLabel->setText(QString::number(c.block_size));
+    m_maxSeqs->setValue(c.scheduler.max_num_seqs);
+    m_maxSeqsSlider->setValue(c.scheduler.max_num_seqs);
+    m_maxTokens->setValue(c.scheduler.max_num_batched_tokens);
+    m_policy->setCurrentText(QString::fromStdString(c.scheduler.policy));
+    m_prefixCaching->setChecked(c.scheduler.enable_prefix_caching);
+    m_mode->setCurrentText(QString::fromStdString(c.mode));
+    m_kvMiB->setValue(int(std::max<int64_t>(1, c.kv_cache_memory >> 20)));
+    m_status->setText(tr("Applied. max_model_len %1. Changes apply at the next step.").arg(c.scheduler.max_model_len));
+}
+
+void TuningPanel::edited() {
+    m_status->setText(tr("Applying..."));
+    m_debounce.start();
+}
+
+void TuningPanel::setBlockSize(int blockSize) { m_blockSize->setValue(int(std::lround(std::log2(std::max(1, blockSize))))); }
+void TuningPanel::setMaxNumSeqs(int value) { m_maxSeqs->setValue(value); }
+void TuningPanel::setMaxNumBatchedTokens(int value) { m_maxTokens->setValue(value); }
+void TuningPanel::setPolicy(const QString& policy) { m_policy->setCurrentText(policy); }
+void TuningPanel::setPrefixCaching(bool on) { m_prefixCaching->setChecked(on); }
+void TuningPanel::setMode(const QString& mode) { m_mode->setCurrentText(mode); }
+void TuningPanel::setKvCacheMiB(int mib) { m_kvMiB->setValue(mib); }
+
+}  // namespace kvscope::ui

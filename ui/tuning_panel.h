@@ -1,0 +1,57 @@
+// TuningPanel: the engine's knobs, live (GUI thread). Every change is sent to the engine 200 ms after
+// the last edit and applies at its next step: scheduler knobs at once, block_size / KV budget / mode /
+// prefix caching by drain-and-rebuild (requests are preempted and recomputed, none is lost). Tooltips
+// give each knob's meaning and its vLLM and TensorRT-LLM names.
+#pragma once
+
+#include "engine_config.h"
+
+#include <QTimer>
+#include <QWidget>
+
+class QCheckBox;
+class QComboBox;
+class QLabel;
+class QSlider;
+class QSpinBox;
+
+namespace kvscope::ui {
+
+class TuningPanel : public QWidget {
+    Q_OBJECT
+public:
+    explicit TuningPanel(QWidget* parent = nullptr);
+    EngineConfig config() const;
+
+public slots:
+    // The configuration the engine runs with (does not emit configEdited).
+    void setConfig(const kvscope::EngineConfig& config);
+    void setBlockSize(int blockSize);
+    void setMaxNumSeqs(int value);
+    void setMaxNumBatchedTokens(int value);
+    void setPolicy(const QString& policy);
+    void setPrefixCaching(bool on);
+    void setMode(const QString& mode);
+    void setKvCacheMiB(int mib);
+
+signals:
+    void configEdited(const kvscope::EngineConfig& config);
+
+private:
+    void edited();
+
+    EngineConfig m_base;
+    QTimer m_debounce;
+    QSlider* m_blockSize;
+    QLabel* m_blockSizeLabel;
+    QSlider* m_maxSeqsSlider;
+    QSpinBox* m_maxSeqs;
+    QSpinBox* m_maxTokens;
+    QComboBox* m_policy;
+    QCheckBox* m_prefixCaching;
+    QComboBox* m_mode;
+    QSpinBox* m_kvMiB;
+    QLabel* m_status;
+};
+
+}  // namespace kvscope::ui
