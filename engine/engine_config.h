@@ -16,6 +16,7 @@ struct EngineConfig {
     int num_blocks = 0;           // explicit block count (tests); overrides kv_cache_memory
     std::string mode = "paged";   // paged | naive
     int num_threads = 0;          // CPU threads; 0 = all cores
+    std::string backend = "cpu";  // cpu | cuda | auto (CUDA when built and a device is present)
     uint64_t seed = 0;            // seeds requests without their own seed
     bool check_invariants = false;  // check scheduler and pool invariants after every step (tests)
 

@@ -1,6 +1,6 @@
 #include "llm_engine.h"
 
-#include "cpu/cpu_backend.h"
+#include "backend_factory.h"
 #include "sched/continuous_scheduler.h"
 #include "sched/naive_scheduler.h"
 #include "util/errors.h"
@@ -19,9 +19,13 @@ LlmEngine::LlmEngine(std::shared_ptr<const Model> model, const EngineConfig& con
     if (config_.scheduler.max_model_len > model_->config.max_position_embeddings)
         throw BadInput("max_model_len " + std::to_string(config_.scheduler.max_model_len) +
                        " exceeds the model's context length " + std::to_string(model_->config.max_position_embeddings));
-    if (!backend_)
-        backend_ = std::make_unique<cpu::CpuBackend>(config_.num_threads > 0 ? config_.num_threads
-                                                                              : cpu::default_num_threads());
+    if (!backend_) {
+        try {
+            backend_ = make_backend(config_.backend, config_.num_threads);
+        } catch (const std::invalid_argument& e) {
+            throw BadInput(std::string("backend: ") + e.what());
+        }
+    }
     build_pool(config_);
 }
 

@@ -6,7 +6,7 @@ namespace kvscope::cli {
 
 std::set<std::string> engine_value_flags() {
     return {"--model", "--block-size", "--max-num-seqs", "--max-num-batched-tokens", "--policy", "--kv-cache-memory",
-            "--max-model-len", "--mode", "--threads", "--num-blocks", "--long-prefill-token-threshold"};
+            "--max-model-len", "--mode", "--threads", "--backend", "--num-blocks", "--long-prefill-token-threshold"};
 }
 
 std::set<std::string> engine_switch_flags() { return {"--enable-prefix-caching", "--check-invariants"}; }
@@ -25,6 +25,7 @@ EngineConfig engine_config_from(const Args& args, const ModelConfig& model) {
     c.num_blocks = static_cast<int>(args.get_int("--num-blocks", 0));
     c.mode = args.get_or("--mode", "paged");
     c.num_threads = static_cast<int>(args.get_int("--threads", 0));
+    c.backend = args.get_or("--backend", "cpu");
     c.check_invariants = args.has("--check-invariants");
     c.validate();
     return c;
