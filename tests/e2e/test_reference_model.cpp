@@ -2,7 +2,7 @@
 // (../shared/models/expected.json: llama2.c's run.c, confirmed by llama.cpp and PyTorch):
 // prompt token ids, 100-token greedy continuations through the batched paged engine for several block
 // sizes, and raw logits (run.c's) at every generated position, for the HF directory and the GGUF file.
-#include "test_support.h"
+#include "shared_models.h"
 
 #include "prefill_logits.h"
 #include "llm_engine.h"
@@ -15,20 +15,6 @@
 using namespace kvscope;
 using nlohmann::json;
 
-namespace {
-
-json read_json(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) qFatal("cannot read %s", path.c_str());
-    return json::parse(in);
-}
-
-std::shared_ptr<const Model> load(const QString& which) {
-    const std::string dir = test::models_dir();
-    return load_model(which == "hf" ? dir + "/stories260K-hf" : dir + "/stories260K-f32.gguf");
-}
-
-}  // namespace
 
 class TestReferenceModel : public QObject {
     Q_OBJECT
@@ -40,8 +26,8 @@ private slots:
     }
     void promptIds() {
         QFETCH(QString, format);
-        auto model = load(format);
-        const json expected = read_json(test::models_dir() + "/expected.json");
+        auto model = test::load_stories(format);
+        const json expected = test::read_json(test::models_dir() + "/expected.json");
         for (const auto& c : expected["cases"]) {
             const auto ids = model->tokenizer.encode(c["prompt"].get<std::string>(), true);
             QCOMPARE(ids, c["prompt_ids"].get<std::vector<int32_t>>());
@@ -58,8 +44,8 @@ private slots:
     void greedyContinuations() {
         QFETCH(QString, format);
         QFETCH(int, blockSize);
-        auto model = load(format);
-        const json expected = read_json(test::models_dir() + "/expected.json");
+        auto model = test::load_stories(format);
+        const json expected = test::read_json(test::models_dir() + "/expected.json");
         EngineConfig config;
         config.block_size = blockSize;
         config.scheduler.max_model_len = 512;
@@ -85,10 +71,10 @@ private slots:
 
     // run.c's raw logits at every generated position, and HF == GGUF.
     void logitsMatchRunC() {
-        auto hf = load("hf");
-        auto gguf = load("gguf");
+        auto hf = test::load_stories("hf");
+        auto gguf = test::load_stories("gguf");
         const std::string dir = test::models_dir() + "/reference_logits";
-        const json index = read_json(dir + "/index.json");
+        const json index = test::read_json(dir + "/index.json");
         for (const auto& entry : index) {
             std::vector<int32_t> tokens = entry["prompt_ids"].get<std::vector<int32_t>>();
             const auto gen = entry["generated_ids"].get<std::vector<int32_t>>();

@@ -3,7 +3,8 @@
 // for the HF directory (rotate-half RoPE) and the GGUF file (interleaved RoPE) and several block sizes;
 // and the raw logits of one prefill equal run.c's to 1e-3 (the CPU backend's are within 1e-4).
 // Skips, with the reason, when built without CUDA or when no device is present.
-#include "test_support.h"
+#include "shared_models.h"
+#include "prefill_logits.h"
 
 #include "llm_engine.h"
 #include "runner/model_runner.h"
@@ -18,23 +19,6 @@
 
 using namespace kvscope;
 using nlohmann::json;
-
-#if KVSCOPE_HAVE_CUDA
-namespace {
-
-json read_json(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) qFatal("cannot read %s", path.c_str());
-    return json::parse(in);
-}
-
-std::shared_ptr<const Model> load(const QString& which) {
-    const std::string dir = test::models_dir();
-    return load_model(which == "hf" ? dir + "/stories260K-hf" : dir + "/stories260K-f32.gguf");
-}
-
-}  // namespace
-#endif
 
 class TestCudaE2e : public QObject {
     Q_OBJECT
@@ -59,8 +43,8 @@ private slots:
     void greedyContinuations() {
         QFETCH(QString, format);
         QFETCH(int, blockSize);
-        auto model = load(format);
-        const json expected = read_json(test::models_dir() + "/expected.json");
+        auto model = test::load_stories(format);
+        const json expected = test::read_json(test::models_dir() + "/expected.json");
         EngineConfig config;
         config.block_size = blockSize;
         config.scheduler.max_model_len = 512;
@@ -100,9 +84,9 @@ private slots:
 
     // run.c's raw logits at every generated position, from one prefill with a scattered block table.
     void logitsMatchRunC() {
-        auto model = load("hf");
+        auto model = test::load_stories("hf");
         const std::string dir = test::models_dir() + "/reference_logits";
-        const json index = read_json(dir + "/index.json");
+        const json index = test::read_json(dir + "/index.json");
         std::string why_not;
         auto backend = make_cuda_backend(0, &why_not);
         QVERIFY2(backend, why_not.c_str());
@@ -111,22 +95,12 @@ private slots:
             const auto gen = entry["generated_ids"].get<std::vector<int32_t>>();
             const int first = static_cast<int>(tokens.size()) - 1;
             tokens.insert(tokens.end(), gen.begin(), gen.end() - 1);
-            const int T = static_cast<int>(tokens.size()), rows = static_cast<int>(gen.size());
-            const int vocab = model->config.vocab_size, block_size = 16;
-            std::vector<float> ref(static_cast<size_t>(rows) * vocab);
+            const int rows = static_cast<int>(gen.size());
+            std::vector<float> ref(static_cast<size_t>(rows) * model->config.vocab_size);
             std::ifstream f(dir + "/" + entry["file"].get<std::string>(), std::ios::binary);
             f.read(reinterpret_cast<char*>(ref.data()), static_cast<std::streamsize>(ref.size() * 4));
             QVERIFY(f.good());
-            const int used = (T + block_size - 1) / block_size;
-            ModelRunner runner(*model, *backend, used + 3, block_size, T, T);
-            std::vector<int32_t> table;
-            for (int b = used - 1; b >= 0; --b) table.push_back(b + 3);
-            ModelInput in;
-            in.clear();
-            in.add_sequence(tokens.data(), 0, T, table, block_size, false);
-            for (int p = first; p < T; ++p) in.logits_indices.push_back(p);
-            in.finalize();
-            const float* l = runner.execute(in);
+            const std::vector<float> l = test::prefill_logits(*backend, *model, tokens, first);
             float max_err = 0;
             for (size_t i = 0; i < ref.size(); ++i) max_err = std::max(max_err, std::fabs(l[i] - ref[i]));
             qInfo("%s: max |cuda - run.c| = %.3g", entry["file"].get<std::string>().c_str(), max_err);

@@ -10,10 +10,9 @@
 
 namespace kvscope::test {
 
-// Rows for positions [first, tokens.size()).                                  [rows, vocab]
-inline std::vector<float> prefill_logits(const Model& model, const std::vector<int32_t>& tokens, int first,
-                                         int block_size = 16) {
-    cpu::CpuBackend backend(2);
+// Rows for positions [first, tokens.size()), on `backend`.                    [rows, vocab]
+inline std::vector<float> prefill_logits(Backend& backend, const Model& model, const std::vector<int32_t>& tokens,
+                                         int first, int block_size = 16) {
     const int T = static_cast<int>(tokens.size());
     const int used = (T + block_size - 1) / block_size;
     ModelRunner runner(model, backend, used + 3, block_size, T, T);
@@ -26,6 +25,13 @@ inline std::vector<float> prefill_logits(const Model& model, const std::vector<i
     in.finalize();
     const float* l = runner.execute(in);
     return {l, l + static_cast<size_t>(T - first) * model.config.vocab_size};
+}
+
+// The same on a 2-thread CPU backend.
+inline std::vector<float> prefill_logits(const Model& model, const std::vector<int32_t>& tokens, int first,
+                                         int block_size = 16) {
+    cpu::CpuBackend backend(2);
+    return prefill_logits(backend, model, tokens, first, block_size);
 }
 
 }  // namespace kvscope::test

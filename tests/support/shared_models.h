@@ -1,0 +1,27 @@
+// The shared stories260K model and its reference files (../shared/models), for the e2e and gpu tests.
+#pragma once
+
+#include "test_support.h"
+
+#include "model/model.h"
+
+#include <QString>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+namespace kvscope::test {
+
+inline nlohmann::json read_json(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) qFatal("cannot read %s", path.c_str());
+    return nlohmann::json::parse(in);
+}
+
+// format: "hf" (the Hugging Face directory) or "gguf".
+inline std::shared_ptr<const Model> load_stories(const QString& format) {
+    const std::string dir = models_dir();
+    return load_model(format == "hf" ? dir + "/stories260K-hf" : dir + "/stories260K-f32.gguf");
+}
+
+}  // namespace kvscope::test
