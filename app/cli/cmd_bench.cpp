@@ -1,6 +1,6 @@
 // kvscope-cli bench: replays a workload (random, shared-prefix, sharegpt) through the engine with
 // vLLM's arrival model and reports `vllm bench serve` metrics plus engine figures; --compare naive runs
-// it in both modes, --sweep over knob values, all in one process. serve is not built yet (issue 6).
+// it in both modes, --sweep over knob values, all in one process.
 #include "args.h"
 #include "bench_report.h"
 #include "commands.h"
