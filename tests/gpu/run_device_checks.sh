@@ -27,7 +27,7 @@ command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
 nvcc --version | tail -n 2
 
 if [[ -z "${KVSCOPE_TEST_MODELS:-}" && ! -d "$SRC/../shared/models" ]]; then
-    for d in "$SRC/shared/models" /work/shared/models; do
+    for d in "$SRC/shared/models"; do
         if [[ -d "$d" ]]; then export KVSCOPE_TEST_MODELS="$d"; break; fi
     done
 fi
