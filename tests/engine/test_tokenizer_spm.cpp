@@ -23,12 +23,7 @@ using kvscope::TokenizerVocab;
 
 namespace {
 
-std::string read_all(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
+using kvscope::test::read_all;
 
 // Just enough of GGUF v3 to read the tokenizer keys: header, then key/value pairs in order.
 class MiniGguf {

@@ -23,12 +23,7 @@ using nlohmann::json;
 
 namespace {
 
-std::string read_all(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
+using kvscope::test::read_all;
 
 std::string byte_level_document() {
     json vocab = json::object();

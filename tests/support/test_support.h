@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 namespace kvscope::test {
@@ -29,5 +31,13 @@ inline uint64_t test_seed(uint64_t fallback) {
 }
 
 inline std::string cli_path() { return KVSCOPE_CLI_PATH; }
+
+// A whole file as bytes ("" when it cannot be read).
+inline std::string read_all(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
 
 }  // namespace kvscope::test
