@@ -44,9 +44,44 @@ inline void axpy(float a, const float* __restrict x, float* __restrict y, int d)
     for (; i < d; ++i) y[i] += a * x[i];
 }
 
+// Softmax of each of the group's score rows in place, 16 lanes at a time (the tail through a padded
+// copy, so every score takes the same arithmetic).                              scores [group, ctx]
+void softmax_rows(float* scores, int group, int ctx) {
+    const int cv = ctx / 16 * 16;
+    for (int g = 0; g < group; ++g) {
+        float* s = scores + g * ctx;
+        v16f mv = splat16(s[0]);
+        for (int j = 0; j < cv; j += 16) {
+            const v16f x = load16(s + j);
+            mv = x > mv ? x : mv;
+        }
+        float mx = s[0];
+        for (int l = 0; l < 16; ++l) mx = std::max(mx, mv[l]);
+        for (int j = cv; j < ctx; ++j) mx = std::max(mx, s[j]);
+        v16f sumv{};
+        for (int j = 0; j < cv; j += 16) {
+            const v16f e = exp16(load16(s + j) - mx);
+            store16(s + j, e);
+            sumv += e;
+        }
+        if (cv < ctx) {
+            float tail[16];
+            std::fill(tail, tail + 16, -1e30f);
+            std::copy(s + cv, s + ctx, tail);
+            const v16f e = exp16(load16(tail) - mx);
+            store16(tail, e);
+            std::copy(tail, tail + (ctx - cv), s + cv);
+            for (int l = 0; l < ctx - cv; ++l) sumv[l] += tail[l];
+        }
+        const v16f inv = splat16(1.0f / hsum16(sumv));
+        for (int j = 0; j < cv; j += 16) store16(s + j, load16(s + j) * inv);
+        for (int j = cv; j < ctx; ++j) s[j] *= inv[0];
+    }
+}
+
 // One query token against one kv head, for the group of query heads sharing that kv head (GQA): each
-// K and V row is loaded once for the whole group. scores: [group, ctx] scratch.
-void attend_group(const float* q, int num_heads, int kv_head, int group, int ctx, const int32_t* block_table,
+// K and V row is loaded once for the whole group. scores: [group, ctx] scratch. Any head_dim.
+void attend_group(const float* q, int kv_head, int group, int ctx, const int32_t* block_table,
                   const KvCacheLayout& layout, const float* kv_cache, int layer, float scale, float* scores,
                   float* out) {
     const int D = layout.head_dim, B = layout.block_size;
@@ -57,24 +92,85 @@ void attend_group(const float* q, int num_heads, int kv_head, int group, int ctx
         for (int t = 0; t < nb; ++t)
             for (int g = 0; g < group; ++g) scores[g * ctx + j0 + t] = dot(q + (h0 + g) * D, kb + t * D, D) * scale;
     }
-    for (int g = 0; g < group; ++g) {
-        float* s = scores + g * ctx;
-        float mx = s[0];
-        for (int j = 1; j < ctx; ++j) mx = std::max(mx, s[j]);
-        float sum = 0;
-        for (int j = 0; j < ctx; ++j) {
-            s[j] = std::exp(s[j] - mx);
-            sum += s[j];
-        }
-        const float inv = 1.0f / sum;
-        for (int j = 0; j < ctx; ++j) s[j] *= inv;
-        std::memset(out + (h0 + g) * D, 0, D * sizeof(float));
-    }
+    softmax_rows(scores, group, ctx);
+    for (int g = 0; g < group; ++g) std::memset(out + (h0 + g) * D, 0, D * sizeof(float));
     for (int b = 0, j0 = 0; j0 < ctx; ++b, j0 += B) {
         const int nb = std::min(B, ctx - j0);
         const float* vb = kv_cache + layout.offset(layer, 1, block_table[b], kv_head, 0);
         for (int t = 0; t < nb; ++t)
             for (int g = 0; g < group; ++g) axpy(scores[g * ctx + j0 + t], vb + t * D, out + (h0 + g) * D, D);
+    }
+}
+
+// Walks a sequence's K or V rows of one kv head in order, across its blocks (never past the last one).
+struct RowCursor {
+    const KvCacheLayout& layout;
+    const float* kv_cache;
+    const int32_t* block_table;
+    int layer, kv, kv_head;
+    int block = -1, offset = 0;
+    const float* base = nullptr;
+    const float* next() {
+        if (block < 0 || offset == layout.block_size) {
+            base = kv_cache + layout.offset(layer, kv, block_table[++block], kv_head, 0);
+            offset = 0;
+        }
+        return base + (offset++) * layout.head_dim;
+    }
+};
+
+// attend_group for head_dim = 16 * NV: q and the output rows stay in registers, and the scores of 16
+// keys are reduced together (hsum16x16) instead of one horizontal sum per key.
+template <int NV>
+void attend_group_v(const float* q, int kv_head, int group, int ctx, const int32_t* block_table,
+                    const KvCacheLayout& layout, const float* kv_cache, int layer, float scale, float* scores,
+                    float* out) {
+    constexpr int D = NV * 16;
+    const int h0 = kv_head * group;
+    RowCursor keys{layout, kv_cache, block_table, layer, 0, kv_head};
+    for (int j0 = 0; j0 < ctx; j0 += 16) {
+        const int nk = std::min(16, ctx - j0);
+        const float* krow[16];
+        for (int j = 0; j < nk; ++j) krow[j] = keys.next();
+        for (int g = 0; g < group; ++g) {
+            v16f qv[NV];
+            for (int v = 0; v < NV; ++v) qv[v] = load16(q + (h0 + g) * D + 16 * v);
+            v16f acc[16];
+            for (int j = 0; j < 16; ++j) {
+                acc[j] = v16f{};
+                if (j < nk)
+                    for (int v = 0; v < NV; ++v) acc[j] += qv[v] * load16(krow[j] + 16 * v);
+            }
+            float s[16];
+            store16(s, hsum16x16(acc) * scale);
+            std::memcpy(scores + g * ctx + j0, s, nk * sizeof(float));
+        }
+    }
+    softmax_rows(scores, group, ctx);
+    for (int g = 0; g < group; ++g) {
+        RowCursor values{layout, kv_cache, block_table, layer, 1, kv_head};
+        const float* p = scores + g * ctx;
+        v16f o[NV] = {};
+        for (int j = 0; j < ctx; ++j) {
+            const float* vrow = values.next();
+            const v16f pj = splat16(p[j]);
+            for (int v = 0; v < NV; ++v) o[v] += pj * load16(vrow + 16 * v);
+        }
+        for (int v = 0; v < NV; ++v) store16(out + (h0 + g) * D + 16 * v, o[v]);
+    }
+}
+
+using AttendFn = void (*)(const float*, int, int, int, const int32_t*, const KvCacheLayout&, const float*, int, float,
+                          float*, float*);
+
+AttendFn pick_attend(int head_dim) {
+    switch (head_dim) {
+    case 32: return attend_group_v<2>;
+    case 64: return attend_group_v<4>;
+    case 80: return attend_group_v<5>;
+    case 96: return attend_group_v<6>;
+    case 128: return attend_group_v<8>;
+    default: return attend_group;
     }
 }
 
@@ -90,13 +186,14 @@ void paged_attention(ThreadPool& pool, std::vector<std::vector<float>>& scratch,
     for (auto& s : scratch)
         if (s.size() < need) s.resize(need);
 
+    const AttendFn attend = pick_attend(D);
     pool.run(static_cast<int64_t>(meta.num_tokens) * Hkv, [&](int64_t task, int thread) {
         const int i = static_cast<int>(task / Hkv), kv_head = static_cast<int>(task % Hkv);
         // The sequence that owns token i: query_start_loc is sorted.
         const int s = static_cast<int>(std::upper_bound(meta.query_start_loc, meta.query_start_loc + meta.num_seqs + 1, i) -
                                        meta.query_start_loc) - 1;
         const int pos = meta.seq_lens[s] - (meta.query_start_loc[s + 1] - i);
-        attend_group(q + static_cast<size_t>(i) * num_heads * D, num_heads, kv_head, group, pos + 1,
+        attend(q + static_cast<size_t>(i) * num_heads * D, kv_head, group, pos + 1,
                      meta.block_tables + static_cast<size_t>(s) * meta.max_blocks_per_seq, layout, kv_cache, layer,
                      scale, scratch[thread].data(), out + static_cast<size_t>(i) * num_heads * D);
     });

@@ -16,6 +16,7 @@ typedef float v16f __attribute__((vector_size(64)));
 typedef int8_t v16i8 __attribute__((vector_size(16)));
 typedef uint16_t v16u16 __attribute__((vector_size(32)));
 typedef uint32_t v16u32 __attribute__((vector_size(64)));
+typedef int32_t v16i32 __attribute__((vector_size(64)));
 
 inline v16f load16(const float* p) {
     v16f v;
@@ -32,6 +33,56 @@ inline float hsum16(v16f v) {
     for (int i = 0; i < 16; ++i) s += v[i];
     return s;
 #endif
+}
+
+// out[j] = hsum16(acc[j]) for 16 vectors at once: a transpose-and-add tree (15 two-shuffle steps
+// instead of 16 full horizontal sums). Each level halves the lane segment that holds one input's partial
+// sum; feeding the inputs in bit-reversed order leaves the sums in natural lane order.
+namespace detail {
+template <int W>
+inline v16f fold(v16f p, v16f q) {
+    if constexpr (W == 8)
+        return __builtin_shufflevector(p, q, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+               __builtin_shufflevector(p, q, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+    else if constexpr (W == 4)
+        return __builtin_shufflevector(p, q, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27) +
+               __builtin_shufflevector(p, q, 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+    else if constexpr (W == 2)
+        return __builtin_shufflevector(p, q, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29) +
+               __builtin_shufflevector(p, q, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
+    else
+        return __builtin_shufflevector(p, q, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30) +
+               __builtin_shufflevector(p, q, 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
+}
+}  // namespace detail
+
+inline v16f hsum16x16(const v16f* acc) {
+    constexpr int rev[16] = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15};
+    v16f a[8], b[4], c[2];
+    for (int i = 0; i < 8; ++i) a[i] = detail::fold<8>(acc[rev[2 * i]], acc[rev[2 * i + 1]]);
+    for (int i = 0; i < 4; ++i) b[i] = detail::fold<4>(a[2 * i], a[2 * i + 1]);
+    for (int i = 0; i < 2; ++i) c[i] = detail::fold<2>(b[2 * i], b[2 * i + 1]);
+    return detail::fold<1>(c[0], c[1]);
+}
+
+// exp(x) of 16 lanes for x <= 0 (softmax after subtracting the max): x = n ln2 + r with |r| <= ln2/2,
+// a degree-6 Taylor polynomial for exp(r) (relative error below 2e-7) and 2^n put into the exponent.
+// Inputs below -87 give exp(-87), the smallest normal range: negligible beside the max's exp(0) = 1.
+inline v16f exp16(v16f x) {
+    x = x < -87.0f ? splat16(-87.0f) : x;
+    const v16f n = (x * 1.44269504089f + 12582912.0f) - 12582912.0f;  // round to nearest (1.5 * 2^23 trick)
+    const v16f r = x - n * 0.693145751953125f - n * 1.428606765330187e-06f;
+    v16f p = splat16(1.0f / 720);
+    p = p * r + 1.0f / 120;
+    p = p * r + 1.0f / 24;
+    p = p * r + 1.0f / 6;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    const v16i32 e = (__builtin_convertvector(n, v16i32) + 127) << 23;
+    v16f scale;
+    std::memcpy(&scale, &e, sizeof scale);
+    return p * scale;
 }
 
 inline v16f load16_bf16(const uint16_t* p) {
