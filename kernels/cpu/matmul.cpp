@@ -4,6 +4,7 @@
 #include "cpu/simd.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace kvscope::cpu {
 
@@ -58,10 +59,21 @@ inline void tile(const float* x, int64_t K, const Rows& w, float* out, int64_t l
             for (int t = 0; t < MX; ++t) acc[t][r] += wv * xv[t];
         }
     }
+    // Horizontal sums 16 accumulators at a time (hsum16x16 sums every lane set with the same tree as
+    // hsum16, so a row's result does not depend on the tile shape it was computed in).
+    constexpr int kAcc = MX * NW, kPadded = (kAcc + 15) / 16 * 16;
+    v16f flat[kPadded];
+    for (int t = 0; t < MX; ++t)
+        for (int r = 0; r < NW; ++r) flat[t * NW + r] = acc[t][r];
+    for (int i = kAcc; i < kPadded; ++i) flat[i] = v16f{};
+    float sums[kPadded];
+    for (int i = 0; i < kPadded; i += 16) store16(sums + i, hsum16x16(flat + i));
     for (int t = 0; t < MX; ++t)
         for (int r = 0; r < NW; ++r) {
-            float s = hsum16(acc[t][r]);
-            for (int64_t k = kv; k < K; ++k) s += w.at(r, k) * x[t * K + k];
+            float s = sums[t * NW + r];
+            // Explicit fma: left to contraction, the compiler fused this in some tile shapes and not in
+            // others, and a row's result depended on the batch it ran in.
+            for (int64_t k = kv; k < K; ++k) s = std::fma(w.at(r, k), x[t * K + k], s);
             out[t * ldo + r] = s;
         }
 }

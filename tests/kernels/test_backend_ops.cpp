@@ -171,6 +171,14 @@ private slots:
             else
                 QVERIFY2(bitwise_equal(out, first), "result depends on the thread count");
         }
+        // Batch invariance: a row's result is bit for bit the same whether it runs alone or among n rows
+        // (the engine's outputs must not depend on what else is in the batch).
+        std::vector<float> alone(N);
+        for (int t = 0; t < n; ++t) {
+            backends_[1]->matmul(x.data() + static_cast<size_t>(t) * K, 1, w.view, bias_ptr, alone.data());
+            QVERIFY2(std::memcmp(alone.data(), first.data() + static_cast<size_t>(t) * N, N * sizeof(float)) == 0,
+                     qPrintable(QString("row %1 of %2 differs from the row run alone").arg(t).arg(n)));
+        }
     }
 
     // ---- paged attention: random block tables over thousands of blocks, GQA, decode and chunked prefill.
