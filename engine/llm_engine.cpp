@@ -90,6 +90,9 @@ void LlmEngine::reconfigure(const EngineConfig& next) {
                          next.scheduler.enable_prefix_caching != config_.scheduler.enable_prefix_caching;
     if (rebuild) {
         // Drain: every running request gives its blocks back and waits to be recomputed.
+        const double drained_at = now();
+        for (const Request* r : scheduler_->running())
+            requests_.at(r->request_id).metrics.preemption_times.push_back(drained_at);
         scheduler_->preempt_all();
         std::string event = "rebuild:";
         if (next.block_size != config_.block_size)
@@ -204,6 +207,7 @@ std::vector<RequestOutput> LlmEngine::step() {
     for (const ScheduledRequest& s : out.scheduled) {
         RequestMetrics& m = requests_.at(s.request->request_id).metrics;
         if (m.first_scheduled_time < 0) m.first_scheduled_time = start;
+        if (s.is_prefill) m.prefill_chunk_times.push_back(start);
         m.num_cached_tokens = std::max(s.request->num_cached_tokens, 0);
     }
     for (Request* r : out.preempted) requests_.at(r->request_id).metrics.preemption_times.push_back(start);

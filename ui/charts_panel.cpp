@@ -1,10 +1,13 @@
 #include "charts_panel.h"
 
+#include "latency_histogram_chart.h"
 #include "latency_summary.h"
+#include "request_timeline_plot.h"
 #include "session_data.h"
 #include "theme.h"
 
 #include <QGridLayout>
+#include <QToolTip>
 #include <qcustomplot.h>
 
 namespace kvscope::ui {
@@ -19,7 +22,7 @@ ChartsPanel::ChartsPanel(SessionData* session, QWidget* parent)
     auto* grid = new QGridLayout(this);
     grid->setContentsMargins(2, 2, 2, 2);
     grid->setSpacing(4);
-    m_charts.reserve(6);
+    m_charts.reserve(8);
 
     QCustomPlot* p = addChart("occupancy", tr("Batch occupancy per step"), tr("requests"), 0, 0).plot;
     m_maxSeqs = addGraph(p, tr("limit"), Theme::series(7));
@@ -72,9 +75,41 @@ ChartsPanel::ChartsPanel(SessionData* session, QWidget* parent)
     p->yAxis->setTicker(log);
     p->yAxis->setLabel(tr("ms (log)"));
     p->xAxis->setLabel(tr("finish time (s); dashed p50, dotted p99"));
+    m_charts.back().engineTimeAxis = false;  // x is request finish time: the step charts carry the markers
+
+    Chart* chart = &addChart("latency_histogram", tr("Latency histogram"), tr("requests"), 3, 0);
+    chart->engineTimeAxis = false;
+    m_histogramPlot = chart->plot;
+    m_histogram = std::make_unique<LatencyHistogramChart>(
+        m_histogramPlot, std::vector<LatencyHistogramChart::Metric>{{"TTFT", m_ttft->pen().color()},
+                                                                      {"TPOT", m_tpot->pen().color()},
+                                                                      {"E2EL", m_e2el->pen().color()}});
+    Theme::styleChart(m_histogramPlot);  // the axis rects it added
+
+    p = addChart("request_timeline", tr("Request timeline"), tr("request"), 3, 1).plot;
+    m_timeline = new RequestTimelinePlot(p->xAxis, p->yAxis);
+    m_timeline->removeFromLegend();  // its legend is the phase key: the lane colour is the request's
+    p->legend->setWrap(3);           // five keys: two rows, so none is cut off in a narrow chart
+    m_timeline->addPhaseLegend();
+    p->yAxis->setRangeReversed(true);  // the first request on top, like the request table
+    QSharedPointer<QCPAxisTickerFixed> lanes(new QCPAxisTickerFixed);
+    lanes->setTickStep(1);
+    lanes->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);  // whole lanes only, however far zoomed in
+    p->yAxis->setTicker(lanes);
+    p->axisRect()->setRangeDrag(Qt::Horizontal | Qt::Vertical);
+    p->axisRect()->setRangeZoom(Qt::Horizontal | Qt::Vertical);
+    p->setMouseTracking(true);  // hover tooltips without a pressed button
+    connect(p, &QCustomPlot::mouseMove, this, [this, p](QMouseEvent* event) {
+        const int lane = m_timeline->laneAt(event->position());
+        if (lane < 0) QToolTip::hideText();
+        else QToolTip::showText(event->globalPosition().toPoint(), m_timeline->toolTip(lane), p);
+    });
 
     connect(session, &SessionData::stepsAppended, this, &ChartsPanel::appendSteps);
-    connect(session, &SessionData::requestChanged, this, [this] { m_dirty = true; });
+    connect(session, &SessionData::requestChanged, this, [this](int row) {
+        m_changedRows.insert(row);
+        m_dirty = true;
+    });
     connect(session, &SessionData::eventAdded, this, &ChartsPanel::addEventMarker);
     connect(session, &SessionData::cleared, this, &ChartsPanel::reset);
     m_replotTimer.setInterval(33);
@@ -84,9 +119,11 @@ ChartsPanel::ChartsPanel(SessionData* session, QWidget* parent)
     m_replotTimer.start();
 }
 
+ChartsPanel::~ChartsPanel() = default;
+
 ChartsPanel::Chart& ChartsPanel::addChart(const QString& name, const QString& title, const QString& yLabel, int row, int col) {
     auto* plot = new QCustomPlot(this);
-    plot->setMinimumSize(280, 170);
+    plot->setMinimumSize(280, 140);  // four rows of charts still fit a 900-pixel-high window
     plot->setNoAntialiasingOnDrag(true);
     plot->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
     plot->axisRect()->setRangeDrag(Qt::Horizontal);
@@ -169,7 +206,7 @@ void ChartsPanel::appendSteps(int first, int count) {
 
 void ChartsPanel::appendRequests() {
     const auto& requests = m_session->requests();
-    std::vector<double> ttft, tpot, e2el;
+    QCPGraph* const graphs[] = {m_ttft, m_tpot, m_e2el};
     bool added = false;
     for (size_t i = 0; i < requests.size(); ++i) {
         const RequestRecord& r = requests[i];
@@ -177,29 +214,51 @@ void ChartsPanel::appendRequests() {
         const RequestMetrics& m = *r.metrics;
         if (m.finish_reason == FinishReason::ABORT || m.finish_reason == FinishReason::ERROR) continue;
         m_plottedRequests.insert(int(i));
-        if (m.ttft() > 0) m_ttft->addData(m.finish_time, m.ttft() * 1e3);
-        if (m.tpot() > 0) m_tpot->addData(m.finish_time, m.tpot() * 1e3);
-        if (m.e2el() > 0) m_e2el->addData(m.finish_time, m.e2el() * 1e3);
+        const double seconds[] = {m.ttft(), m.tpot(), m.e2el()};
+        for (size_t k = 0; k < 3; ++k) {
+            if (seconds[k] <= 0) continue;  // no such figure (one token: no TPOT); log axis
+            m_latencyMs[k].push_back(seconds[k] * 1e3);
+            graphs[k]->addData(m.finish_time, seconds[k] * 1e3);
+        }
         added = true;
     }
     if (!added) return;
-    int line = 0;
-    for (QCPGraph* g : {m_ttft, m_tpot, m_e2el}) {
-        std::vector<double> values;
-        for (auto it = g->data()->constBegin(); it != g->data()->constEnd(); ++it) values.push_back(it->value);
-        for (double p : {50.0, 99.0}) {
-            QCPItemStraightLine* l = m_percentileLines[size_t(line++)];
-            const double v = percentile(values, p);
-            l->point1->setCoords(0, v);
-            l->point2->setCoords(1, v);
+    // The scatter's lines and the histogram mark the same percentiles of the same values.
+    for (size_t k = 0; k < 3; ++k) {
+        const std::vector<double>& values = m_latencyMs[k];
+        const double p50 = percentile(values, 50), p99 = percentile(values, 99);
+        for (size_t j = 0; j < 2; ++j) {
+            QCPItemStraightLine* l = m_percentileLines[2 * k + j];
+            l->point1->setCoords(0, j == 0 ? p50 : p99);
+            l->point2->setCoords(1, j == 0 ? p50 : p99);
             l->setVisible(!values.empty());
         }
+        m_histogram->setSamples(int(k), values, p50, p99);
     }
+}
+
+void ChartsPanel::updateTimeline() {
+    const auto& requests = m_session->requests();
+    auto& lanes = m_timeline->lanes();
+    lanes.resize(requests.size());  // rows only grow between clears: one lane per row
+    for (int row : m_changedRows) {
+        if (row < 0 || row >= int(requests.size())) continue;
+        const RequestRecord& r = requests[size_t(row)];
+        TimelineLane& lane = lanes[size_t(row)];
+        lane.requestId = r.requestId;
+        lane.origin = r.origin;
+        lane.color = r.color.isValid() ? r.color : m_colorOf ? m_colorOf(r.requestId) : Theme::series(7);
+        lane.phases = r.phases;
+        lane.finishTime = r.metrics ? r.metrics->finish_time : -1;
+        lane.finishReason = r.metrics ? r.metrics->finish_reason : FinishReason::NONE;
+    }
+    m_changedRows.clear();
 }
 
 void ChartsPanel::addEventMarker(const SessionEvent& event) {
     if (!event.text.startsWith("rebuild")) return;  // model loads restart the charts anyway
-    for (size_t i = 0; i + 1 < m_charts.size(); ++i) {  // the latency chart's x is finish time: also time
+    for (size_t i = 0; i < m_charts.size(); ++i) {
+        if (!m_charts[i].engineTimeAxis) continue;
         QCustomPlot* plot = m_charts[i].plot;
         auto* line = new QCPItemStraightLine(plot);
         line->setPen(QPen(QColor(0xe0, 0x5a, 0x6a), 1.2, Qt::DashDotLine));
@@ -224,13 +283,18 @@ void ChartsPanel::reset() {
         for (int i = 0; i < c.plot->graphCount(); ++i) c.plot->graph(i)->data()->clear();
         for (int i = c.plot->itemCount() - 1; i >= 0; --i) {
             QCPAbstractItem* item = c.plot->item(i);
-            if (std::find(m_percentileLines.begin(), m_percentileLines.end(), item) == m_percentileLines.end())
+            if (std::find(m_percentileLines.begin(), m_percentileLines.end(), item) == m_percentileLines.end() &&
+                !m_histogram->ownsItem(item))
                 c.plot->removeItem(item);
             else
                 item->setVisible(false);
         }
         c.follow = true;
     }
+    for (auto& values : m_latencyMs) values.clear();
+    m_histogram->clear();
+    m_timeline->lanes().clear();
+    m_changedRows.clear();
     m_buckets.clear();
     m_plottedRequests.clear();
     m_markerCount = 0;
@@ -240,6 +304,7 @@ void ChartsPanel::reset() {
 void ChartsPanel::refresh() {
     m_dirty = false;
     appendRequests();
+    updateTimeline();
     // Throughput from 0.5 s buckets (the last one is still filling: scaled by its elapsed part).
     QVector<double> keys, out, total;
     const double now = m_session->lastEngineTime();
@@ -254,7 +319,12 @@ void ChartsPanel::refresh() {
     m_totalTps->setData(keys, total, true);
     const double end = std::max(1.0, now);
     for (Chart& c : m_charts) {
-        if (c.follow) {
+        if (c.follow && c.plot == m_histogramPlot) {
+            m_histogram->rescale();
+        } else if (c.follow && c.plot == m_timeline->parentPlot()) {
+            c.plot->xAxis->setRange(0, end * 1.02);
+            c.plot->yAxis->setRange(-0.5, std::max(1.0, double(m_timeline->lanes().size())) - 0.5);
+        } else if (c.follow) {
             bool found = false;
             QCPRange y(0, 1);
             for (int i = 0; i < c.plot->graphCount(); ++i) {

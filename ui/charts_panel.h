@@ -1,6 +1,7 @@
 // ChartsPanel: the live QCustomPlot charts of a session (GUI thread): batch occupancy, tokens per
-// step, KV usage and waste, memory, throughput and per-request latency. Fed incrementally from
-// SessionData; replotted by a 33 ms timer with rpQueuedReplot, so data may arrive at any rate.
+// step, KV usage and waste, memory, throughput, per-request latency (scatter and histogram) and the
+// request timeline (one swimlane per request). Fed incrementally from SessionData; replotted by a
+// 33 ms timer with rpQueuedReplot, so data may arrive at any rate.
 // Rebuild events (drain-and-rebuild, model loads) are vertical markers on every time chart.
 // Zoom and pan with the mouse; double-click returns a chart to following the live edge.
 #pragma once
@@ -8,7 +9,10 @@
 #include <QTimer>
 #include <QWidget>
 
+#include <array>
+#include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <vector>
 
@@ -18,6 +22,8 @@ class QCPItemStraightLine;
 
 namespace kvscope::ui {
 
+class LatencyHistogramChart;
+class RequestTimelinePlot;
 class SessionData;
 struct SessionEvent;
 
@@ -25,14 +31,22 @@ class ChartsPanel : public QWidget {
     Q_OBJECT
 public:
     explicit ChartsPanel(SessionData* session, QWidget* parent = nullptr);
+    ~ChartsPanel() override;
 
     struct Chart {
-        QString name;  // file-name stem: occupancy, tokens, kv, memory, throughput, latency
+        QString name;  // file-name stem: occupancy, tokens, kv, memory, throughput, latency,
+                       // latency_histogram, request_timeline
         QString title;
         QCustomPlot* plot = nullptr;
         bool follow = true;
+        bool engineTimeAxis = true;  // x is engine time: rebuild markers are drawn on it
     };
     const std::vector<Chart>& charts() const { return m_charts; }
+    const LatencyHistogramChart& latencyHistogram() const { return *m_histogram; }
+    const RequestTimelinePlot& requestTimeline() const { return *m_timeline; }
+    // The colour of a request's lane when the session has none for it (benchmark requests): the
+    // block map's colour, so a request looks the same everywhere.
+    void setColorProvider(std::function<QColor(const QString&)> colorOf) { m_colorOf = std::move(colorOf); }
 
 public slots:
     void replotNow();  // applies pending data and replots synchronously (export, tests)
@@ -43,6 +57,7 @@ private:
     QCPGraph* addGraph(QCustomPlot* plot, const QString& name, const QColor& color, bool step = true, bool fill = false);
     void appendSteps(int first, int count);
     void appendRequests();
+    void updateTimeline();
     void addEventMarker(const SessionEvent& event);
     void reset();
     void refresh();
@@ -59,6 +74,12 @@ private:
     QCPGraph *m_outputTps, *m_totalTps;
     QCPGraph *m_ttft, *m_tpot, *m_e2el;
     std::vector<QCPItemStraightLine*> m_percentileLines;
+    std::array<std::vector<double>, 3> m_latencyMs;  // TTFT, TPOT, E2EL as plotted: the histogram's samples
+    std::unique_ptr<LatencyHistogramChart> m_histogram;
+    QCustomPlot* m_histogramPlot;
+    RequestTimelinePlot* m_timeline;  // owned by its plot
+    std::set<int> m_changedRows;      // session rows whose timeline lane is stale
+    std::function<QColor(const QString&)> m_colorOf;
     std::map<long long, std::pair<double, double>> m_buckets;  // 0.5 s bucket -> (output, total) tokens
     std::set<int> m_plottedRequests;
     int m_markerCount = 0;

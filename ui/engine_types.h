@@ -8,6 +8,7 @@
 #include "metrics/request_metrics.h"
 #include "metrics/step_stats.h"
 #include "model/chat_template.h"
+#include "request_phases.h"
 #include "sched/sampling_params.h"
 
 #include <QMetaType>
@@ -48,6 +49,7 @@ struct RequestProgress {
     double arrivalTime = 0;  // engine seconds
     double ttft = -1;        // seconds, -1 before the first token
     double elapsed = 0;      // seconds since arrival (or E2EL when finished)
+    std::vector<PhaseSpan> phases;  // its phases up to the update's engineTime (unfinished requests)
 };
 
 // One engine step and how many output tokens it sampled.

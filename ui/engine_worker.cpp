@@ -316,6 +316,7 @@ void EngineWorker::publish(bool force) {
             p.arrivalTime = m->arrival_time;
             p.ttft = m->ttft();
             p.elapsed = u.engineTime - m->arrival_time;
+            p.phases = requestPhases(*m, u.engineTime);
         }
     }
     u.requests.reserve(m_progress.size());

@@ -63,6 +63,10 @@ QJsonObject metricDefinitions() {
         {"itl", "Inter-token latency (vLLM): every gap between consecutive output tokens, pooled over requests."},
         {"e2el", "End-to-end latency: finish time - arrival time."},
         {"queue_time", "First scheduled time - arrival time."},
+        {"request_phases", "Request timeline lanes: queued = arrival to first scheduled; prefill = one span per step that "
+                           "computes prompt tokens (or recomputes them after a preemption), until the token it samples; "
+                           "decode = from that token to the finish; preempted = preemption (also the drain of a KV pool "
+                           "rebuild) to the next prefill chunk."},
         {"request_throughput", "Completed requests / benchmark duration (req/s)."},
         {"output_throughput", "Output tokens / duration (tok/s)."},
         {"total_token_throughput", "(Input + output tokens) / duration (tok/s)."},

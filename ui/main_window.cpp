@@ -95,6 +95,7 @@ MainWindow::MainWindow(QWidget* parent)
     connect(m_controller, &EngineController::snapshotUpdated, m_blockMap, &BlockMapWidget::setSnapshot);
     connect(m_controller, &EngineController::updateApplied, this, &MainWindow::updateStatus);
     m_blockMap->setColorProvider([this](const QString& id) { return m_controller->colorFor(id); });
+    m_charts->setColorProvider([this](const QString& id) { return m_controller->colorFor(id); });
     connect(m_blockMap, &BlockMapWidget::blockClicked, this, [this](int, const QStringList& owners) {
         if (owners.isEmpty()) {
             m_blockMap->clearHighlight();

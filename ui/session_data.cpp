@@ -73,6 +73,7 @@ void SessionData::applyUpdate(const EngineUpdate& u) {
         if (p.arrivalTime > 0) r.arrivalTime = p.arrivalTime;
         if (p.ttft >= 0) r.ttft = p.ttft;
         if (p.elapsed > 0) r.elapsed = p.elapsed;
+        if (!p.phases.empty()) r.phases = p.phases;
         emit requestChanged(row);
     }
     for (const RequestMetrics& m : u.finished) {
@@ -85,6 +86,7 @@ void SessionData::applyUpdate(const EngineUpdate& u) {
         r.numPromptTokens = m.num_prompt_tokens;
         r.ttft = m.ttft();
         r.elapsed = m.e2el();
+        r.phases = requestPhases(m, m.finish_time);
         emit requestChanged(row);
     }
 }

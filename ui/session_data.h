@@ -31,6 +31,7 @@ struct RequestRecord {
     double elapsed = 0;
     QString text;
     QString error;
+    std::vector<PhaseSpan> phases;          // queued, prefill chunks, decode, preempted (request_phases.h)
     std::optional<RequestMetrics> metrics;  // set when finished
 };
 

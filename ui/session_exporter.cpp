@@ -80,6 +80,9 @@ QJsonObject requestJson(const RequestRecord& r) {
         const RequestMetrics& m = *r.metrics;
         o["arrival_time"] = m.arrival_time;
         o["first_scheduled_time"] = m.first_scheduled_time;
+        QJsonArray chunks;  // with preemption_times and the tokens: the request timeline's phases
+        for (double t : m.prefill_chunk_times) chunks.append(t);
+        o["prefill_chunk_times"] = chunks;
         o["finish_time"] = m.finish_time;
         o["ttft_ms"] = m.ttft() * 1e3;
         o["tpot_ms"] = m.tpot() >= 0 ? m.tpot() * 1e3 : QJsonValue();

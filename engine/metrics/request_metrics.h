@@ -19,7 +19,10 @@ struct RequestMetrics {
     FinishReason finish_reason = FinishReason::NONE;
     double arrival_time = 0;
     double first_scheduled_time = -1;
-    std::vector<double> preemption_times;
+    // Start of each step that ran a prompt chunk of it (chunked prefill) or a recompute chunk after a
+    // preemption: with preemption_times and token_times this gives the request's phases over time.
+    std::vector<double> prefill_chunk_times;
+    std::vector<double> preemption_times;  // every preemption, also the drain of a pool rebuild
     std::vector<double> token_times;  // one per output token
     double finish_time = -1;
 

@@ -1,8 +1,11 @@
 // A whole scripted session in-process on dummy:tiny (what `kvscope --script ... --export DIR` does):
 // panes, knobs, a benchmark; then the export: session.json parses and holds every request, and the
-// main window and every chart are non-blank PNGs (pixel variety); the GUI's stall figure is written.
+// main window and every chart (the latency histogram and the request timeline too) are non-blank PNGs
+// (pixel variety); the timeline's lanes are painted in the panes' colours; the GUI's stall figure is
+// written.
 #include "bench_results_model.h"
 #include "charts_panel.h"
+#include "chat_pane.h"
 #include "engine_controller.h"
 #include "main_window.h"
 #include "script_runner.h"
@@ -15,6 +18,8 @@
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QtTest>
+
+#include <algorithm>
 
 using namespace kvscope;
 using namespace kvscope::ui;
@@ -99,13 +104,34 @@ private slots:
         QVERIFY(rebuild);
         qInfo("GUI max stall: %.1f ms", session.value("gui_max_stall_ms").toDouble());
 
+        // Every request has its timeline lane from arrival to finish, through prefill and decode.
+        for (const RequestRecord& r : window.controller()->session()->requests()) {
+            QVERIFY2(r.metrics && !r.phases.empty(), qPrintable(r.requestId));
+            QCOMPARE(r.phases.front().start, r.metrics->arrival_time);
+            QCOMPARE(r.phases.back().end, r.metrics->finish_time);
+            QVERIFY(std::any_of(r.phases.begin(), r.phases.end(),
+                                [](const PhaseSpan& s) { return s.phase == RequestPhase::Prefill; }));
+        }
+
         QStringList pngs = {"main_window.png", "during.png"};
         for (const auto& c : window.chartsPanel()->charts()) pngs << "charts/" + c.name + ".png";
+        QVERIFY(pngs.contains("charts/latency_histogram.png"));
+        QVERIFY(pngs.contains("charts/request_timeline.png"));
         for (const QString& png : pngs) {
             QImage image(dir.filePath(png));
             QVERIFY2(!image.isNull(), qPrintable(png));
             QVERIFY2(distinctColors(image) >= 8, qPrintable(png + " looks blank"));
             if (png.startsWith("charts/")) QVERIFY(QFileInfo::exists(dir.filePath(QString(png).replace(".png", ".pdf"))));
+        }
+        // The first prefill chunk of a lane is painted opaque in the request's colour (lighter): find
+        // both panes' colours in the exported timeline.
+        const QImage timeline(dir.filePath("charts/request_timeline.png"));
+        for (ChatPane* pane : window.panes()) {
+            const QRgb prefill = pane->color().lighter(115).rgb();
+            bool found = false;
+            for (int y = 0; y < timeline.height() && !found; ++y)
+                for (int x = 0; x < timeline.width() && !found; ++x) found = timeline.pixel(x, y) == prefill;
+            QVERIFY2(found, qPrintable(pane->color().name() + " lane not found in the timeline export"));
         }
         QVERIFY(QFileInfo(dir.filePath("requests.csv")).size() > 100);
         QVERIFY(QFileInfo(dir.filePath("timeline.csv")).size() > 100);

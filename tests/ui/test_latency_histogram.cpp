@@ -1,0 +1,171 @@
+// The latency histogram: nice bin widths, bin edges and counts of known samples (a value on an edge
+// belongs to the bin above), and the charts panel's histogram chart: one QCPBars per metric holding
+// the bins of exactly the values its latency scatter plots, with p50/p99 lines where the scatter's are.
+#include "charts_panel.h"
+#include "latency_histogram.h"
+#include "latency_histogram_chart.h"
+#include "latency_summary.h"
+#include "session_data.h"
+
+#include <QtTest>
+#include <qcustomplot.h>
+
+#include <numeric>
+
+using namespace kvscope;
+using namespace kvscope::ui;
+
+Q_DECLARE_METATYPE(std::vector<double>)
+Q_DECLARE_METATYPE(std::vector<int>)
+
+namespace {
+
+// A finished request whose TTFT, TPOT and E2EL are the given milliseconds (E2EL from TTFT and TPOT).
+RequestMetrics finished(const std::string& id, double arrival, double ttftMs, double tpotMs, int outputTokens) {
+    RequestMetrics m;
+    m.request_id = id;
+    m.arrival_time = arrival;
+    m.first_scheduled_time = arrival;
+    m.prefill_chunk_times = {arrival};
+    m.num_output_tokens = outputTokens;
+    for (int i = 0; i < outputTokens; ++i) m.token_times.push_back(arrival + (ttftMs + i * tpotMs) / 1e3);
+    m.finish_time = m.token_times.back();
+    m.finish_reason = FinishReason::LENGTH;
+    return m;
+}
+
+std::vector<double> barCounts(const QCPBars* bars) {
+    std::vector<double> out;
+    for (auto it = bars->data()->constBegin(); it != bars->data()->constEnd(); ++it) out.push_back(it->value);
+    return out;
+}
+
+}  // namespace
+
+class TestLatencyHistogram : public QObject {
+    Q_OBJECT
+private slots:
+    void niceBinWidth_data() {
+        QTest::addColumn<double>("raw");
+        QTest::addColumn<double>("expected");
+        QTest::newRow("exact 1") << 1.0 << 1.0;
+        QTest::newRow("exact 2") << 2.0 << 2.0;
+        QTest::newRow("3 is nearer 2 than 5") << 3.0 << 2.0;
+        QTest::newRow("3.4 is nearer 5 than 2") << 3.4 << 5.0;
+        QTest::newRow("7.5 is nearer 10 than 5") << 7.5 << 10.0;
+        QTest::newRow("exact 10") << 10.0 << 10.0;
+        QTest::newRow("sub-ms") << 0.3 << 0.2;
+        QTest::newRow("exact 1e-3") << 1e-3 << 1e-3;
+        QTest::newRow("large") << 333.3 << 500.0;
+    }
+    void niceBinWidth() {
+        QFETCH(double, raw);
+        QFETCH(double, expected);
+        QVERIFY2(qAbs(kvscope::ui::niceBinWidth(raw) - expected) <= expected * 1e-12,
+                 qPrintable(QString::number(kvscope::ui::niceBinWidth(raw))));
+    }
+
+    void binsOfKnownSamples_data() {
+        QTest::addColumn<std::vector<double>>("values");
+        QTest::addColumn<double>("start");
+        QTest::addColumn<double>("width");
+        QTest::addColumn<std::vector<int>>("counts");
+        // sqrt(10) -> 4 bins over a span of 3 -> width 0.75 -> nice 1.
+        QTest::newRow("staircase") << std::vector<double>{1, 2, 2, 3, 3, 3, 4, 4, 4, 4} << 1.0 << 1.0
+                                   << std::vector<int>{1, 2, 3, 4};
+        // 11 values -> 4 bins -> width 25 -> nice 20: 20, 40, ... 100 open the next bins.
+        QTest::newRow("edges go up") << std::vector<double>{0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100} << 0.0 << 20.0
+                                     << std::vector<int>{2, 2, 2, 2, 2, 1};
+        // 0.3 / 0.1 is 2.9999... in binary: still the third bin, and the bin count covers it.
+        QTest::newRow("decimal edges") << std::vector<double>{0.1, 0.2, 0.3, 0.3} << 0.1 << 0.1 << std::vector<int>{1, 1, 2};
+        // 2 bins over 0.6 -> 0.3 -> nice 0.2, from 0: an empty bin stays in place.
+        QTest::newRow("sub-ms, unsorted") << std::vector<double>{0.3, 0.1, 0.2, 0.7} << 0.0 << 0.2
+                                          << std::vector<int>{1, 2, 0, 1};
+        QTest::newRow("one value") << std::vector<double>{5} << 5.0 << 0.5 << std::vector<int>{1};
+        QTest::newRow("empty") << std::vector<double>{} << 0.0 << 1.0 << std::vector<int>{};
+    }
+    void binsOfKnownSamples() {
+        QFETCH(std::vector<double>, values);
+        QFETCH(double, start);
+        QFETCH(double, width);
+        QFETCH(std::vector<int>, counts);
+        const Histogram h = makeHistogram(values);
+        QCOMPARE(h.start, start);
+        QCOMPARE(h.binWidth, width);
+        QCOMPARE(h.counts, counts);
+    }
+
+    void manyValuesAreCappedAtTargetBins() {
+        std::vector<double> values(10000);
+        std::iota(values.begin(), values.end(), 0.0);
+        // 30 bins over 9999 -> 333.3 -> nice 500: 20 bins of 500 values each.
+        const Histogram h = makeHistogram(values, 30);
+        QCOMPARE(h.binWidth, 500.0);
+        QCOMPARE(h.counts, std::vector<int>(20, 500));
+    }
+
+    void chartBinsWhatTheScatterPlots() {
+        SessionData session;
+        ChartsPanel panel(&session);
+        panel.resize(1000, 900);
+        const double ttfts[] = {20, 25, 30, 35, 40, 45, 50, 55, 120};
+        EngineUpdate u;
+        int i = 0;
+        for (double ttft : ttfts) u.finished.push_back(finished("r" + std::to_string(i), 0.1 * i, ttft, 4 + i, 5)), ++i;
+        // Aborted requests and single-token ones have no TPOT: the histograms must skip them like the scatter.
+        RequestMetrics aborted = finished("aborted", 0.05, 1, 1, 3);
+        aborted.finish_reason = FinishReason::ABORT;
+        u.finished.push_back(aborted);
+        u.finished.push_back(finished("one-token", 0.2, 70, 0, 1));
+        u.engineTime = 2;
+        session.applyUpdate(u);
+        panel.replotNow();
+
+        const LatencyHistogramChart& chart = panel.latencyHistogram();
+        QCOMPARE(chart.metricCount(), 3);
+        std::vector<double> ttftMs(std::begin(ttfts), std::end(ttfts));
+        ttftMs.push_back(70);
+        // 10 TTFTs -> 4 bins over 100 ms -> width 25 -> nice 20 from 20: [20,40) 4, [40,60) 4, [60,80) 1,
+        // two empty bins, [120,140) 1.
+        QCOMPARE(barCounts(chart.bars(0)), (std::vector<double>{4, 4, 1, 0, 0, 1}));
+        QCOMPARE(chart.histogram(0).binWidth, 20.0);
+        QCOMPARE(chart.bars(0)->width(), 20.0);
+        QCOMPARE(chart.bars(0)->data()->constBegin()->key, 30.0);  // bars centred on their bins
+        QCOMPARE(chart.p50Line(0)->point1->coords().x(), percentile(ttftMs, 50));
+        QCOMPARE(chart.p99Line(0)->point1->coords().x(), percentile(ttftMs, 99));
+        QVERIFY(chart.p99Line(0)->visible());
+        // TPOT: 9 requests with 4..12 ms (the one-token request has none).
+        const std::vector<double> tpots = barCounts(chart.bars(1));
+        QCOMPARE(std::accumulate(tpots.begin(), tpots.end(), 0.0), 9.0);
+        const std::vector<double> e2els = barCounts(chart.bars(2));
+        QCOMPARE(std::accumulate(e2els.begin(), e2els.end(), 0.0), 10.0);
+
+        // The scatter on the latency chart plots the same values: same count and same p50 line.
+        QCustomPlot* scatter = nullptr;
+        bool hasHistogram = false;
+        for (const auto& c : panel.charts()) {
+            if (c.name == "latency") scatter = c.plot;
+            hasHistogram |= c.name == "latency_histogram" && c.plot == chart.bars(0)->parentPlot();
+        }
+        QVERIFY(hasHistogram);
+        QVERIFY(scatter);
+        QCOMPARE(scatter->graph(0)->dataCount(), int(ttftMs.size()));
+
+        // Live: one more request adds to its bin at the next refresh.
+        EngineUpdate more;
+        more.finished.push_back(finished("late", 1.5, 130, 5, 3));
+        more.engineTime = 3;
+        session.applyUpdate(more);
+        panel.replotNow();
+        QCOMPARE(barCounts(chart.bars(0)), (std::vector<double>{4, 4, 1, 0, 0, 2}));
+
+        // A model load clears the session: the bars and the percentile lines go.
+        session.clear();
+        panel.replotNow();
+        QCOMPARE(chart.bars(0)->dataCount(), 0);
+        QVERIFY(!chart.p50Line(0)->visible());
+    }
+};
+
+QTEST_MAIN(TestLatencyHistogram)
+#include "test_latency_histogram.moc"
