@@ -111,7 +111,7 @@ void LlmEngine::reconfigure(const EngineConfig& next) {
         }
         pending_event_ = event + " (" + std::to_string(old_blocks) + " -> " + std::to_string(kv_->num_blocks()) +
                          " blocks)";
-        for (auto& [id, st] : requests_) validate_request({id, st.request->all_token_ids, st.request->sampling_params});
+        for (auto& [id, st] : requests_) validate_request({id, st.request->all_token_ids, st.request->sampling_params, 0, ""});
     } else {
         scheduler_->set_config(next.scheduler);
         runner_->ensure_capacity(next.scheduler.max_num_batched_tokens,
@@ -195,6 +195,8 @@ void LlmEngine::prepare_input(const SchedulerOutput& out) {
         input_.add_sequence(r.all_token_ids.data(), r.num_computed_tokens, s.num_new_tokens,
                             kv_->block_table(r.request_id), kv_->block_size(), s.samples);
     }
+    for (const PaddingRows& p : out.padding)
+        input_.add_padding(p.num_tokens, p.context->num_computed_tokens, kv_->block_table(p.context->request_id));
     input_.finalize();
 }
 
@@ -333,6 +335,7 @@ void LlmEngine::emit_step_stats(const SchedulerOutput& out, double start, int nu
     s.num_scheduled_seqs = static_cast<int>(out.scheduled.size());
     s.num_prefill_tokens = out.num_prefill_tokens;
     s.num_decode_tokens = out.num_decode_tokens;
+    s.num_padding_tokens = out.num_padding_tokens;
     s.max_num_seqs = config_.scheduler.max_num_seqs;
     s.max_num_batched_tokens = config_.scheduler.max_num_batched_tokens;
     s.block_size = kv_->block_size();

@@ -36,6 +36,7 @@ void engine_section(const BenchRun& r) {
     row_int("Max num seqs:", r.config.scheduler.max_num_seqs);
     row("Mean batch size:", r.engine.mean_batch_size);
     row("Mean tokens per step:", r.engine.mean_tokens_per_step);
+    if (r.config.mode == "naive") row_int("Padding tokens computed:", r.engine.num_padding_tokens);
     row("KV usage peak (%):", 100 * r.engine.kv_usage_peak);
     row("KV usage mean (%):", 100 * r.engine.kv_usage_mean);
     row("KV waste mean (%):", 100 * r.engine.kv_waste_mean);

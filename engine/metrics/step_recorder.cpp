@@ -41,6 +41,7 @@ EngineAggregates StepRecorder::aggregates() const {
         ++a.num_steps;
         seqs += s.num_scheduled_seqs;
         tokens += s.num_prefill_tokens + s.num_decode_tokens;
+        a.num_padding_tokens += s.num_padding_tokens;
         usage += s.kv_usage;
     }
     if (a.num_steps) {
@@ -67,6 +68,7 @@ nlohmann::json EngineAggregates::to_json() const {
             {"num_steps", num_steps},
             {"mean_batch_size", mean_batch_size},
             {"mean_tokens_per_step", mean_tokens_per_step},
+            {"num_padding_tokens", num_padding_tokens},
             {"kv_usage_peak", kv_usage_peak},
             {"kv_usage_mean", kv_usage_mean},
             {"kv_waste_mean", kv_waste_mean},
@@ -83,6 +85,7 @@ EngineAggregates EngineAggregates::from_json(const nlohmann::json& j) {
     a.num_steps = j.value("num_steps", int64_t{0});
     a.mean_batch_size = j.value("mean_batch_size", 0.0);
     a.mean_tokens_per_step = j.value("mean_tokens_per_step", 0.0);
+    a.num_padding_tokens = j.value("num_padding_tokens", int64_t{0});
     a.kv_usage_peak = j.value("kv_usage_peak", 0.0);
     a.kv_usage_mean = j.value("kv_usage_mean", 0.0);
     a.kv_waste_mean = j.value("kv_waste_mean", 0.0);
@@ -97,7 +100,8 @@ nlohmann::json step_stats_to_json(const StepStats& s) {
     nlohmann::json j = {{"step", s.step}, {"start_time", s.start_time}, {"duration", s.duration}, {"mode", s.mode},
                         {"num_running", s.num_running}, {"num_waiting", s.num_waiting},
                         {"num_scheduled_seqs", s.num_scheduled_seqs}, {"num_prefill_tokens", s.num_prefill_tokens},
-                        {"num_decode_tokens", s.num_decode_tokens}, {"block_size", s.block_size},
+                        {"num_decode_tokens", s.num_decode_tokens},
+                        {"num_padding_tokens", s.num_padding_tokens}, {"block_size", s.block_size},
                         {"num_blocks", s.num_blocks}, {"num_used_blocks", s.num_used_blocks},
                         {"num_cached_free_blocks", s.num_cached_free_blocks}, {"num_free_blocks", s.num_free_blocks},
                         {"kv_usage", s.kv_usage}, {"kv_waste", s.kv_waste},

@@ -17,6 +17,7 @@ struct EngineAggregates {
     int64_t num_steps = 0;              // steps that scheduled something
     double mean_batch_size = 0;         // scheduled sequences per such step
     double mean_tokens_per_step = 0;    // prefill + decode tokens per such step
+    int64_t num_padding_tokens = 0;     // naive mode: rows computed and thrown away (padded batch)
     double kv_usage_peak = 0;
     double kv_usage_mean = 0;           // over steps that scheduled something
     double kv_waste_mean = 0;           // over steps with any block reserved

@@ -26,6 +26,7 @@ struct StepStats {
     int num_scheduled_seqs = 0;  // batch size of the step
     int num_prefill_tokens = 0;
     int num_decode_tokens = 0;
+    int num_padding_tokens = 0;  // naive mode: rows computed for finished or shorter batch members
     int max_num_seqs = 0;
     int max_num_batched_tokens = 0;
     int block_size = 0;

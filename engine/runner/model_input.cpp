@@ -19,6 +19,22 @@ void ModelInput::add_sequence(const int32_t* tokens, int start, int n, const std
     seq_block_tables.push_back(block_table);
 }
 
+void ModelInput::add_padding(int n, int context_len, const std::vector<int32_t>& block_table) {
+    if (query_start_loc.empty()) query_start_loc.push_back(0);
+    while (n > 0 && context_len > 0) {
+        const int m = std::min(n, context_len);
+        for (int i = 0; i < m; ++i) {
+            token_ids.push_back(0);
+            positions.push_back(context_len - m + i);
+            slot_mapping.push_back(-1);
+        }
+        query_start_loc.push_back(num_tokens());
+        seq_lens.push_back(context_len);
+        seq_block_tables.push_back(block_table);
+        n -= m;
+    }
+}
+
 void ModelInput::finalize() {
     max_blocks_per_seq = 1;
     for (const auto& t : seq_block_tables) max_blocks_per_seq = std::max<int>(max_blocks_per_seq, t.size());

@@ -36,6 +36,10 @@ struct ModelInput {
     // reading its block table for the slots. want_logits: the chunk ends at the sequence's last token.
     void add_sequence(const int32_t* tokens, int start, int n, const std::vector<int32_t>& block_table, int block_size,
                       bool want_logits);
+    // Appends n padding rows that attend over the first context_len (>= 1) tokens of block_table
+    // without writing the cache (slot -1) and without logits. A padding sequence cannot hold more rows
+    // than its context, so long runs are split into several.
+    void add_padding(int n, int context_len, const std::vector<int32_t>& block_table);
     // Flattens the block tables into a padded rectangle; call after the last add_sequence.
     void finalize();
 };

@@ -2,11 +2,15 @@
 // max_num_seqs requests, each reserving max_model_len KV slots up front, as a contiguous per-request
 // cache would. A batch runs until its longest request ends; new requests wait for the whole batch.
 // Same model, kernels and cache as the paged mode, so the two modes differ only in scheduling.
-// Finished requests of a batch keep their reservation but are not computed any more (a padded static
-// batch would still spend compute on them: this baseline is the generous kind).
+// Like a padded static batch (Hugging Face generate on a batch of prompts), the batch also computes
+// what it throws away: prompts are padded to the batch's longest prompt, and members that finished keep
+// a row in every decode step until the batch ends. These padding rows run through the model (see
+// PaddingRows) but are never sampled; their tokens are reported as num_padding_tokens.
 #pragma once
 
 #include "sched/scheduler.h"
+
+#include <utility>
 
 namespace kvscope {
 
@@ -21,7 +25,10 @@ public:
 
 private:
     void admit_batch();
-    std::vector<Request*> batch_;  // members of the running batch, finished ones included
+    void schedule_padding(SchedulerOutput& out, int budget);
+    int batch_size_ = 0;  // members of the running batch, finished ones included
+    // Prompt padding still owed by each running member: the batch's longest prompt minus its own.
+    std::vector<std::pair<const Request*, int>> prompt_padding_;
 };
 
 }  // namespace kvscope

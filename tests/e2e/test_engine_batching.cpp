@@ -6,6 +6,7 @@
 #include "test_support.h"
 
 #include "llm_engine.h"
+#include "metrics/step_recorder.h"
 #include "util/errors.h"
 
 #include <map>
@@ -130,6 +131,36 @@ private slots:
         for (size_t i = 0; i < prompts.size(); ++i) QCOMPARE(out[i], alone_outputs()[i]);
         expect_all_blocks_free(engine);
         if (caching) QVERIFY(engine.kv_cache_manager().prefix_cache_stats().num_hit_tokens > 0);
+    }
+
+    // A static batch computes what a padded batch would: every prompt padded to the batch's longest,
+    // and one row per finished member in every later decode step. Outputs stay those of a lone run.
+    void naiveBatchComputesPadding() {
+        EngineConfig c = base_config();
+        c.mode = "naive";
+        c.scheduler.max_num_seqs = 3;
+        LlmEngine engine(stories(), c);
+        StepRecorder recorder;
+        engine.set_metrics_sink(&recorder);
+        const std::vector<std::vector<int32_t>> prompts = {{1, 50, 60}, {1, 50, 60, 70, 80}, {1, 9, 8, 7, 6, 5, 4, 3, 2}};
+        const std::vector<int> max_tokens = {2, 4, 6};
+        for (int i = 0; i < 3; ++i) engine.add_request({"r" + std::to_string(i), prompts[i], greedy(max_tokens[i]), 0, ""});
+        int64_t prefill = 0, decode = 0;
+        while (engine.has_unfinished_requests()) {
+            engine.step();
+            prefill += recorder.steps().back().num_prefill_tokens;
+            decode += recorder.steps().back().num_decode_tokens;
+        }
+        QCOMPARE(prefill, int64_t{3 + 5 + 9});
+        QCOMPARE(decode, int64_t{(2 - 1) + (4 - 1) + (6 - 1)});
+        // Prompt padding (9-3)+(9-5) plus decode padding (6-2)+(6-4).
+        QCOMPARE(recorder.aggregates().num_padding_tokens, int64_t{10 + 6});
+        for (int i = 0; i < 3; ++i) {
+            LlmEngine alone(stories(), base_config());
+            QCOMPARE(engine.request_output_token_ids("r" + std::to_string(i)),
+                     run_all(alone, {Prompt{prompts[i]}}, greedy(max_tokens[i])).front());
+        }
+        expect_all_blocks_free(engine);
     }
 
     void preemptionUnderSmallBudget() {
