@@ -18,6 +18,7 @@ struct EngineConfig {
     int num_threads = 0;          // CPU threads; 0 = all cores
     std::string backend = "cpu";  // cpu | cuda | auto (CUDA when built and a device is present)
     uint64_t seed = 0;            // seeds requests without their own seed
+    bool enforce_eager = false;   // run every step op by op: no CUDA graphs for decode steps (vLLM's name)
     bool check_invariants = false;  // check scheduler and pool invariants after every step (tests)
 
     // Throws BadInput naming the knob and value.

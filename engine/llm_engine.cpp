@@ -75,6 +75,7 @@ void LlmEngine::build_pool(const EngineConfig& c) {
         runner_->ensure_capacity(max_tokens, max_logits);
         runner_->reset_kv_cache(num_blocks, c.block_size);
     }
+    runner_->set_cuda_graphs(!c.enforce_eager, c.scheduler.max_model_len);
     std::deque<Request*> waiting;
     if (scheduler_) waiting = scheduler_->waiting();
     scheduler_ = make_scheduler(c);
@@ -116,6 +117,7 @@ void LlmEngine::reconfigure(const EngineConfig& next) {
         scheduler_->set_config(next.scheduler);
         runner_->ensure_capacity(next.scheduler.max_num_batched_tokens,
                                  std::min(next.scheduler.max_num_seqs, next.scheduler.max_num_batched_tokens));
+        runner_->set_cuda_graphs(!next.enforce_eager, next.scheduler.max_model_len);
     }
     config_ = next;
 }
@@ -166,6 +168,7 @@ std::vector<std::string> LlmEngine::add_request(NewRequest r) {
         q.arrival_seq = next_arrival_seq_++;
         q.cache_salt = r.cache_salt;
         const uint64_t seed = r.sampling_params.seed ? *r.sampling_params.seed + i : seed_rng_();
+        st.seed = seed;
         st.rng.seed(seed);
         st.detokenizer = std::make_unique<IncrementalDetokenizer>(model_->tokenizer, std::span<const int32_t>(q.all_token_ids));
         st.metrics.request_id = q.request_id;
@@ -190,10 +193,18 @@ bool LlmEngine::has_unfinished_requests() const { return scheduler_->has_unfinis
 
 void LlmEngine::prepare_input(const SchedulerOutput& out) {
     input_.clear();
+    const bool device_sampling = backend_->supports_sampling();
+    input_.logits_to_host = !device_sampling;
     for (const ScheduledRequest& s : out.scheduled) {
         const Request& r = *s.request;
         input_.add_sequence(r.all_token_ids.data(), r.num_computed_tokens, s.num_new_tokens,
                             kv_->block_table(r.request_id), kv_->block_size(), s.samples);
+        if (!s.samples || !device_sampling) continue;
+        // Every sampled row gets a device row; one the host must sample brings all logits back.
+        const std::optional<SamplingRow> row =
+            device_sampling_row(r.sampling_params, r.num_output_tokens(), requests_.at(r.request_id).seed);
+        if (!row) input_.logits_to_host = true;
+        input_.sampling_rows.push_back(row.value_or(SamplingRow{}));
     }
     for (const PaddingRows& p : out.padding)
         input_.add_padding(p.num_tokens, p.context->num_computed_tokens, kv_->block_table(p.context->request_id));
@@ -217,9 +228,9 @@ std::vector<RequestOutput> LlmEngine::step() {
     int num_finished = 0;
     if (!out.scheduled.empty()) {
         prepare_input(out);
-        const float* logits = runner_->execute(input_);
+        const StepOutput result = runner_->execute(input_);
         scheduler_->update_after_step(out);
-        process_sampled(out, logits, outputs);
+        process_sampled(out, result, outputs);
         for (const auto& o : outputs) num_finished += o.finished;
     }
     ++num_steps_;
@@ -227,15 +238,21 @@ std::vector<RequestOutput> LlmEngine::step() {
     return outputs;
 }
 
-void LlmEngine::process_sampled(const SchedulerOutput& out, const float* logits, std::vector<RequestOutput>& outputs) {
+void LlmEngine::process_sampled(const SchedulerOutput& out, const StepOutput& step, std::vector<RequestOutput>& outputs) {
     const int vocab = model_->config.vocab_size;
     int row = 0;
     for (const ScheduledRequest& s : out.scheduled) {
         if (!s.samples) continue;
         RequestState& st = requests_.at(s.request->request_id);
         Request& r = *st.request;
-        std::span<float> l(const_cast<float*>(logits) + static_cast<size_t>(row++) * vocab, vocab);
         const SamplingParams& p = r.sampling_params;
+        const int i = row++;
+        // The same question prepare_input() asked, on the same state: did the device choose this one?
+        if (step.sampled_token_ids && device_sampling_row(p, r.num_output_tokens(), st.seed)) {
+            outputs.push_back(append_token(st, step.sampled_token_ids[i]));
+            continue;
+        }
+        std::span<float> l(const_cast<float*>(step.logits) + static_cast<size_t>(i) * vocab, vocab);
         if (r.num_output_tokens() < p.min_tokens) {  // EOS and stop tokens may not end it yet
             if (!p.ignore_eos)
                 for (int32_t e : model_->tokenizer.eos_ids()) l[e] = -INFINITY;

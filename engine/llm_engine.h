@@ -79,6 +79,7 @@ public:
     const KvCacheManager& kv_cache_manager() const { return *kv_; }
     const Scheduler& scheduler() const { return *scheduler_; }
     Backend& backend() { return *backend_; }
+    const ModelRunner& model_runner() const { return *runner_; }
     std::optional<RequestInfo> request_info(const std::string& request_id) const;
     std::optional<RequestMetrics> request_metrics(const std::string& request_id) const;
     std::vector<int32_t> request_output_token_ids(const std::string& request_id) const;
@@ -98,6 +99,7 @@ private:
         std::unique_ptr<IncrementalDetokenizer> detokenizer;
         std::string text;         // output text so far (stop strings cut)
         size_t emitted = 0;       // bytes of text already streamed
+        uint64_t seed = 0;        // the host generator's seed, and the device sampler's
         std::mt19937_64 rng;
         RequestMetrics metrics;
     };
@@ -107,7 +109,7 @@ private:
     std::unique_ptr<Scheduler> make_scheduler(const EngineConfig& config);
     void validate_request(const NewRequest& r) const;
     void prepare_input(const SchedulerOutput& out);
-    void process_sampled(const SchedulerOutput& out, const float* logits, std::vector<RequestOutput>& outputs);
+    void process_sampled(const SchedulerOutput& out, const StepOutput& step, std::vector<RequestOutput>& outputs);
     RequestOutput append_token(RequestState& st, int32_t token);
     std::optional<FinishReason> check_stop(RequestState& st, int32_t token);
     void finish(RequestState& st, FinishReason reason);

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 
 namespace kvscope {
@@ -44,6 +45,18 @@ struct AttentionMetadata {
     int max_blocks_per_seq = 0;
     const int64_t* slot_mapping = nullptr;     // [num_tokens]: block_id * block_size + offset
     int max_seq_len = 0;                       // max of seq_lens (sizes scratch space)
+};
+
+// One row of Backend::sample: the filters of runner/sampler.h (temperature, then top-k, min-p, top-p over
+// what is left) and where the row's random draw comes from. The draw is a function of (seed, offset)
+// alone, never of the row's place in the batch, so a request's tokens do not depend on its neighbours.
+struct SamplingRow {
+    float temperature = 0.0f;  // 0 = greedy: argmax of the raw logits, lowest index on ties
+    int32_t top_k = 0;         // 0 = off
+    float top_p = 1.0f;        // (0, 1]; 1 = off
+    float min_p = 0.0f;        // [0, 1]; 0 = off
+    uint64_t seed = 0;         // the request's seed
+    uint64_t offset = 0;       // the draw's index in the request's stream (its output token index)
 };
 
 class Backend {
@@ -90,6 +103,26 @@ public:
     virtual void argmax(const float* logits, int n, int vocab, int32_t* out) = 0;
     // Gather rows: out[i] = x[rows[i]].                            x [*, dim]; out [n, dim]
     virtual void gather_rows(const float* x, const int32_t* rows, int n, int dim, float* out) = 0;
+
+    // ---- Optional: sampling on the device, so a step copies back token ids instead of logits rows.
+    // No penalties (the host sampler keeps those). A backend without it leaves sampling to the host.
+    virtual bool supports_sampling() const { return false; }
+    // out[i] = a token drawn for row i.                 logits [n, vocab]; rows [n]; out [n] (device memory)
+    virtual void sample(const float* logits, int n, int vocab, const SamplingRow* rows, int32_t* out) {
+        throw std::logic_error(name() + " backend: no device sampler (check supports_sampling())");
+    }
+
+    // ---- Optional: graphs (CUDA graphs). Between begin_capture() and end_capture() the ops are recorded,
+    // not run; replay() runs the recording with one launch. Every pointer and size an op was given is
+    // baked in, so the caller keeps those buffers alive and refills them in place before each replay.
+    // A backend without graphs runs every op as it is called (the caller checks supports_graphs()).
+    virtual bool supports_graphs() const { return false; }
+    virtual void begin_capture() { throw std::logic_error(name() + " backend: no graphs (check supports_graphs())"); }
+    // A graph id for replay(), or -1 when the recording cannot be replayed (an op that cannot be captured):
+    // then run those steps op by op. Either way the ops run as called again afterwards.
+    virtual int end_capture() { throw std::logic_error(name() + " backend: no graphs (check supports_graphs())"); }
+    virtual void replay(int graph) { throw std::logic_error(name() + " backend: no graphs (check supports_graphs())"); }
+    virtual void destroy_graph(int graph) {}
 };
 
 }  // namespace kvscope

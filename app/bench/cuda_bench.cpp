@@ -3,8 +3,8 @@
 //  1. Paged-attention decode bandwidth: K/V bytes read per call / time, against the device's peak
 //     (memory clock x bus width x 2), over scattered block tables.
 //  2. Decode tokens/s of dummy:llama-1b (BF16 weights, F32 KV cache) at batch 1, 16, 64, 256 through the
-//     model runner, and the per-step time against the weight-streaming roofline (weight bytes / peak)
-//     and the roofline with the KV cache read added.
+//     model runner, op by op (eager) and replayed as CUDA graphs, and the per-step time against the
+//     weight-streaming roofline (weight bytes / peak) and the roofline with the KV cache read added.
 //   kvscope-cuda-bench [--model dummy:llama-1b:bf16] [--peak-gbps G] [--quick]
 #include "cuda/cuda_backend.h"
 #include "model/model.h"
@@ -165,31 +165,76 @@ int main(int argc, char** argv) {
                     "---------------------|\n");
         const int64_t streamed_no_head = streamed - weight_bytes(w.lm_head);
         std::vector<int32_t> tokens(ctx0 + 2 * steps + 8, 65);
+        // A decode step of `batch` sequences at position pos: logits rows, device-sampled ids (top-p 0.95 at
+        // temperature 1, only ids come back, as the engine runs CUDA requests), or neither.
+        enum class Out { kLogits, kSampled, kNone };
+        std::vector<std::vector<int32_t>> tables(max_batch, std::vector<int32_t>(blocks_per_seq));
+        for (int s = 0; s < max_batch; ++s) std::iota(tables[s].begin(), tables[s].end(), s * blocks_per_seq);
+        ModelInput in;
+        auto step = [&](int batch, int pos, Out out) {
+            in.clear();
+            for (int s = 0; s < batch; ++s) in.add_sequence(tokens.data(), pos, 1, tables[s], block_size, out != Out::kNone);
+            if (out == Out::kSampled) {
+                SamplingRow row;
+                row.temperature = 1.0f;
+                row.top_p = 0.95f;
+                row.offset = static_cast<uint64_t>(pos);
+                in.sampling_rows.assign(batch, row);
+                in.logits_to_host = false;
+            }
+            in.finalize();
+            runner.execute(in);  // ends with the synchronous copy of logits or ids, if any
+        };
+        // Per-step time of `steps` decode steps after 3 warm-up steps (with graphs, the first one captures).
+        auto time_steps = [&](int batch, Out out) {
+            for (int i = 0; i < 3; ++i) step(batch, ctx0 + i, out);
+            gpu.synchronize();
+            const double t0 = now_s();
+            for (int i = 0; i < steps; ++i) step(batch, ctx0 + i, out);
+            gpu.synchronize();
+            return (now_s() - t0) / steps;
+        };
+        struct GraphRow {
+            int batch;
+            double eager, graph, eager_sampled, graph_sampled;
+            bool replayed;
+        };
+        std::vector<GraphRow> graph_rows;
+        const int graph_context = blocks_per_seq * block_size;  // max_model_len of the captured steps
         for (int batch : batches) {
-            std::vector<std::vector<int32_t>> tables(batch);
-            for (int s = 0; s < batch; ++s)
-                for (int b = 0; b < blocks_per_seq; ++b) tables[s].push_back(s * blocks_per_seq + b);
-            ModelInput in;
-            auto step = [&](int pos, bool logits) {
-                in.clear();
-                for (int s = 0; s < batch; ++s) in.add_sequence(tokens.data(), pos, 1, tables[s], block_size, logits);
-                in.finalize();
-                runner.execute(in);  // with logits: ends with the synchronous logits copy
-            };
-            for (int i = 0; i < 3; ++i) step(ctx0 + i, true);
-            double t0 = now_s();
-            for (int i = 0; i < steps; ++i) step(ctx0 + i, true);
-            const double dt = (now_s() - t0) / steps;
-            gpu.synchronize();
-            t0 = now_s();
-            for (int i = 0; i < steps; ++i) step(ctx0 + i, false);
-            gpu.synchronize();
-            const double dt_fwd = (now_s() - t0) / steps;
+            runner.set_cuda_graphs(false, 0);
+            const double dt = time_steps(batch, Out::kLogits);
+            const double dt_fwd = time_steps(batch, Out::kNone);
             const double kv = static_cast<double>(batch) * (ctx0 + steps / 2) * mc.kv_bytes_per_token(4);
             const double roof_w = streamed_no_head / peak, roof_kv = (streamed_no_head + kv) / peak;
             std::printf("| %5d | %9.3f | %8.0f | %12.3f | %20.3f | %17.3f | %18.1f%% |\n", batch, dt * 1e3,
                         batch / dt, dt_fwd * 1e3, roof_w * 1e3, roof_kv * 1e3, 100.0 * roof_kv / dt_fwd);
+            GraphRow g{batch, dt, 0, time_steps(batch, Out::kSampled), 0, false};
+            runner.set_cuda_graphs(true, graph_context);
+            const int64_t replays = runner.num_graph_replays();
+            g.graph = time_steps(batch, Out::kLogits);
+            g.graph_sampled = time_steps(batch, Out::kSampled);
+            g.replayed = runner.num_graph_replays() >= replays + 2 * steps;
+            runner.set_cuda_graphs(false, 0);
+            graph_rows.push_back(g);
         }
+        std::printf("\nCUDA graphs (--enforce-eager off): the same decode steps replayed as one graph per padded batch\n"
+                    "size; with logits copied back, and with the device sampler (top-p 0.95) copying back only ids\n");
+        std::printf("| batch | eager (ms) | graph (ms) | speedup | eager+sampler (ms) | graph+sampler (ms) | speedup | "
+                    "graph+sampler tokens/s |\n");
+        std::printf("|-------|------------|------------|---------|--------------------|--------------------|---------|"
+                    "------------------------|\n");
+        std::string summary;
+        for (const GraphRow& g : graph_rows) {
+            std::printf("| %5d | %10.3f | %10.3f | %6.2fx | %18.3f | %18.3f | %6.2fx | %22.0f |%s\n", g.batch,
+                        g.eager * 1e3, g.graph * 1e3, g.eager / g.graph, g.eager_sampled * 1e3, g.graph_sampled * 1e3,
+                        g.eager_sampled / g.graph_sampled, g.batch / g.graph_sampled, g.replayed ? "" : " NOT REPLAYED");
+            char part[160];
+            std::snprintf(part, sizeof part, " batch %d %.0f vs %.0f (%.2fx)%s;", g.batch, g.batch / g.graph_sampled,
+                          g.batch / g.eager_sampled, g.eager_sampled / g.graph_sampled, g.replayed ? "" : " NOT REPLAYED");
+            summary += part;
+        }
+        std::printf("graphs: decode tokens/s graph vs eager (device sampler):%s\n", summary.c_str());
         const auto acc = gpu.memory_account();
         std::printf("\ndevice memory: %.2f GB used of %.2f: weights %.2f, buffers (KV + activations) %.2f, "
                     "scratch %.2f, other %.2f\n",

@@ -9,7 +9,7 @@ std::set<std::string> engine_value_flags() {
             "--max-model-len", "--mode", "--threads", "--backend", "--num-blocks", "--long-prefill-token-threshold"};
 }
 
-std::set<std::string> engine_switch_flags() { return {"--enable-prefix-caching", "--check-invariants"}; }
+std::set<std::string> engine_switch_flags() { return {"--enable-prefix-caching", "--check-invariants", "--enforce-eager"}; }
 
 EngineConfig engine_config_from(const Args& args, const ModelConfig& model) {
     EngineConfig c;
@@ -27,6 +27,7 @@ EngineConfig engine_config_from(const Args& args, const ModelConfig& model) {
     c.num_threads = static_cast<int>(args.get_int("--threads", 0));
     c.backend = args.get_or("--backend", "cpu");
     c.check_invariants = args.has("--check-invariants");
+    c.enforce_eager = args.has("--enforce-eager");
     c.validate();
     return c;
 }

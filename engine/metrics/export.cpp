@@ -77,7 +77,8 @@ nlohmann::json engine_config_to_json(const EngineConfig& c) {
             {"max_model_len", c.scheduler.max_model_len},
             {"policy", c.scheduler.policy},
             {"enable_prefix_caching", c.scheduler.enable_prefix_caching},
-            {"long_prefill_token_threshold", c.scheduler.long_prefill_token_threshold}};
+            {"long_prefill_token_threshold", c.scheduler.long_prefill_token_threshold},
+            {"enforce_eager", c.enforce_eager}};
 }
 
 nlohmann::json run_to_json(const ResultRun& run) {

@@ -1,6 +1,9 @@
 #include "runner/model_input.h"
 
 #include <algorithm>
+#include <numeric>
+#include <stdexcept>
+#include <string>
 
 namespace kvscope {
 
@@ -41,6 +44,34 @@ void ModelInput::finalize() {
     block_tables.assign(seq_block_tables.size() * max_blocks_per_seq, 0);
     for (size_t s = 0; s < seq_block_tables.size(); ++s)
         std::copy(seq_block_tables[s].begin(), seq_block_tables[s].end(), block_tables.begin() + s * max_blocks_per_seq);
+}
+
+void ModelInput::pad_decode_to(int n, int width, ModelInput& out) const {
+    const int real = num_seqs();
+    if (num_tokens() != real || static_cast<int>(logits_indices.size()) != real || n < real || width < max_blocks_per_seq)
+        throw std::logic_error("ModelInput::pad_decode_to: a decode step of " + std::to_string(real) +
+                               " sequences cannot be padded to " + std::to_string(n) + " x " + std::to_string(width));
+    out.token_ids = token_ids;
+    out.token_ids.resize(n, 0);
+    out.positions = positions;
+    out.positions.resize(n, 0);
+    out.slot_mapping = slot_mapping;
+    out.slot_mapping.resize(n, -1);
+    out.query_start_loc.resize(n + 1);
+    std::iota(out.query_start_loc.begin(), out.query_start_loc.end(), 0);
+    out.seq_lens = seq_lens;
+    out.seq_lens.resize(n, 1);
+    out.max_blocks_per_seq = width;
+    out.block_tables.assign(static_cast<size_t>(n) * width, 0);
+    for (int s = 0; s < real; ++s)
+        std::copy_n(block_tables.begin() + static_cast<size_t>(s) * max_blocks_per_seq, max_blocks_per_seq,
+                    out.block_tables.begin() + static_cast<size_t>(s) * width);
+    out.seq_block_tables.clear();
+    out.logits_indices.resize(n);
+    std::iota(out.logits_indices.begin(), out.logits_indices.end(), 0);
+    out.sampling_rows = sampling_rows;
+    if (!sampling_rows.empty()) out.sampling_rows.resize(n, SamplingRow{});
+    out.logits_to_host = logits_to_host;
 }
 
 }  // namespace kvscope

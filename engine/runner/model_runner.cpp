@@ -8,6 +8,12 @@
 
 namespace kvscope {
 
+namespace {
+// vLLM's largest default cudagraph capture size: larger decode batches are compute-bound enough that
+// launch overhead no longer shows.
+constexpr int kMaxCaptureSize = 256;
+}  // namespace
+
 ModelRunner::ModelRunner(const Model& model, Backend& backend, int num_blocks, int block_size, int max_num_tokens,
                          int max_num_logits)
     : model_(model), backend_(backend), max_num_tokens_(max_num_tokens), max_num_logits_(max_num_logits) {
@@ -21,7 +27,10 @@ ModelRunner::ModelRunner(const Model& model, Backend& backend, int num_blocks, i
     reset_kv_cache(num_blocks, block_size);
 }
 
-ModelRunner::~ModelRunner() { free_buffers(); }
+ModelRunner::~ModelRunner() {
+    drop_graphs();
+    free_buffers();
+}
 
 void ModelRunner::upload_weights() {
     const ModelWeights& w = model_.weights;
@@ -65,17 +74,23 @@ void ModelRunner::allocate_activations() {
     d_seq_lens_ = ints(T);
     d_logits_idx_ = ints(S);
     d_slots_ = reinterpret_cast<int64_t*>(buffer(2 * T));
+    static_assert(sizeof(SamplingRow) % sizeof(float) == 0);
+    d_sampling_rows_ = reinterpret_cast<SamplingRow*>(buffer(S * (sizeof(SamplingRow) / sizeof(float))));
+    d_sampled_ = ints(S);
     logits_host_.resize(S * static_cast<size_t>(c.vocab_size));
+    sampled_host_.resize(S);
 }
 
 void ModelRunner::ensure_capacity(int max_num_tokens, int max_num_logits) {
     if (max_num_tokens <= max_num_tokens_ && max_num_logits <= max_num_logits_) return;
+    drop_graphs();  // they point into the buffers freed here
     for (void* p : allocations_) backend_.deallocate(p);
     allocations_.clear();
     activation_bytes_ = 0;
     max_num_tokens_ = std::max(max_num_tokens, max_num_tokens_);
     max_num_logits_ = std::max(max_num_logits, max_num_logits_);
     allocate_activations();
+    configure_graphs();
 }
 
 void ModelRunner::free_buffers() {
@@ -83,51 +98,126 @@ void ModelRunner::free_buffers() {
     allocations_.clear();
     if (d_block_tables_) backend_.deallocate(d_block_tables_);
     d_block_tables_ = nullptr;
+    if (d_graph_block_tables_) backend_.deallocate(d_graph_block_tables_);
+    d_graph_block_tables_ = nullptr;
     if (kv_cache_) backend_.deallocate(kv_cache_);
     kv_cache_ = nullptr;
 }
 
 void ModelRunner::reset_kv_cache(int num_blocks, int block_size) {
     const ModelConfig& c = model_.config;
+    drop_graphs();  // they write and read the old cache, with the old block size
     if (kv_cache_) backend_.deallocate(kv_cache_);
     kv_cache_ = nullptr;
     layout_ = KvCacheLayout{c.num_layers, num_blocks, block_size, c.num_kv_heads, c.head_dim, DType::F32};
     kv_cache_ = backend_.allocate(std::max<size_t>(layout_.total_bytes(), 64));
+    configure_graphs();
 }
 
-const float* ModelRunner::execute(const ModelInput& in) {
-    const ModelConfig& c = model_.config;
+void ModelRunner::set_cuda_graphs(bool enabled, int max_model_len) {
+    const bool on = enabled && max_model_len > 0 && backend_.supports_graphs();
+    if (on == graphs_enabled_ && max_model_len == graph_max_model_len_) return;
+    graphs_enabled_ = on;
+    graph_max_model_len_ = max_model_len;
+    configure_graphs();
+}
+
+void ModelRunner::configure_graphs() {
+    drop_graphs();
+    capture_sizes_.clear();
+    if (d_graph_block_tables_) backend_.deallocate(d_graph_block_tables_);
+    d_graph_block_tables_ = nullptr;
+    if (!graphs_enabled_) return;
+    // A padded step must fit the buffers: its rows are tokens and logits rows alike.
+    const int cap = std::min({max_num_tokens_, max_num_logits_, kMaxCaptureSize});
+    if (cap < 1) return;
+    for (int b = 1; b < cap; b *= 2) capture_sizes_.push_back(b);
+    capture_sizes_.push_back(cap);
+    // No sequence holds more blocks than the pool has, nor more tokens than max_model_len.
+    const int bs = layout_.block_size;
+    graph_max_blocks_ = std::max(1, std::min(layout_.num_blocks, (graph_max_model_len_ + bs - 1) / bs));
+    graph_max_seq_len_ = static_cast<int>(std::min<int64_t>(graph_max_model_len_, static_cast<int64_t>(graph_max_blocks_) * bs));
+    d_graph_block_tables_ =
+        static_cast<int32_t*>(backend_.allocate(static_cast<size_t>(cap) * graph_max_blocks_ * sizeof(int32_t)));
+}
+
+void ModelRunner::drop_graphs() {
+    for (const auto& [key, id] : graphs_)
+        if (id >= 0) backend_.destroy_graph(id);
+    graphs_.clear();
+}
+
+int ModelRunner::num_graphs() const {
+    return static_cast<int>(std::count_if(graphs_.begin(), graphs_.end(), [](const auto& g) { return g.second >= 0; }));
+}
+
+StepOutput ModelRunner::execute(const ModelInput& in) {
     const int T = in.num_tokens(), S = static_cast<int>(in.logits_indices.size());
-    if (T == 0) return logits_host_.data();
+    if (T == 0) return {};
     if (T > max_num_tokens_ || S > max_num_logits_)
         throw std::logic_error("ModelRunner: step of " + std::to_string(T) + " tokens / " + std::to_string(S) +
                                " logits exceeds the buffers (" + std::to_string(max_num_tokens_) + " / " +
                                std::to_string(max_num_logits_) + ")");
+    const bool sample = !in.sampling_rows.empty();
+    if (sample && (static_cast<int>(in.sampling_rows.size()) != S || !backend_.supports_sampling()))
+        throw std::logic_error("ModelRunner: " + std::to_string(in.sampling_rows.size()) + " sampling rows for " +
+                               std::to_string(S) + " logits rows on the " + backend_.name() + " backend");
 
-    // Step metadata to the device.
+    if (const int batch = graph_batch_size(in)) {
+        run_graph(in, batch);
+    } else {
+        if (in.block_tables.size() > block_tables_capacity_) {
+            if (d_block_tables_) backend_.deallocate(d_block_tables_);
+            block_tables_capacity_ = std::max(in.block_tables.size(), block_tables_capacity_ * 2);
+            d_block_tables_ = static_cast<int32_t*>(backend_.allocate(block_tables_capacity_ * sizeof(int32_t)));
+        }
+        upload_inputs(in, d_block_tables_);
+        forward(metadata(in, d_block_tables_, *std::max_element(in.seq_lens.begin(), in.seq_lens.end())), S, sample);
+    }
+
+    StepOutput out;
+    if (S == 0) return out;
+    if (sample) {
+        backend_.copy_to_host(sampled_host_.data(), d_sampled_, static_cast<size_t>(S) * sizeof(int32_t));
+        out.sampled_token_ids = sampled_host_.data();
+    }
+    if (!sample || in.logits_to_host) {
+        backend_.copy_to_host(logits_host_.data(), logits_,
+                              static_cast<size_t>(S) * model_.config.vocab_size * sizeof(float));
+        out.logits = logits_host_.data();
+    }
+    return out;
+}
+
+void ModelRunner::upload_inputs(const ModelInput& in, int32_t* block_tables) {
+    const int T = in.num_tokens(), S = static_cast<int>(in.logits_indices.size());
     backend_.copy_to_device(d_tokens_, in.token_ids.data(), T * sizeof(int32_t));
     backend_.copy_to_device(d_positions_, in.positions.data(), T * sizeof(int32_t));
     backend_.copy_to_device(d_slots_, in.slot_mapping.data(), T * sizeof(int64_t));
     backend_.copy_to_device(d_qsl_, in.query_start_loc.data(), in.query_start_loc.size() * sizeof(int32_t));
     backend_.copy_to_device(d_seq_lens_, in.seq_lens.data(), in.seq_lens.size() * sizeof(int32_t));
     if (S) backend_.copy_to_device(d_logits_idx_, in.logits_indices.data(), S * sizeof(int32_t));
-    if (in.block_tables.size() > block_tables_capacity_) {
-        if (d_block_tables_) backend_.deallocate(d_block_tables_);
-        block_tables_capacity_ = std::max(in.block_tables.size(), block_tables_capacity_ * 2);
-        d_block_tables_ = static_cast<int32_t*>(backend_.allocate(block_tables_capacity_ * sizeof(int32_t)));
-    }
-    backend_.copy_to_device(d_block_tables_, in.block_tables.data(), in.block_tables.size() * sizeof(int32_t));
+    backend_.copy_to_device(block_tables, in.block_tables.data(), in.block_tables.size() * sizeof(int32_t));
+    if (!in.sampling_rows.empty())
+        backend_.copy_to_device(d_sampling_rows_, in.sampling_rows.data(), in.sampling_rows.size() * sizeof(SamplingRow));
+}
 
+AttentionMetadata ModelRunner::metadata(const ModelInput& in, const int32_t* block_tables, int max_seq_len) const {
     AttentionMetadata meta;
-    meta.num_tokens = T;
+    meta.num_tokens = in.num_tokens();
     meta.num_seqs = in.num_seqs();
     meta.query_start_loc = d_qsl_;
     meta.seq_lens = d_seq_lens_;
-    meta.block_tables = d_block_tables_;
+    meta.block_tables = block_tables;
     meta.max_blocks_per_seq = in.max_blocks_per_seq;
     meta.slot_mapping = d_slots_;
-    meta.max_seq_len = *std::max_element(in.seq_lens.begin(), in.seq_lens.end());
+    meta.max_seq_len = max_seq_len;
+    return meta;
+}
 
+void ModelRunner::forward(const AttentionMetadata& meta, int S, bool sample) {
+    const ModelConfig& c = model_.config;
+    const int T = meta.num_tokens;
     const RopeParams rope{inv_freq_, c.head_dim, c.head_dim, c.rope_neox};
     const int h = c.hidden_size;
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
@@ -151,13 +241,51 @@ const float* ModelRunner::execute(const ModelInput& in) {
         backend_.matmul(gate_, T, L.w_down, nullptr, xb_);
         backend_.add(x_, xb_, static_cast<int64_t>(T) * h);
     }
-    if (S == 0) return logits_host_.data();
+    if (S == 0) return;
     // Only the rows that sample need the final norm and the (large) vocabulary projection.
     backend_.gather_rows(x_, d_logits_idx_, S, h, xs_);
     backend_.rms_norm(xs_, final_norm_, S, h, c.rms_norm_eps, xb_);
     backend_.matmul(xb_, S, lm_head_, nullptr, logits_);
-    backend_.copy_to_host(logits_host_.data(), logits_, static_cast<size_t>(S) * c.vocab_size * sizeof(float));
-    return logits_host_.data();
+    if (sample) backend_.sample(logits_, S, c.vocab_size, d_sampling_rows_, d_sampled_);
+}
+
+int ModelRunner::graph_batch_size(const ModelInput& in) const {
+    if (capture_sizes_.empty()) return 0;
+    const int T = in.num_tokens();
+    if (T > capture_sizes_.back() || in.num_seqs() != T || static_cast<int>(in.logits_indices.size()) != T ||
+        in.max_blocks_per_seq > graph_max_blocks_)
+        return 0;
+    for (int i = 0; i < T; ++i)
+        if (in.query_start_loc[i + 1] != i + 1 || in.logits_indices[i] != i || in.seq_lens[i] > graph_max_seq_len_)
+            return 0;
+    const int batch = *std::lower_bound(capture_sizes_.begin(), capture_sizes_.end(), T);
+    const auto it = graphs_.find(graph_key(batch, !in.sampling_rows.empty()));
+    return it != graphs_.end() && it->second < 0 ? 0 : batch;
+}
+
+void ModelRunner::run_graph(const ModelInput& in, int batch) {
+    in.pad_decode_to(batch, graph_max_blocks_, graph_input_);
+    upload_inputs(graph_input_, d_graph_block_tables_);
+    const bool sample = !in.sampling_rows.empty();
+    const int key = graph_key(batch, sample);
+    if (const auto it = graphs_.find(key); it != graphs_.end()) {
+        backend_.replay(it->second);
+        ++num_graph_replays_;
+        return;
+    }
+    // First step of this shape: run it op by op (this computes the step, and grows the backend's scratch
+    // to these shapes, which a capture may not do), then record the very same ops for the next ones.
+    const AttentionMetadata meta = metadata(graph_input_, d_graph_block_tables_, graph_max_seq_len_);
+    forward(meta, batch, sample);
+    backend_.begin_capture();
+    try {
+        forward(meta, batch, sample);
+    } catch (...) {
+        const int partial = backend_.end_capture();
+        if (partial >= 0) backend_.destroy_graph(partial);
+        throw;
+    }
+    graphs_[key] = backend_.end_capture();
 }
 
 }  // namespace kvscope

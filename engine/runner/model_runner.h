@@ -1,16 +1,37 @@
 // The forward pass of a Llama/Qwen2 decoder over one step's varlen batch: every scheduled token of every
-// request in one pass (GEMMs over the whole step), K/V written into and read from the paged cache.
+// request in one pass (GEMMs over the whole step), K/V written into and read from the paged cache, and
+// the sampled rows' logits (or, with a device sampler, their token ids) back to the host.
 // Owns the KV cache memory and the activation buffers, sized once for max_num_batched_tokens, so a
-// step allocates nothing. Engine thread only.
+// step allocates nothing; and, on a backend with graphs, the CUDA graphs of decode steps. Engine thread only.
+//
+// CUDA graphs (vLLM's cudagraph capture sizes): a decode-only step of B sequences runs, padded up to the
+// next capture size (1, 2, 4, ... up to min(256, the buffers' rows)), as one replayed graph per size (and
+// per with/without the device sampler). Padding rows write no KV (slot -1) and never mix with the real
+// ones (ModelInput::pad_decode_to). The graph bakes in every pointer and shape, so a captured step reads
+// fixed buffers: the step metadata buffers, a fixed-width block-table buffer (ceil(max_model_len /
+// block_size) columns), and an attention plan sized for max_model_len (its splits cover any context).
+// Each replay refills those buffers with copies on the backend's stream. A size is captured on its first
+// step, right after running that step op by op (which grows the backend's scratch to the captured
+// shapes). Graphs are dropped whenever what they point at changes: KV cache rebuild, buffer growth,
+// graph settings, destruction (a new model means a new runner). Longer steps, prefill chunks and steps
+// wider than the largest size run op by op.
 #pragma once
 
 #include "backend.h"
 #include "model/model.h"
 #include "runner/model_input.h"
 
+#include <cstdint>
+#include <map>
 #include <vector>
 
 namespace kvscope {
+
+// What a step hands back, in host memory valid until the next execute(); rows = input.logits_indices.
+struct StepOutput {
+    const float* logits = nullptr;               // [rows, vocab]; null when no row needed them on the host
+    const int32_t* sampled_token_ids = nullptr;  // [rows] from the device sampler; null when it did not run
+};
 
 class ModelRunner {
 public:
@@ -22,9 +43,17 @@ public:
     ModelRunner(const ModelRunner&) = delete;
     ModelRunner& operator=(const ModelRunner&) = delete;
 
-    // Runs the model; returns logits [input.logits_indices.size(), vocab] in host memory, valid until the
-    // next call.
-    const float* execute(const ModelInput& input);
+    // Runs the model. Logits come back unless the input has sampling rows and !logits_to_host; token ids
+    // come back when it has sampling rows (the backend must support sampling).
+    StepOutput execute(const ModelInput& input);
+
+    // CUDA graphs for decode steps, when the backend supports them (vLLM's default; off = enforce_eager).
+    // max_model_len bounds every context, and so the captured block-table width and attention plan.
+    void set_cuda_graphs(bool enabled, int max_model_len);
+    // The padded batch sizes that run as graphs (empty when graphs are off).
+    const std::vector<int>& capture_sizes() const { return capture_sizes_; }
+    int num_graphs() const;
+    int64_t num_graph_replays() const { return num_graph_replays_; }
 
     // Grows the activation buffers for larger steps (live reconfiguration); never shrinks them.
     void ensure_capacity(int max_num_tokens, int max_num_logits);
@@ -47,6 +76,19 @@ private:
     void allocate_activations();
     void free_buffers();
     float* buffer(size_t floats);
+    // The step's metadata (and sampling rows) into the device buffers; block tables into `block_tables`.
+    void upload_inputs(const ModelInput& in, int32_t* block_tables);
+    AttentionMetadata metadata(const ModelInput& in, const int32_t* block_tables, int max_seq_len) const;
+    // Every op of the forward pass, from the uploaded inputs to the logits (and sampled ids).
+    void forward(const AttentionMetadata& meta, int num_logits, bool sample);
+    // The capture size that runs this step as a graph, or 0 to run it op by op.
+    int graph_batch_size(const ModelInput& in) const;
+    void run_graph(const ModelInput& in, int batch);
+    // Recomputes the capture sizes and the fixed block-table buffer for the current buffers and cache
+    // geometry, dropping every graph.
+    void configure_graphs();
+    void drop_graphs();
+    static int graph_key(int batch, bool sample) { return 2 * batch + (sample ? 1 : 0); }
 
     const Model& model_;
     Backend& backend_;
@@ -73,7 +115,21 @@ private:
     int32_t *d_logits_idx_ = nullptr, *d_block_tables_ = nullptr;
     int64_t* d_slots_ = nullptr;
     size_t block_tables_capacity_ = 0;
+    SamplingRow* d_sampling_rows_ = nullptr;  // [S]
+    int32_t* d_sampled_ = nullptr;            // [S]
     std::vector<float> logits_host_;
+    std::vector<int32_t> sampled_host_;
+    // CUDA graphs. graphs_: graph_key -> backend graph id, or -1 for a shape that failed to capture (it
+    // runs op by op from then on).
+    bool graphs_enabled_ = false;
+    int graph_max_model_len_ = 0;
+    int graph_max_blocks_ = 0;    // block-table width of captured steps
+    int graph_max_seq_len_ = 0;   // the context bound their attention plan is made for
+    std::vector<int> capture_sizes_;
+    std::map<int, int> graphs_;
+    int32_t* d_graph_block_tables_ = nullptr;  // [capture_sizes_.back(), graph_max_blocks_]
+    ModelInput graph_input_;                   // the padded step, reused
+    int64_t num_graph_replays_ = 0;
 };
 
 }  // namespace kvscope

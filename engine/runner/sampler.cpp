@@ -9,6 +9,19 @@ int32_t argmax(std::span<const float> logits) {
     return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 
+std::optional<SamplingRow> device_sampling_row(const SamplingParams& p, int num_output_tokens, uint64_t seed) {
+    if (p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) return std::nullopt;
+    if (num_output_tokens < p.min_tokens) return std::nullopt;
+    SamplingRow row;
+    row.temperature = p.temperature;
+    row.top_k = p.top_k;
+    row.top_p = p.top_p;
+    row.min_p = p.min_p;
+    row.seed = seed;
+    row.offset = static_cast<uint64_t>(num_output_tokens);
+    return row;
+}
+
 int32_t Sampler::sample(std::span<float> logits, const SamplingParams& p, std::span<const int32_t> prompt_tokens,
                         std::span<const int32_t> output_tokens, std::mt19937_64& rng) {
     const int vocab = static_cast<int>(logits.size());

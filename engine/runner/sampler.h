@@ -1,11 +1,15 @@
 // Chooses the next token of a request from its logits row: penalties, temperature, top-k, top-p, min-p,
 // then a draw from the request's own generator (seeded per request, so its text does not depend on
 // what else is in the batch). temperature 0 is greedy argmax (lowest index on ties).
+// device_sampling_row() says when a backend's device sampler can choose instead (Backend::sample: the
+// same filters, its own counter-based draw), so only token ids need to come back.
 #pragma once
 
+#include "backend.h"
 #include "sched/sampling_params.h"
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <span>
 #include <vector>
@@ -25,5 +29,10 @@ private:
 };
 
 int32_t argmax(std::span<const float> logits);
+
+// The device sampler's settings for a request's next token (output index num_output_tokens, which is the
+// draw's offset under the request's seed), or nullopt when only the host can choose it: penalties, or
+// EOS and stop tokens still banned by min_tokens.
+std::optional<SamplingRow> device_sampling_row(const SamplingParams& p, int num_output_tokens, uint64_t seed);
 
 }  // namespace kvscope

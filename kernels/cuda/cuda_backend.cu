@@ -1,5 +1,6 @@
-// CudaBackend: binds the Backend interface to the kernels of kernels/cuda on one stream, and owns the
-// device memory it hands out. Host code only (compiled by nvcc for the CUDA types).
+// CudaBackend: binds the Backend interface to the kernels of kernels/cuda on one stream, owns the device
+// memory it hands out, and captures and replays CUDA graphs. Host code only (compiled by nvcc for the
+// CUDA types).
 #include "cuda/cuda_backend.h"
 
 #include "cuda/argmax.cuh"
@@ -11,6 +12,7 @@
 #include "cuda/paged_attention.cuh"
 #include "cuda/rms_norm.cuh"
 #include "cuda/rope.cuh"
+#include "cuda/sampling.cuh"
 
 #include <algorithm>
 #include <cstring>
@@ -23,6 +25,9 @@ namespace {
 constexpr size_t kPinnedInitial = 4u << 20;   // step inputs are small: tokens, slots, block tables
 constexpr size_t kPinnedMax = 64u << 20;      // larger copies go straight from pageable memory
 constexpr size_t kScratchMatmul = 0, kScratchAttention = 1, kNumScratch = 2;
+// cuBLAS's recommended workspace (cublasSetWorkspace): 32 MiB on Hopper and later, 4 MiB before. Our own,
+// so captured GEMMs read memory that outlives them and eager and captured GEMMs see the same workspace.
+size_t cublas_workspace_bytes(int cc_major) { return cc_major >= 9 ? 32u << 20 : 4u << 20; }
 
 // A no-op kernel: its attributes tell whether this build has an image the device can run.
 __global__ void probe_kernel() {}
@@ -49,6 +54,9 @@ CudaBackend::CudaBackend(int device) : device_(device) {
     CUBLAS_CHECK(cublasCreate(&handle));
     cublas_ = handle;
     CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+    cublas_workspace_bytes_ = cublas_workspace_bytes(info_.cc_major);
+    cublas_workspace_ = device_alloc(cublas_workspace_bytes_, "the cuBLAS workspace");
+    CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, cublas_workspace_bytes_));  // after SetStream, which resets it
     // Full F32 GEMMs: no TF32 down-conversion (CUBLAS_COMPUTE_32F in matmul asks for it too).
     CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
     CUDA_CHECK(cudaMallocHost(&pinned_, kPinnedInitial));
@@ -59,9 +67,17 @@ CudaBackend::CudaBackend(int device) : device_(device) {
 CudaBackend::~CudaBackend() {
     // No throwing here: errors while tearing down are ignored.
     cudaSetDevice(device_);
+    if (capturing_) {  // an exception left a capture open
+        cudaGraph_t graph = nullptr;
+        cudaStreamEndCapture(stream_, &graph);
+        if (graph) cudaGraphDestroy(graph);
+    }
     if (stream_) cudaStreamSynchronize(stream_);
+    for (auto& [id, exec] : graphs_) cudaGraphExecDestroy(exec);
     for (auto& s : scratch_)
         if (s.ptr) cudaFree(s.ptr);
+    for (auto& s : retired_) cudaFree(s.ptr);
+    if (cublas_workspace_) cudaFree(cublas_workspace_);
     for (void* p : weights_) cudaFree(p);
     for (auto& [p, bytes] : buffers_) cudaFree(p);
     if (pinned_) cudaFreeHost(pinned_);
@@ -69,7 +85,18 @@ CudaBackend::~CudaBackend() {
     if (stream_) cudaStreamDestroy(stream_);
 }
 
-void CudaBackend::bind() const { CUDA_CHECK(cudaSetDevice(device_)); }
+void CudaBackend::bind() const {
+    // Only when another device is current: the common case then costs no driver call.
+    int current = -1;
+    CUDA_CHECK(cudaGetDevice(&current));
+    if (current != device_) CUDA_CHECK(cudaSetDevice(device_));
+}
+
+void CudaBackend::check_not_capturing(const char* what) const {
+    if (capturing_)
+        throw std::logic_error(std::string("CudaBackend: ") + what +
+                               " during a graph capture (it would synchronize or allocate); do it before begin_capture()");
+}
 
 bool CudaBackend::supports(DType t) const { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
@@ -88,6 +115,7 @@ void* CudaBackend::device_alloc(size_t bytes, const char* what) {
 }
 
 void* CudaBackend::allocate(size_t bytes) {
+    check_not_capturing("allocate");
     bind();
     void* p = device_alloc(bytes, "a buffer");
     buffers_[p] = bytes;
@@ -97,6 +125,7 @@ void* CudaBackend::allocate(size_t bytes) {
 
 void CudaBackend::deallocate(void* ptr) {
     if (!ptr) return;
+    check_not_capturing("deallocate");
     bind();
     auto it = buffers_.find(ptr);
     if (it == buffers_.end()) throw std::invalid_argument("CudaBackend::deallocate: pointer not from allocate()");
@@ -108,6 +137,7 @@ void CudaBackend::deallocate(void* ptr) {
 
 void CudaBackend::copy_to_device(void* dst, const void* src, size_t bytes) {
     if (bytes == 0) return;
+    check_not_capturing("copy_to_device");
     bind();
     if (bytes > kPinnedMax) {  // pageable, then wait: the caller may reuse src when we return
         CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
@@ -136,6 +166,7 @@ void CudaBackend::copy_to_device(void* dst, const void* src, size_t bytes) {
 }
 
 void CudaBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
+    check_not_capturing("copy_to_host");
     bind();
     if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
     CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -187,6 +218,8 @@ DeviceMemoryAccount CudaBackend::memory_account() const {
     a.weights = weight_bytes_;
     a.buffers = buffer_bytes_;
     for (const auto& s : scratch_) a.scratch += static_cast<int64_t>(s.bytes);
+    for (const auto& s : retired_) a.scratch += static_cast<int64_t>(s.bytes);
+    a.scratch += static_cast<int64_t>(cublas_workspace_bytes_);
     a.other = std::max<int64_t>(0, a.used - a.weights - a.buffers - a.scratch);
     return a;
 }
@@ -198,6 +231,7 @@ int64_t CudaBackend::kv_cache_budget(double utilization) const {
 }
 
 void CudaBackend::synchronize() {
+    check_not_capturing("synchronize");
     bind();
     CUDA_CHECK(cudaStreamSynchronize(stream_));
     staged_ = 0;
@@ -206,9 +240,11 @@ void CudaBackend::synchronize() {
 float* CudaBackend::scratch(size_t index, size_t bytes) {
     Scratch& s = scratch_[index];
     if (bytes > s.bytes) {
+        check_not_capturing("growing scratch");
         CUDA_CHECK(cudaStreamSynchronize(stream_));  // the old buffer may be in use by queued ops
         const size_t grown = std::max(bytes, s.bytes + s.bytes / 2);
-        if (s.ptr) CUDA_CHECK(cudaFree(s.ptr));
+        if (s.ptr && graphs_.empty()) CUDA_CHECK(cudaFree(s.ptr));
+        else if (s.ptr) retired_.push_back(s);  // a graph's kernels have its address baked in
         s.ptr = nullptr;
         s.bytes = 0;
         s.ptr = device_alloc(grown, "scratch");
@@ -273,6 +309,63 @@ void CudaBackend::argmax(const float* logits, int n, int vocab, int32_t* out) {
 void CudaBackend::gather_rows(const float* x, const int32_t* rows, int n, int dim, float* out) {
     bind();
     cuda::gather_rows(x, rows, n, dim, out, stream_);
+}
+
+void CudaBackend::sample(const float* logits, int n, int vocab, const SamplingRow* rows, int32_t* out) {
+    bind();
+    cuda::sample(logits, n, vocab, rows, out, stream_);
+}
+
+void CudaBackend::begin_capture() {
+    if (capturing_) throw std::logic_error("CudaBackend::begin_capture: a capture is already open");
+    bind();
+    CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    capturing_ = true;
+}
+
+int CudaBackend::end_capture() {
+    if (!capturing_) throw std::logic_error("CudaBackend::end_capture: no capture is open");
+    bind();
+    capturing_ = false;
+    cudaGraph_t graph = nullptr;
+    cudaError_t err = cudaStreamEndCapture(stream_, &graph);
+    const char* step = "cudaStreamEndCapture";
+    cudaGraphExec_t exec = nullptr;
+    if (err == cudaSuccess && graph) {
+        err = cudaGraphInstantiate(&exec, graph, 0);
+        step = "cudaGraphInstantiate";
+    }
+    if (graph) cudaGraphDestroy(graph);  // the executable graph is independent of it
+    if (err != cudaSuccess || !exec) {
+        capture_error_ = std::string(step) + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")";
+        cudaGetLastError();  // a failed capture's error is not sticky: clear it so later ops run
+        return -1;
+    }
+    capture_error_.clear();
+    const int id = next_graph_++;
+    graphs_.emplace(id, exec);
+    return id;
+}
+
+void CudaBackend::replay(int graph) {
+    const auto it = graphs_.find(graph);
+    if (it == graphs_.end()) throw std::invalid_argument("CudaBackend::replay: no graph " + std::to_string(graph));
+    bind();
+    CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
+}
+
+void CudaBackend::destroy_graph(int graph) {
+    const auto it = graphs_.find(graph);
+    if (it == graphs_.end()) return;
+    check_not_capturing("destroy_graph");
+    bind();
+    CUDA_CHECK(cudaStreamSynchronize(stream_));  // no replay in flight still reads what goes below
+    CUDA_CHECK(cudaGraphExecDestroy(it->second));
+    graphs_.erase(it);
+    if (graphs_.empty()) {
+        for (const Scratch& s : retired_) CUDA_CHECK(cudaFree(s.ptr));
+        retired_.clear();
+    }
 }
 
 }  // namespace cuda

@@ -1,8 +1,10 @@
-// The CUDA backend: every Backend op on one NVIDIA GPU (kernels/cuda/*.cu, GEMMs through cuBLAS).
-// Owns one stream (every op is enqueued on it, in call order), a cuBLAS handle bound to it, the device
-// copies of the weights, pinned staging for step inputs, and grow-only scratch; keeps an account of the
-// device memory it holds. Pure C++ header (no CUDA headers): the engine and tests include it freely.
-// Engine thread only; every entry binds its device first, so any single thread may drive it.
+// The CUDA backend: every Backend op on one NVIDIA GPU (kernels/cuda/*.cu, GEMMs through cuBLAS), the
+// device sampler, and CUDA graphs of the ops enqueued between begin_capture() and end_capture().
+// Owns one stream (every op is enqueued on it, in call order), a cuBLAS handle bound to it with its own
+// workspace, the device copies of the weights, pinned staging for step inputs, grow-only scratch, and the
+// instantiated graphs; keeps an account of the device memory it holds. Pure C++ header (no CUDA
+// headers): the engine and tests include it freely. Engine thread only; every entry binds its device
+// first, so any single thread may drive it.
 #pragma once
 
 #include "backend.h"
@@ -12,8 +14,9 @@
 #include <unordered_map>
 #include <vector>
 
-struct CUstream_st;    // cudaStream_t
-struct cublasContext;  // cublasHandle_t
+struct CUstream_st;     // cudaStream_t
+struct cublasContext;   // cublasHandle_t
+struct CUgraphExec_st;  // cudaGraphExec_t
 
 namespace kvscope {
 
@@ -34,7 +37,8 @@ struct DeviceMemoryAccount {
     int64_t total = 0, used = 0;
     int64_t weights = 0;   // upload_weight / upload_vector
     int64_t buffers = 0;   // allocate(): the runner's KV pool and activations
-    int64_t scratch = 0;   // this backend's own scratch (GEMM inputs in half types, split-K partials)
+    int64_t scratch = 0;   // this backend's own scratch (GEMM inputs in half types, split-K partials, the
+                           // cuBLAS workspace, outgrown scratch that graphs still use)
     int64_t other = 0;
 };
 
@@ -75,6 +79,21 @@ public:
     void argmax(const float* logits, int n, int vocab, int32_t* out) override;
     void gather_rows(const float* x, const int32_t* rows, int n, int dim, float* out) override;
 
+    bool supports_sampling() const override { return true; }
+    void sample(const float* logits, int n, int vocab, const SamplingRow* rows, int32_t* out) override;
+
+    // Graphs: stream capture in thread-local mode (a stray synchronizing call on this thread fails the
+    // capture instead of running). Scratch cannot grow while capturing (it throws): run the same step
+    // op by op first. Scratch that grows while graphs exist is kept until the last graph is destroyed.
+    bool supports_graphs() const override { return true; }
+    void begin_capture() override;
+    int end_capture() override;
+    void replay(int graph) override;
+    void destroy_graph(int graph) override;
+    int num_graphs() const { return static_cast<int>(graphs_.size()); }
+    // Why the last end_capture() returned -1 ("" when it did not).
+    const std::string& last_capture_error() const { return capture_error_; }
+
     // ---- Beyond the Backend interface (benchmarks, tests, the memory chart).
     const cuda::DeviceInfo& device_info() const { return info_; }
     cuda::DeviceMemoryAccount memory_account() const;
@@ -83,15 +102,12 @@ public:
     int64_t kv_cache_budget(double utilization) const;
     // Waits for every op enqueued so far (timing; errors of asynchronous kernels surface here).
     void synchronize();
-    // Every step runs eagerly, op by op. CUDA graphs need the model runner to capture a whole decode
-    // step between its input copies and its logits copy, per padded batch size; the ops here are ready
-    // for capture except that their grids depend on the step (tokens, max_seq_len). Always true for now.
-    bool enforce_eager() const { return true; }
     // Tests: force the number of attention context splits (0 = the heuristic).
     void force_attention_splits(int splits) { forced_splits_ = splits; }
 
 private:
     void bind() const;
+    void check_not_capturing(const char* what) const;  // throws std::logic_error while capturing
     void* device_alloc(size_t bytes, const char* what);
     float* scratch(size_t index, size_t bytes);  // grow-only scratch buffer `index`
 
@@ -110,6 +126,13 @@ private:
         size_t bytes = 0;
     };
     std::vector<Scratch> scratch_;
+    std::vector<Scratch> retired_;  // outgrown scratch that captured graphs may still read
+    void* cublas_workspace_ = nullptr;
+    size_t cublas_workspace_bytes_ = 0;
+    bool capturing_ = false;
+    std::string capture_error_;
+    std::unordered_map<int, CUgraphExec_st*> graphs_;
+    int next_graph_ = 0;
     int forced_splits_ = 0;
 };
 

@@ -57,7 +57,7 @@ private slots:
         greedy.temperature = 0;
         greedy.max_tokens = 100;
         for (const auto& c : expected["cases"])
-            ids.push_back(engine.add_request({"", c["prompt_ids"].get<std::vector<int32_t>>(), greedy}).front());
+            ids.push_back(engine.add_request({"", c["prompt_ids"].get<std::vector<int32_t>>(), greedy, 0, ""}).front());
         std::map<std::string, std::string> texts;
         while (engine.has_unfinished_requests())
             for (const auto& o : engine.step()) texts[o.request_id] += o.text_delta;

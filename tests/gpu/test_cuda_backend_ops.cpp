@@ -5,7 +5,11 @@
 // thousands of blocks, head_dim 8/32/64/128, GQA 1/4/8, block sizes 8/16/32 (and 1, 256), decode, chunked
 // prefill and long contexts, each with the split heuristic and with forced context splits.
 // Tolerances (stated per op): F32 paths ~1e-5..1e-4 relative (TF32 off); F16/BF16 GEMMs round x to the
-// weight type first, so they are held to bounds derived from that rounding (see matmul()).
+// weight type first, so they are held to bounds derived from that rounding (see matmul()). The sampler
+// is checked structurally against the host sampler's filters (every token inside the host's top-k /
+// min-p / top-p set, greedy and top_k 1 equal to argmax, ties to the lowest index, the same ids twice and
+// in any batch order) and statistically (frequencies over 16384 draws within 5 sigma of the filtered
+// softmax).
 // Skips, with the reason, when built without CUDA or when no device is present.
 #include "test_support.h"
 
@@ -22,6 +26,7 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -102,6 +107,54 @@ StoredWeights store(const std::vector<float>& w, DType dtype, int64_t rows, int6
 }
 
 constexpr DType kGpuDTypes[] = {DType::F32, DType::F16, DType::BF16};
+
+// The host sampler's filters (runner/sampler.cpp) over one row: each token's probability after
+// temperature, top-k, min-p and top-p, renormalized over the survivors (0 = filtered out). `slack`
+// widens the min-p and top-p boundaries, so the set is a superset of the device's (float sums).
+std::vector<double> filtered_probs(const float* logits, int vocab, const SamplingRow& p, double slack = 0) {
+    std::vector<double> probs(vocab, 0.0);
+    if (p.temperature == 0) {
+        int32_t best = 0;
+        argmax_ref(logits, 1, vocab, &best);
+        probs[best] = 1;
+        return probs;
+    }
+    std::vector<std::pair<float, int>> c;
+    for (int t = 0; t < vocab; ++t) c.emplace_back(logits[t] / p.temperature, t);
+    std::sort(c.begin(), c.end(), [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+    if (p.top_k > 0 && p.top_k < vocab) c.resize(p.top_k);
+    std::vector<double> w(c.size());
+    double sum = 0;
+    for (size_t i = 0; i < c.size(); ++i) sum += (w[i] = std::exp(static_cast<double>(c[i].first) - c[0].first));
+    for (double& x : w) x /= sum;
+    size_t keep = c.size();
+    if (p.min_p > 0)
+        while (keep > 1 && w[keep - 1] < p.min_p * w[0] * (1 - slack)) --keep;
+    if (p.top_p < 1) {
+        double mass = 0;
+        size_t n = 0;
+        while (n < keep) {
+            mass += w[n++];
+            if (mass >= p.top_p + slack) break;
+        }
+        keep = std::max<size_t>(n, 1);
+    }
+    double total = 0;
+    for (size_t i = 0; i < keep; ++i) total += w[i];
+    for (size_t i = 0; i < keep; ++i) probs[c[i].second] = w[i] / total;
+    return probs;
+}
+
+SamplingRow sampling_row(float temperature, int top_k, float top_p, float min_p, uint64_t seed, uint64_t offset) {
+    SamplingRow r;
+    r.temperature = temperature;
+    r.top_k = top_k;
+    r.top_p = top_p;
+    r.min_p = min_p;
+    r.seed = seed;
+    r.offset = offset;
+    return r;
+}
 
 }  // namespace
 #endif
@@ -491,6 +544,137 @@ private slots:
             auto out = upload(std::vector<int32_t>(n, -1));
             gpu_->argmax(ld->as<float>(), n, vocab, out->as<int32_t>());
             QCOMPARE(download<int32_t>(*out, n), ref);
+        }
+    }
+
+    // ---- sample: rows of three shapes (peaked, ordinary, flat), a row of ties, a row mostly -inf.
+    void sample_data() {
+        QTest::addColumn<int>("vocab");
+        QTest::addColumn<float>("temperature");
+        QTest::addColumn<int>("top_k");
+        QTest::addColumn<float>("top_p");
+        QTest::addColumn<float>("min_p");
+        for (int vocab : {1000, 32000, 128256}) {
+            QTest::addRow("V=%d greedy", vocab) << vocab << 0.0f << 0 << 1.0f << 0.0f;
+            QTest::addRow("V=%d greedy with filters", vocab) << vocab << 0.0f << 40 << 0.5f << 0.1f;
+            QTest::addRow("V=%d top_k=1", vocab) << vocab << 0.8f << 1 << 1.0f << 0.0f;
+            QTest::addRow("V=%d temperature only", vocab) << vocab << 1.0f << 0 << 1.0f << 0.0f;
+            QTest::addRow("V=%d top_k=5", vocab) << vocab << 1.0f << 5 << 1.0f << 0.0f;
+            QTest::addRow("V=%d top_p=0.5", vocab) << vocab << 1.0f << 0 << 0.5f << 0.0f;
+            QTest::addRow("V=%d top_p=0.05", vocab) << vocab << 2.0f << 0 << 0.05f << 0.0f;
+            QTest::addRow("V=%d top_k=50 top_p=0.9 T=0.7", vocab) << vocab << 0.7f << 50 << 0.9f << 0.0f;
+            QTest::addRow("V=%d min_p=0.1 T=1.5", vocab) << vocab << 1.5f << 0 << 1.0f << 0.1f;
+            QTest::addRow("V=%d top_k=100 top_p=0.8 min_p=0.05 T=1.2", vocab) << vocab << 1.2f << 100 << 0.8f << 0.05f;
+        }
+    }
+    void sample() {
+        QFETCH(int, vocab);
+        QFETCH(float, temperature);
+        QFETCH(int, top_k);
+        QFETCH(float, top_p);
+        QFETCH(float, min_p);
+        std::mt19937_64 rng(case_seed(seed_));
+        const int n = 48;
+        std::vector<float> logits(static_cast<size_t>(n) * vocab);
+        std::vector<SamplingRow> rows;
+        for (int r = 0; r < n; ++r) {
+            float* row = logits.data() + static_cast<size_t>(r) * vocab;
+            const float scale = r % 3 == 0 ? 12.0f : r % 3 == 1 ? 3.0f : 0.05f;  // peaked, ordinary, flat
+            const std::vector<float> x = random_floats(rng, vocab, -scale, scale);
+            std::copy(x.begin(), x.end(), row);
+            if (r == 4) std::fill(row, row + vocab, 0.5f);  // every logit tied: the host's sets are the lowest indices
+            if (r == 5) {                                  // only a handful of finite logits
+                std::fill(row, row + vocab, -std::numeric_limits<float>::infinity());
+                for (int j = 0; j < 7; ++j) row[random_int(rng, 0, vocab - 1)] = static_cast<float>(j);
+            }
+            rows.push_back(sampling_row(temperature, top_k, top_p, min_p, 1000 + r, 7 * r));
+        }
+        auto ld = upload(logits);
+        auto run = [&](const std::vector<SamplingRow>& r, const DeviceBuffer& l) {
+            auto rd = upload(r);
+            auto out = upload(std::vector<int32_t>(n, -1));
+            gpu_->sample(l.as<float>(), n, vocab, rd->as<SamplingRow>(), out->as<int32_t>());
+            return download<int32_t>(*out, n);
+        };
+        const std::vector<int32_t> ids = run(rows, *ld);
+        std::vector<int32_t> greedy(n);
+        argmax_ref(logits.data(), n, vocab, greedy.data());
+        for (int r = 0; r < n; ++r) {
+            const float* row = logits.data() + static_cast<size_t>(r) * vocab;
+            QVERIFY2(ids[r] >= 0 && ids[r] < vocab, qPrintable(QString("row %1: id %2").arg(r).arg(ids[r])));
+            if (temperature == 0 || top_k == 1) {
+                QCOMPARE(ids[r], greedy[r]);
+                continue;
+            }
+            const std::vector<double> allowed = filtered_probs(row, vocab, rows[r], 1e-4);
+            QVERIFY2(allowed[ids[r]] > 0, qPrintable(QString("row %1: token %2 (logit %3) is outside the host's set")
+                                                         .arg(r).arg(ids[r]).arg(row[ids[r]])));
+        }
+        // Deterministic, and a function of (seed, offset, logits) only: the same ids again, and in reverse
+        // batch order.
+        QCOMPARE(run(rows, *ld), ids);
+        std::vector<float> reversed(logits.size());
+        for (int r = 0; r < n; ++r)
+            std::copy_n(logits.data() + static_cast<size_t>(r) * vocab, vocab, reversed.data() + static_cast<size_t>(n - 1 - r) * vocab);
+        auto rev_d = upload(reversed);
+        const std::vector<int32_t> rev = run(std::vector<SamplingRow>(rows.rbegin(), rows.rend()), *rev_d);
+        for (int r = 0; r < n; ++r) QCOMPARE(rev[n - 1 - r], ids[r]);
+        // Different offsets draw different tokens where there is a choice (a flat row, no tight filter).
+        if (temperature > 0 && top_k != 1 && (top_k == 0 || top_k >= 50) && top_p >= 0.5f && min_p == 0) {
+            std::vector<SamplingRow> same_row(n, rows[2]);
+            for (int r = 0; r < n; ++r) same_row[r].offset = r;
+            std::vector<float> flat(logits.size());
+            for (int r = 0; r < n; ++r) std::copy_n(logits.data() + 2 * static_cast<size_t>(vocab), vocab, flat.data() + static_cast<size_t>(r) * vocab);
+            auto flat_d = upload(flat);
+            const std::vector<int32_t> draws = run(same_row, *flat_d);
+            const std::set<int32_t> distinct(draws.begin(), draws.end());
+            QVERIFY2(distinct.size() >= 10, qPrintable(QString("%1 distinct tokens in %2 draws").arg(distinct.size()).arg(n)));
+        }
+    }
+
+    // ---- sample: the frequencies of 16384 draws (one per offset) from a 7-token distribution.
+    void sample_distribution_data() {
+        QTest::addColumn<float>("temperature");
+        QTest::addColumn<int>("top_k");
+        QTest::addColumn<float>("top_p");
+        QTest::addColumn<float>("min_p");
+        QTest::newRow("T=1") << 1.0f << 0 << 1.0f << 0.0f;
+        QTest::newRow("T=0.5") << 0.5f << 0 << 1.0f << 0.0f;
+        QTest::newRow("T=2") << 2.0f << 0 << 1.0f << 0.0f;
+        QTest::newRow("top_k=2") << 1.0f << 2 << 1.0f << 0.0f;
+        QTest::newRow("top_p=0.75") << 1.0f << 0 << 0.75f << 0.0f;
+        QTest::newRow("min_p=0.3") << 1.0f << 0 << 1.0f << 0.3f;
+        QTest::newRow("top_k=5 top_p=0.9 min_p=0.1 T=1.3") << 1.3f << 5 << 0.9f << 0.1f;
+    }
+    void sample_distribution() {
+        QFETCH(float, temperature);
+        QFETCH(int, top_k);
+        QFETCH(float, top_p);
+        QFETCH(float, min_p);
+        const std::vector<double> p0 = {0.4, 0.25, 0.15, 0.1, 0.05, 0.03, 0.02};
+        const int vocab = static_cast<int>(p0.size()), n = 16384;
+        std::vector<float> row(vocab);
+        for (int t = 0; t < vocab; ++t) row[(t * 3) % vocab] = static_cast<float>(std::log(p0[t]));  // shuffled
+        std::vector<float> logits;
+        for (int r = 0; r < n; ++r) logits.insert(logits.end(), row.begin(), row.end());
+        std::vector<SamplingRow> rows;
+        for (int r = 0; r < n; ++r) rows.push_back(sampling_row(temperature, top_k, top_p, min_p, 42, r));
+        auto ld = upload(logits);
+        auto rd = upload(rows);
+        auto out = upload(std::vector<int32_t>(n, -1));
+        gpu_->sample(ld->as<float>(), n, vocab, rd->as<SamplingRow>(), out->as<int32_t>());
+        std::vector<int> counts(vocab, 0);
+        for (int32_t id : download<int32_t>(*out, n)) {
+            QVERIFY(id >= 0 && id < vocab);
+            ++counts[id];
+        }
+        const std::vector<double> want = filtered_probs(row.data(), vocab, rows[0]);
+        for (int t = 0; t < vocab; ++t) {
+            const double f = static_cast<double>(counts[t]) / n, sigma = std::sqrt(want[t] * (1 - want[t]) / n);
+            qInfo("token %d: %.4f (expected %.4f)", t, f, want[t]);
+            if (want[t] == 0) QCOMPARE(counts[t], 0);
+            else QVERIFY2(std::fabs(f - want[t]) <= 5 * sigma + 1e-3,
+                          qPrintable(QString("token %1: frequency %2, expected %3").arg(t).arg(f).arg(want[t])));
         }
     }
 

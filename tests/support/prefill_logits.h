@@ -23,7 +23,7 @@ inline std::vector<float> prefill_logits(Backend& backend, const Model& model, c
     in.add_sequence(tokens.data(), 0, T, table, block_size, false);
     for (int p = first; p < T; ++p) in.logits_indices.push_back(p);
     in.finalize();
-    const float* l = runner.execute(in);
+    const float* l = runner.execute(in).logits;
     return {l, l + static_cast<size_t>(T - first) * model.config.vocab_size};
 }
 

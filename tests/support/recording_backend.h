@@ -1,0 +1,153 @@
+// A graph-capable backend on the CPU, for testing the model runner's CUDA-graph logic without a GPU: it
+// forwards every op to a CpuBackend, except that between begin_capture() and end_capture() it records
+// each call with its arguments by value (as a CUDA graph bakes in pointers and shapes) instead of running
+// it, and replay() runs a recording. Like a CUDA capture it refuses copies and allocations while
+// recording. A runner that let a captured pointer go stale, padded a step wrongly or kept a graph past a
+// KV cache rebuild produces different tokens here. Optionally a stand-in device sampler: the host
+// Sampler with a generator seeded from (seed, offset) alone, as the device's counter-based draw is, so
+// the engine's split between device-sampled and host-sampled rows can be tested.
+#pragma once
+
+#include "cpu/cpu_backend.h"
+#include "runner/sampler.h"
+
+#include <functional>
+#include <map>
+#include <stdexcept>
+#include <vector>
+
+namespace kvscope::test {
+
+class RecordingBackend final : public Backend {
+public:
+    explicit RecordingBackend(int threads = 2, bool device_sampler = false)
+        : cpu_(threads), device_sampler_(device_sampler) {}
+
+    std::string name() const override { return "recording-cpu"; }
+    bool supports(DType t) const override { return cpu_.supports(t); }
+    int num_threads() const override { return cpu_.num_threads(); }
+
+    void* allocate(size_t bytes) override {
+        refuse_while_capturing("allocate");
+        return cpu_.allocate(bytes);
+    }
+    void deallocate(void* ptr) override {
+        refuse_while_capturing("deallocate");
+        cpu_.deallocate(ptr);
+    }
+    void copy_to_device(void* dst, const void* src, size_t bytes) override {
+        refuse_while_capturing("copy_to_device");
+        cpu_.copy_to_device(dst, src, bytes);
+    }
+    void copy_to_host(void* dst, const void* src, size_t bytes) override {
+        refuse_while_capturing("copy_to_host");
+        cpu_.copy_to_host(dst, src, bytes);
+    }
+    WeightView upload_weight(const WeightView& w) override { return cpu_.upload_weight(w); }
+    const float* upload_vector(const float* data, size_t n) override { return cpu_.upload_vector(data, n); }
+
+    void embedding(const WeightView& table, const int32_t* ids, int n, float* out) override {
+        run([this, table, ids, n, out] { cpu_.embedding(table, ids, n, out); });
+    }
+    void rms_norm(const float* x, const float* weight, int n, int dim, float eps, float* out) override {
+        run([this, x, weight, n, dim, eps, out] { cpu_.rms_norm(x, weight, n, dim, eps, out); });
+    }
+    void matmul(const float* x, int n, const WeightView& w, const float* bias, float* out) override {
+        run([this, x, n, w, bias, out] { cpu_.matmul(x, n, w, bias, out); });
+    }
+    void rope(float* q, float* k, const int32_t* positions, int n, int num_heads, int num_kv_heads,
+              const RopeParams& p) override {
+        run([this, q, k, positions, n, num_heads, num_kv_heads, p] { cpu_.rope(q, k, positions, n, num_heads, num_kv_heads, p); });
+    }
+    void write_kv(const float* k, const float* v, const int64_t* slot_mapping, int n, const KvCacheLayout& layout,
+                  void* kv_cache, int layer) override {
+        run([this, k, v, slot_mapping, n, layout, kv_cache, layer] {
+            cpu_.write_kv(k, v, slot_mapping, n, layout, kv_cache, layer);
+        });
+    }
+    void paged_attention(const float* q, const AttentionMetadata& meta, const KvCacheLayout& layout,
+                         const void* kv_cache, int layer, int num_heads, float scale, float* out) override {
+        run([this, q, meta, layout, kv_cache, layer, num_heads, scale, out] {
+            cpu_.paged_attention(q, meta, layout, kv_cache, layer, num_heads, scale, out);
+        });
+    }
+    void silu_mul(const float* gate, const float* up, int64_t n, float* out) override {
+        run([this, gate, up, n, out] { cpu_.silu_mul(gate, up, n, out); });
+    }
+    void add(float* x, const float* y, int64_t n) override {
+        run([this, x, y, n] { cpu_.add(x, y, n); });
+    }
+    void argmax(const float* logits, int n, int vocab, int32_t* out) override {
+        run([this, logits, n, vocab, out] { cpu_.argmax(logits, n, vocab, out); });
+    }
+    void gather_rows(const float* x, const int32_t* rows, int n, int dim, float* out) override {
+        run([this, x, rows, n, dim, out] { cpu_.gather_rows(x, rows, n, dim, out); });
+    }
+
+    bool supports_sampling() const override { return device_sampler_; }
+    void sample(const float* logits, int n, int vocab, const SamplingRow* rows, int32_t* out) override {
+        run([this, logits, n, vocab, rows, out] {
+            for (int i = 0; i < n; ++i) {
+                const SamplingRow& r = rows[i];
+                SamplingParams p;
+                p.temperature = r.temperature;
+                p.top_k = r.top_k;
+                p.top_p = r.top_p;
+                p.min_p = r.min_p;
+                std::vector<float> row(logits + static_cast<size_t>(i) * vocab, logits + static_cast<size_t>(i + 1) * vocab);
+                std::mt19937_64 rng(r.seed * 0x9E3779B97F4A7C15ull + r.offset);
+                out[i] = sampler_.sample(row, p, {}, {}, rng);
+            }
+            ++num_sampled_steps_;
+        });
+    }
+    int num_sampled_steps() const { return num_sampled_steps_; }
+
+    bool supports_graphs() const override { return true; }
+    void begin_capture() override {
+        if (capturing_) throw std::logic_error("RecordingBackend: a capture is already open");
+        capturing_ = true;
+        recording_.clear();
+    }
+    int end_capture() override {
+        if (!capturing_) throw std::logic_error("RecordingBackend: no capture is open");
+        capturing_ = false;
+        graphs_[next_graph_] = std::move(recording_);
+        recording_.clear();
+        ++num_captures_;
+        return next_graph_++;
+    }
+    void replay(int graph) override {
+        const auto it = graphs_.find(graph);
+        if (it == graphs_.end()) throw std::invalid_argument("RecordingBackend: no graph " + std::to_string(graph));
+        for (const auto& op : it->second) op();
+        ++num_replays_;
+    }
+    void destroy_graph(int graph) override { graphs_.erase(graph); }
+
+    int num_graphs() const { return static_cast<int>(graphs_.size()); }
+    int num_captures() const { return num_captures_; }
+    int num_replays() const { return num_replays_; }
+
+private:
+    template <class Op>
+    void run(Op op) {
+        if (capturing_) recording_.emplace_back(std::move(op));
+        else op();
+    }
+    void refuse_while_capturing(const char* what) const {
+        if (capturing_) throw std::logic_error(std::string("RecordingBackend: ") + what + " during a capture");
+    }
+
+    cpu::CpuBackend cpu_;
+    bool device_sampler_ = false;
+    Sampler sampler_;
+    int num_sampled_steps_ = 0;
+    bool capturing_ = false;
+    std::vector<std::function<void()>> recording_;
+    std::map<int, std::vector<std::function<void()>>> graphs_;
+    int next_graph_ = 0;
+    int num_captures_ = 0, num_replays_ = 0;
+};
+
+}  // namespace kvscope::test
