@@ -26,6 +26,7 @@ namespace {
 std::set<std::string> bench_value_flags() {
     auto f = engine_value_flags();
     f.insert({"--dataset", "--dataset-path", "--num-prompts", "--input-len", "--output-len", "--range-ratio",
+              "--output-range-ratio",
               "--prefix-len", "--request-rate", "--burstiness", "--max-concurrency", "--seed", "--compare",
               "--percentiles", "--goodput", "--sweep", "--num-warmups", "--temperature", "--output-json",
               "--output-csv", "--output-requests"});
@@ -83,6 +84,7 @@ WorkloadOptions workload_from(const Args& args, int max_model_len) {
     w.output_len = static_cast<int>(args.get_int("--output-len", 128));
     w.output_len_fixed = args.has("--output-len");
     w.range_ratio = args.get_double("--range-ratio", 0.0);
+    w.output_range_ratio = args.get_double("--output-range-ratio", -1.0);
     w.prefix_len = static_cast<int>(args.get_int("--prefix-len", 0));
     w.max_model_len = max_model_len;
     w.seed = static_cast<uint64_t>(args.get_int("--seed", 0));
@@ -118,6 +120,7 @@ nlohmann::json metadata(const Args& args, const Model& model, LlmEngine& engine,
     m["dataset_name"] = args.get_or("--dataset", "random");
     m["workload"] = {{"dataset_path", args.get_or("--dataset-path", "")}, {"input_len", args.get_int("--input-len", 1024)},
                      {"output_len", args.get_int("--output-len", 128)}, {"range_ratio", args.get_double("--range-ratio", 0)},
+                     {"output_range_ratio", args.get_double("--output-range-ratio", args.get_double("--range-ratio", 0))},
                      {"prefix_len", args.get_int("--prefix-len", 0)}, {"num_warmups", o.num_warmups},
                      {"temperature", o.temperature}, {"percentiles", o.percentiles}};
     m["goodput_slo_ms"] = {{"ttft", o.goodput.ttft_ms.value_or(-1)}, {"tpot", o.goodput.tpot_ms.value_or(-1)},

@@ -42,6 +42,8 @@ void check(const WorkloadOptions& o) {
     if (o.output_len < 1) throw BadInput("--output-len must be >= 1 (got " + std::to_string(o.output_len) + ")");
     if (!(o.range_ratio >= 0 && o.range_ratio < 1))
         throw BadInput("--range-ratio must be in [0, 1) (got " + std::to_string(o.range_ratio) + ")");
+    if (!(o.output_range_ratio < 1) || (o.output_range_ratio < 0 && o.output_range_ratio != -1))
+        throw BadInput("--output-range-ratio must be in [0, 1) (got " + std::to_string(o.output_range_ratio) + ")");
     if (o.prefix_len < 0) throw BadInput("--prefix-len must be >= 0 (got " + std::to_string(o.prefix_len) + ")");
 }
 
@@ -53,7 +55,7 @@ std::vector<BenchRequest> random_workload(const WorkloadOptions& o, const std::v
         r.prompt_token_ids = prefix;
         const auto suffix = random_tokens(sample_len(o.input_len, o.range_ratio, rng), ids, rng);
         r.prompt_token_ids.insert(r.prompt_token_ids.end(), suffix.begin(), suffix.end());
-        r.output_len = sample_len(o.output_len, o.range_ratio, rng);
+        r.output_len = sample_len(o.output_len, o.output_range_ratio >= 0 ? o.output_range_ratio : o.range_ratio, rng);
         out.push_back(std::move(r));
     }
     return out;

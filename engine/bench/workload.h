@@ -25,6 +25,7 @@ struct WorkloadOptions {
     int output_len = 128;            // sharegpt: used only when output_len_fixed
     bool output_len_fixed = false;   // sharegpt: force output_len instead of the reply's length
     double range_ratio = 0.0;        // lengths uniform in [L * (1 - r), L * (1 + r)]
+    double output_range_ratio = -1;  // the output lengths' own ratio; < 0: range_ratio
     int prefix_len = 0;              // shared-prefix: the common prefix
     int max_model_len = 2048;        // sharegpt: conversations longer than this are skipped
     uint64_t seed = 0;
