@@ -1,5 +1,6 @@
 #include "cpu/matmul.h"
 
+#include "cpu/matmul_q8.h"
 #include "cpu/quant.h"
 #include "cpu/simd.h"
 
@@ -32,15 +33,6 @@ struct BF16Rows {
     size_t stride;
     v16f load(int r, int64_t k) const { return load16_bf16(base + r * stride + k); }
     float at(int r, int64_t k) const { return bf16_to_f32(base[r * stride + k]); }
-};
-struct Q8_0Rows {
-    const BlockQ8_0* base;
-    size_t stride;  // blocks between rows
-    v16f load(int r, int64_t k) const {
-        const BlockQ8_0& b = base[r * stride + k / 32];
-        return load16_i8(b.qs + (k % 32)) * splat16(f16_scale(b.d));
-    }
-    float at(int, int64_t) const { return 0; }  // rows are whole blocks: no tail
 };
 
 // out[t * ldo + r] for t < MX, r < NW: the dot products of x rows with weight rows. MX and NW are
@@ -125,18 +117,12 @@ void weight_tile(const float* x, int n, const WeightView& w, int64_t r0, int nw,
     case DType::BF16:
         tile_rows(x, n, K, BF16Rows{reinterpret_cast<const uint16_t*>(rows), static_cast<size_t>(K)}, nw, o, N);
         break;
-    case DType::Q8_0:
-        tile_rows(x, n, K, Q8_0Rows{reinterpret_cast<const BlockQ8_0*>(rows), static_cast<size_t>(K / 32)}, nw, o, N);
-        break;
     default: break;
     }
 }
 
-}  // namespace
-
-void matmul(ThreadPool& pool, MatmulScratch& scratch, const float* x, int n, const WeightView& w, const float* bias,
-            float* out) {
-    if (n <= 0) return;
+// F32/F16/BF16/Q4_K: dot-product tiles over F32 (converted) weight rows.
+void matmul_dot_tiles(ThreadPool& pool, MatmulScratch& scratch, const float* x, int n, const WeightView& w, float* out) {
     const int64_t N = w.rows;
     // Per-thread scratch grows on first use only (one converted weight tile).
     const size_t need = static_cast<size_t>(kTileW) * w.cols;
@@ -161,6 +147,19 @@ void matmul(ThreadPool& pool, MatmulScratch& scratch, const float* x, int n, con
             }
         }
     });
+}
+
+}  // namespace
+
+void matmul(ThreadPool& pool, MatmulScratch& scratch, const float* x, int n, const WeightView& w, const float* bias,
+            float* out) {
+    if (n <= 0) return;
+    const int64_t N = w.rows;
+    if (w.dtype == DType::Q8_0) {
+        matmul_q8_0(pool, scratch.activations_q8, x, n, w, out);
+    } else {
+        matmul_dot_tiles(pool, scratch, x, n, w, out);
+    }
     if (bias)
         for (int t = 0; t < n; ++t)
             for (int64_t r = 0; r < N; ++r) out[t * N + r] += bias[r];

@@ -8,9 +8,11 @@
 // Tiles of up to 4 x rows by 6 weight rows, dot products along k. With a single x tile (decode) weights
 // are converted in registers as they stream from memory; with more, each 6-row weight tile is converted
 // once to F32 in per-thread scratch and reused by every x tile. Parallel over weight rows.
+// Q8_0 weights take the int8 path of matmul_q8.h instead.
 #pragma once
 
 #include "backend.h"
+#include "cpu/quant.h"
 #include "cpu/thread_pool.h"
 
 #include <vector>
@@ -19,6 +21,7 @@ namespace kvscope::cpu {
 
 struct MatmulScratch {
     std::vector<std::vector<float>> per_thread;  // dequantized weight tiles
+    std::vector<BlockQ8Act> activations_q8;      // Q8_0 weights: the quantized x rows
 };
 
 void matmul(ThreadPool& pool, MatmulScratch& scratch, const float* x, int n, const WeightView& w,

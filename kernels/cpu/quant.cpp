@@ -152,4 +152,20 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
     }
 }
 
+void quantize_activations_q8(const float* src, BlockQ8Act* dst, int64_t n) {
+    for (int64_t b = 0; b < n / 32; ++b) {
+        const float* x = src + b * 32;
+        float amax = 0;
+        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+        const float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
+        dst[b].d = d;
+        // Round to nearest even by the 1.5 * 2^23 trick (exact for |v| <= 127), with an explicit fma
+        // so that no compiler contraction choice can change a rounding.
+        for (int j = 0; j < 32; ++j) {
+            const float v = std::fma(x[j], id, 12582912.0f) - 12582912.0f;
+            dst[b].qs[j] = static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
+        }
+    }
+}
+
 }  // namespace kvscope::cpu

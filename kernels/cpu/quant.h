@@ -14,4 +14,13 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n);
 // Writes dtype_row_bytes(type, n) bytes to dst.
 void quantize_row(DType type, const float* src, void* dst, int64_t n);
 
+// An activation row quantized for the int8 dot products of Q8_0 weights (as llama.cpp does): per 32
+// values an F32 scale d = max|x| / 127 and q = x / d rounded to nearest even, in [-127, 127].
+struct BlockQ8Act {
+    float d;
+    int8_t qs[32];
+};
+// dst[0 .. n / 32) from src[0 .. n); n a multiple of 32.
+void quantize_activations_q8(const float* src, BlockQ8Act* dst, int64_t n);
+
 }  // namespace kvscope::cpu

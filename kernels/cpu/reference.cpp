@@ -13,6 +13,18 @@ void matmul_ref(const float* x, int n, const WeightView& w, const float* bias, f
     const int64_t N = w.rows, K = w.cols;
     const size_t row_bytes = dtype_row_bytes(w.dtype, K);
     std::vector<float> row(K);
+    std::vector<float> xq;
+    if (w.dtype == DType::Q8_0) {
+        // The int8 path multiplies quantized activations: the reference uses the same activations,
+        // dequantized, so it checks the kernel's arithmetic (activation quantization is checked apart).
+        xq.resize(static_cast<size_t>(n) * K);
+        std::vector<BlockQ8Act> blocks(K / 32);
+        for (int t = 0; t < n; ++t) {
+            quantize_activations_q8(x + static_cast<size_t>(t) * K, blocks.data(), K);
+            for (int64_t k = 0; k < K; ++k) xq[t * K + k] = blocks[k / 32].d * blocks[k / 32].qs[k % 32];
+        }
+        x = xq.data();
+    }
     for (int64_t r = 0; r < N; ++r) {
         dequantize_row(w.dtype, static_cast<const uint8_t*>(w.data) + r * row_bytes, row.data(), K);
         for (int t = 0; t < n; ++t) {

@@ -13,7 +13,6 @@
 namespace kvscope::cpu {
 
 typedef float v16f __attribute__((vector_size(64)));
-typedef int8_t v16i8 __attribute__((vector_size(16)));
 typedef uint16_t v16u16 __attribute__((vector_size(32)));
 typedef uint32_t v16u32 __attribute__((vector_size(64)));
 typedef int32_t v16i32 __attribute__((vector_size(64)));
@@ -101,17 +100,6 @@ inline v16f load16_f16(const uint16_t* p) {
     v16f f;
     for (int i = 0; i < 16; ++i) f[i] = f16_to_f32(p[i]);
     return f;
-#endif
-}
-
-inline v16f load16_i8(const int8_t* p) {
-#if defined(__AVX512F__)
-    // GCC 12 scalarizes __builtin_convertvector from int8 lanes: 7x slower Q8_0 decode.
-    return reinterpret_cast<v16f>(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))));
-#else
-    v16i8 q;
-    std::memcpy(&q, p, sizeof q);
-    return __builtin_convertvector(q, v16f);
 #endif
 }
 

@@ -181,6 +181,42 @@ private slots:
         }
     }
 
+    // ---- Q8_0 x int8 activations: the whole int8 range of stored weights (-128 included, which files may
+    // hold though quantize_row never writes it) against the reference, and the activation quantization's
+    // own error against F32 activations.
+    void matmul_q8_0_int8() {
+        std::mt19937_64 rng(case_seed(seed_));
+        const int n = 7, K = 32 * 19, N = 37;  // an odd block count: the kernel's unpaired last block
+        std::vector<BlockQ8_0> blocks(static_cast<size_t>(N) * K / 32);
+        for (BlockQ8_0& b : blocks) {
+            b.d = f32_to_f16(std::ldexp(1.0f + static_cast<float>(rng() % 1000) / 1000, -9));
+            for (int8_t& q : b.qs) q = static_cast<int8_t>(static_cast<int>(rng() % 256) - 128);
+        }
+        blocks[3].qs[0] = -128;
+        const WeightView w{blocks.data(), DType::Q8_0, N, K};
+        const std::vector<float> x = random_floats(rng, static_cast<size_t>(n) * K);
+        std::vector<float> ref(static_cast<size_t>(n) * N), out(ref.size(), kNaN);
+        matmul_ref(x.data(), n, w, nullptr, ref.data());
+        backends_[1]->matmul(x.data(), n, w, nullptr, out.data());
+        double ref_max = 0;
+        for (float r : ref) ref_max = std::max(ref_max, static_cast<double>(std::fabs(r)));
+        const Diff d = diff(out.data(), ref.data(), static_cast<int64_t>(out.size()));
+        QVERIFY2(d.within(1e-5 * ref_max, 1e-11), describe(d, out.data(), ref.data(), 2));
+        // Against F32 activations: each product's x is off by at most d_x / 2 = max|x| / 254 per block.
+        std::vector<float> w_f32(static_cast<size_t>(N) * K), exact(ref.size());
+        dequantize_row(DType::Q8_0, blocks.data(), w_f32.data(), static_cast<int64_t>(N) * K);
+        for (int t = 0; t < n; ++t)
+            for (int r = 0; r < N; ++r) {
+                double s = 0, bound = 0;
+                for (int k = 0; k < K; ++k) {
+                    s += static_cast<double>(x[t * K + k]) * w_f32[static_cast<size_t>(r) * K + k];
+                    bound += std::fabs(w_f32[static_cast<size_t>(r) * K + k]) / 254.0;  // |x| <= 1
+                }
+                QVERIFY2(std::fabs(out[t * N + r] - s) <= bound * 1.01 + 1e-6,
+                         qPrintable(QString("row %1 col %2: %3 vs %4, bound %5").arg(t).arg(r).arg(out[t * N + r]).arg(s).arg(bound)));
+            }
+    }
+
     // ---- paged attention: random block tables over thousands of blocks, GQA, decode and chunked prefill.
     void paged_attention_data() {
         QTest::addColumn<int>("head_dim");
