@@ -27,19 +27,6 @@ std::shared_ptr<const Model> load(const QString& name) {
     return m;
 }
 
-// Prompts of 1..40 tokens inside the vocabulary, distinct per index.
-std::vector<std::vector<int32_t>> prompts(int n, int vocab, uint64_t seed) {
-    std::mt19937_64 rng(seed);
-    std::uniform_int_distribution<int32_t> tok(3, vocab - 1);
-    std::vector<std::vector<int32_t>> out(n);
-    for (int i = 0; i < n; ++i) {
-        out[i].push_back(1);
-        const int len = std::uniform_int_distribution<int>(1, 40)(rng);
-        while (static_cast<int>(out[i].size()) < len) out[i].push_back(tok(rng));
-    }
-    return out;
-}
-
 NewRequest request(const std::vector<int32_t>& prompt, const SamplingParams& params) {
     NewRequest r;
     r.prompt_token_ids = prompt;
@@ -136,7 +123,7 @@ private slots:
         QFETCH(QString, model);
         QFETCH(int, batch);
         auto m = load(model);
-        const auto ps = prompts(batch, m->config.vocab_size, seed_ + batch);
+        const auto ps = test::random_prompts(batch, m->config.vocab_size, seed_ + batch);
         const Run graphs = generate(m, base_config(), ps, {greedy(24)});
         const Run ops = generate(m, eager(base_config()), ps, {greedy(24)});
         QCOMPARE(graphs.tokens, ops.tokens);
@@ -147,7 +134,7 @@ private slots:
     // Host sampling from copied-back logits with per-request seeds: the graph's logits rows are the eager ones.
     void seeded_sampling_matches_eager() {
         auto m = load("stories260K");
-        const auto ps = prompts(6, m->config.vocab_size, seed_);
+        const auto ps = test::random_prompts(6, m->config.vocab_size, seed_);
         SamplingParams p = greedy(32);
         p.temperature = 0.9f;
         p.top_p = 0.9f;
@@ -164,7 +151,7 @@ private slots:
     // penalties or an active min_tokens go to the host sampler (with its own generator).
     void device_sampling() {
         auto m = load("stories260K");
-        const auto ps = prompts(5, m->config.vocab_size, seed_ + 5);
+        const auto ps = test::random_prompts(5, m->config.vocab_size, seed_ + 5);
         const EngineConfig c = base_config();
         const Run host_greedy = generate(m, c, ps, {greedy(20)});
         QCOMPARE(generate(m, c, ps, {greedy(20)}, -1, {}, true).tokens, host_greedy.tokens);
@@ -203,7 +190,7 @@ private slots:
     void invalidation() {
         QFETCH(QString, change);
         auto m = load("stories260K");
-        const auto ps = prompts(5, m->config.vocab_size, seed_ + 99);
+        const auto ps = test::random_prompts(5, m->config.vocab_size, seed_ + 99);
         EngineConfig start = base_config();
         if (change == "eager_off") start.enforce_eager = true;
         auto apply = [&](EngineConfig& c) {
@@ -225,7 +212,7 @@ private slots:
     // can shrink and grow across capture sizes as requests finish and arrive.
     void mixed_steps_and_changing_batches() {
         auto m = load("dummy:tiny");
-        const auto ps = prompts(11, m->config.vocab_size, seed_ + 7);
+        const auto ps = test::random_prompts(11, m->config.vocab_size, seed_ + 7);
         EngineConfig c = base_config();
         c.scheduler.max_num_seqs = 5;             // requests join as others finish
         c.scheduler.max_num_batched_tokens = 48;  // long prompts prefill in chunks beside decodes

@@ -36,19 +36,6 @@ std::unique_ptr<Backend> cuda_backend() {
     return backend;
 }
 
-// Prompts of 1..40 tokens inside the vocabulary, distinct per index.
-std::vector<std::vector<int32_t>> prompts(int n, int vocab, uint64_t seed) {
-    std::mt19937_64 rng(seed);
-    std::uniform_int_distribution<int32_t> tok(3, vocab - 1);
-    std::vector<std::vector<int32_t>> out(n);
-    for (int i = 0; i < n; ++i) {
-        out[i].push_back(1);
-        const int len = std::uniform_int_distribution<int>(1, 40)(rng);
-        while (static_cast<int>(out[i].size()) < len) out[i].push_back(tok(rng));
-    }
-    return out;
-}
-
 struct Generation {
     std::vector<std::vector<int32_t>> tokens;  // per prompt, in order
     int64_t replays = 0;
@@ -166,7 +153,7 @@ private slots:
         QFETCH(int, batch);
         const std::shared_ptr<const Model> m =
             model == "stories260K" ? test::load_stories("hf") : std::shared_ptr<const Model>(load_model("dummy:tiny"));
-        const auto ps = prompts(batch, m->config.vocab_size, 20251202 + batch);
+        const auto ps = test::random_prompts(batch, m->config.vocab_size, 20251202 + batch);
         EngineConfig config;
         config.scheduler.max_model_len = 256;
         config.check_invariants = true;
@@ -242,7 +229,7 @@ private slots:
     // the same again on a second run, and not the greedy ones.
     void deviceSamplingIsPerRequest() {
         auto m = test::load_stories("hf");
-        const auto ps = prompts(6, m->config.vocab_size, 77);
+        const auto ps = test::random_prompts(6, m->config.vocab_size, 77);
         EngineConfig config;
         config.scheduler.max_model_len = 256;
         SamplingParams p;

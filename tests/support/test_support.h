@@ -8,8 +8,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace kvscope::test {
 
@@ -31,6 +33,19 @@ inline uint64_t test_seed(uint64_t fallback) {
 }
 
 inline std::string cli_path() { return KVSCOPE_CLI_PATH; }
+
+// n prompts of 1..40 token ids inside the vocabulary (BOS = 1 first), seeded.
+inline std::vector<std::vector<int32_t>> random_prompts(int n, int vocab, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<int32_t> tok(3, vocab - 1);
+    std::vector<std::vector<int32_t>> out(n);
+    for (int i = 0; i < n; ++i) {
+        out[i].push_back(1);
+        const int len = std::uniform_int_distribution<int>(1, 40)(rng);
+        while (static_cast<int>(out[i].size()) < len) out[i].push_back(tok(rng));
+    }
+    return out;
+}
 
 // A whole file as bytes ("" when it cannot be read).
 inline std::string read_all(const std::string& path) {
