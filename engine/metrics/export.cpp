@@ -163,6 +163,7 @@ nlohmann::json request_to_json(const RequestMetrics& m, double submit_time, cons
                         {"submit_time", submit_time},
                         {"first_scheduled_time", m.first_scheduled_time},
                         {"preemption_times", m.preemption_times},
+                        {"prefill_chunk_times", m.prefill_chunk_times},
                         {"token_times", m.token_times},
                         {"finish_time", m.finish_time}};
     if (!error.empty()) j["error"] = error;
