@@ -34,6 +34,8 @@ ChartsPanel::ChartsPanel(SessionData* session, QWidget* parent)
     p = addChart("tokens", tr("Tokens per step"), tr("tokens"), 0, 1).plot;
     m_budget = addGraph(p, tr("budget"), Theme::series(7));
     m_budget->setPen(QPen(Theme::series(7), 1.5, Qt::DashLine));
+    // Naive mode's padding rows (computed, thrown away) stack on top of the real tokens.
+    m_padding = addGraph(p, tr("padding"), Theme::series(3), true, true);
     m_prefill = addGraph(p, tr("prefill"), Theme::series(4), true, true);
     m_decode = addGraph(p, tr("decode"), Theme::series(0), true, true);
 
@@ -186,7 +188,9 @@ void ChartsPanel::appendSteps(int first, int count) {
         m_waiting->addData(t, s.num_waiting);
         m_batch->addData(t, s.num_scheduled_seqs);
         m_maxSeqs->addData(t, s.max_num_seqs);
-        m_prefill->addData(t, s.num_prefill_tokens + s.num_decode_tokens);  // stacked: prefill on top of decode
+        // Stacked: padding on top of prefill on top of decode.
+        m_padding->addData(t, s.num_prefill_tokens + s.num_decode_tokens + s.num_padding_tokens);
+        m_prefill->addData(t, s.num_prefill_tokens + s.num_decode_tokens);
         m_decode->addData(t, s.num_decode_tokens);
         m_budget->addData(t, s.max_num_batched_tokens);
         m_kvUsage->addData(t, s.kv_usage * 100);

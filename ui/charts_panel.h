@@ -68,7 +68,7 @@ private:
     bool m_dirty = false;
 
     QCPGraph *m_running, *m_waiting, *m_batch, *m_maxSeqs;
-    QCPGraph *m_prefill, *m_decode, *m_budget;
+    QCPGraph *m_padding, *m_prefill, *m_decode, *m_budget;
     QCPGraph *m_kvUsage, *m_kvWaste, *m_hitRate;
     QCPGraph *m_weights, *m_kvPool, *m_activations, *m_rss, *m_gpu;
     QCPGraph *m_outputTps, *m_totalTps;

@@ -42,6 +42,7 @@ QJsonObject stepJson(const StepRecord& r) {
                   {"num_scheduled_seqs", s.num_scheduled_seqs},
                   {"num_prefill_tokens", s.num_prefill_tokens},
                   {"num_decode_tokens", s.num_decode_tokens},
+                  {"num_padding_tokens", s.num_padding_tokens},
                   {"num_output_tokens", r.numOutputTokens},
                   {"max_num_seqs", s.max_num_seqs},
                   {"max_num_batched_tokens", s.max_num_batched_tokens},
