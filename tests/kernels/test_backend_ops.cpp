@@ -224,7 +224,7 @@ private slots:
         QTest::addColumn<int>("block_size");
         QTest::addColumn<bool>("prefill");
         for (int D : {8, 64, 128})
-            for (int gqa : {1, 4, 8})
+            for (int gqa : {1, 3, 4, 7})  // 3 and 7: V passes in uneven chunks of heads
                 for (int B : {1, 2, 16, 64, 256})
                     for (bool prefill : {false, true})
                         QTest::addRow("D=%d gqa=%d B=%d %s", D, gqa, B, prefill ? "prefill" : "decode")
