@@ -36,22 +36,31 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::work(uint32_t epoch, int thread) {
-    const Trampoline fn = job_fn_.load(std::memory_order_relaxed);
-    void* ctx = job_ctx_.load(std::memory_order_relaxed);
-    const int64_t tasks = job_tasks_.load(std::memory_order_relaxed);
-    uint64_t c = claim_.load(std::memory_order_acquire);
     for (;;) {
-        // The claim must still belong to this epoch: then the job is unfinished and fn/ctx are its own.
-        if (static_cast<uint32_t>(c >> 32) != epoch || static_cast<int64_t>(c & 0xffffffffu) >= tasks) return;
-        if (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
-        fn(ctx, static_cast<int64_t>(c & 0xffffffffu), thread);
+        uint64_t c = claim_.load(std::memory_order_acquire);
+        if (static_cast<uint32_t>(c >> 32) != epoch) return;
+        // The job's fields are read after the claim and checked by the CAS below: dispatch() closes the
+        // claim word before it rewrites them, so if any field read here already belongs to the next job,
+        // the fence makes the CAS see the closed (changed) word and fail. A successful claim therefore
+        // always pairs a task index with its own job's fn, ctx and task count.
+        const Trampoline fn = job_fn_.load(std::memory_order_relaxed);
+        void* ctx = job_ctx_.load(std::memory_order_relaxed);
+        const int64_t tasks = job_tasks_.load(std::memory_order_relaxed);
+        std::atomic_thread_fence(std::memory_order_acquire);
+        const int64_t task = static_cast<int64_t>(c & 0xffffffffu);
+        if (task >= tasks) return;
+        if (!claim_.compare_exchange_strong(c, c + 1, std::memory_order_acq_rel, std::memory_order_relaxed)) continue;
+        fn(ctx, task, thread);
         done_.fetch_add(1, std::memory_order_acq_rel);
-        c = claim_.load(std::memory_order_acquire);
     }
 }
 
 void ThreadPool::dispatch(int64_t num_tasks, Trampoline fn, void* ctx) {
     const uint32_t epoch = epoch_.load(std::memory_order_relaxed) + 1;
+    // Close the claim word first (new epoch, no task claimable) so that a worker still in the previous
+    // job cannot claim with fields it reads from this one (see work()).
+    claim_.store(static_cast<uint64_t>(epoch) << 32 | 0xffffffffu, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
     job_fn_.store(fn, std::memory_order_relaxed);
     job_ctx_.store(ctx, std::memory_order_relaxed);
     job_tasks_.store(num_tasks, std::memory_order_relaxed);

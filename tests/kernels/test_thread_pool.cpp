@@ -89,6 +89,41 @@ private slots:
         QVERIFY2(seconds < 60.0, qPrintable(QString("%1 s").arg(seconds)));
     }
 
+    // Back-to-back jobs whose task counts change from one job to the next (a decode step's matmuls and
+    // attention do). A worker still finishing job E must never take a task of job E + 1 with E's claim:
+    // that ran a task twice (or out of range) and left the done count one too high, so the caller
+    // waited forever (seen in kvscope-kernel-bench).
+    void changing_task_counts() {
+        // On a worker thread of the test, so that a hang fails the test in a minute instead of at the
+        // CTest timeout.
+        std::atomic<bool> finished{false};
+        QString failure;
+        std::thread driver([&] {
+            ThreadPool pool(2);  // the caller often finishes a job alone before the worker looks
+            std::atomic<int> runs[3];
+            for (int j = 0; j < 3000000 && failure.isEmpty(); ++j) {
+                const int tasks = 2 + j % 2;
+                for (auto& r : runs) r.store(0, std::memory_order_relaxed);
+                std::atomic<int> out_of_range{0};
+                pool.run(tasks, [&](int64_t task, int) {
+                    if (task >= tasks) out_of_range.fetch_add(1);
+                    else runs[task].fetch_add(1, std::memory_order_relaxed);
+                });
+                for (int t = 0; t < tasks; ++t)
+                    if (runs[t].load() != 1 || out_of_range.load() != 0)
+                        failure = QString("job %1 (%2 tasks): task %3 ran %4 times, %5 out of range")
+                                      .arg(j).arg(tasks).arg(t).arg(runs[t].load()).arg(out_of_range.load());
+            }
+            finished = true;
+        });
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        while (!finished && std::chrono::steady_clock::now() < deadline)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        if (!finished) qFatal("ThreadPool hung: a job never completed (lost or doubled task)");
+        driver.join();
+        QVERIFY2(failure.isEmpty(), qPrintable(failure));
+    }
+
     // Jobs issued after the workers fell asleep (past their spin) still run, repeatedly.
     void wakes_after_sleep() {
         ThreadPool pool(3);
