@@ -109,27 +109,36 @@ int main(int argc, char** argv) {
     // ---- one decoder layer's matmuls (q, k, v, o, gate, up, down) by batch size: where naive batching
     // (a few rows) and continuous batching (tens of rows) sit between weight streaming and compute.
     const int batches[] = {1, 8, 16, 32, 64, 128, 512};
-    std::printf("\nmatmul  one SmolLM2-135M layer (q k v o gate up down), GFLOP/s by batch rows n\n%-6s |", "");
+    std::printf("\nmatmul  one SmolLM2-135M layer (q k v o gate up down), GFLOP/s by batch rows n\n%-8s |", "");
     for (int n : batches) std::printf(" %7d", n);
     std::printf("\n");
-    for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
+    // "x30": the model's 30 layers, each with its own weights (F32: 400 MiB), so they stream from memory
+    // as in a real step instead of staying in the caches.
+    struct LayerRow {
+        DType dt;
+        int copies;
+    };
+    for (LayerRow row : {LayerRow{DType::F32, 1}, LayerRow{DType::F32, 30}, LayerRow{DType::F16, 1},
+                         LayerRow{DType::BF16, 1}, LayerRow{DType::Q8_0, 1}, LayerRow{DType::Q8_0, 30}}) {
+        const DType dt = row.dt;
         const Shape layer[] = {{"q", 576, 576},     {"k", 576, 192},     {"v", 576, 192},  {"o", 576, 576},
                                {"gate", 576, 1536}, {"up", 576, 1536}, {"down", 1536, 576}};
         std::vector<std::vector<uint8_t>> ws;
         std::vector<WeightView> views;
         double flops_per_row = 0;
-        for (const Shape& s : layer) {
-            const std::vector<float> wf = random_floats(rng, static_cast<size_t>(s.N) * s.K);
-            const size_t row_bytes = dtype_row_bytes(dt, s.K);
-            ws.emplace_back(row_bytes * s.N);
-            for (int r = 0; r < s.N; ++r)
-                quantize_row(dt, wf.data() + static_cast<size_t>(r) * s.K, ws.back().data() + r * row_bytes, s.K);
-            flops_per_row += 2.0 * s.K * s.N;
-        }
-        for (size_t i = 0; i < ws.size(); ++i) views.push_back({ws[i].data(), dt, layer[i].N, layer[i].K});
+        for (int c = 0; c < row.copies; ++c)
+            for (const Shape& s : layer) {
+                const std::vector<float> wf = random_floats(rng, static_cast<size_t>(s.N) * s.K);
+                const size_t row_bytes = dtype_row_bytes(dt, s.K);
+                ws.emplace_back(row_bytes * s.N);
+                for (int r = 0; r < s.N; ++r)
+                    quantize_row(dt, wf.data() + static_cast<size_t>(r) * s.K, ws.back().data() + r * row_bytes, s.K);
+                flops_per_row += 2.0 * s.K * s.N;
+            }
+        for (size_t i = 0; i < ws.size(); ++i) views.push_back({ws[i].data(), dt, layer[i % 7].N, layer[i % 7].K});
         const std::vector<float> x = random_floats(rng, static_cast<size_t>(512) * 1536);
         std::vector<float> out(static_cast<size_t>(512) * 1536);
-        std::printf("%-6s |", std::string(dtype_name(dt)).c_str());
+        std::printf("%-8s |", (std::string(dtype_name(dt)) + (row.copies > 1 ? " x30" : "")).c_str());
         for (int n : batches) {
             const double t = median_seconds([&] {
                 for (const WeightView& v : views) backend.matmul(x.data(), n, v, nullptr, out.data());
