@@ -1,6 +1,7 @@
 // kvscope-kernel-bench: times the CPU backend's matmul for every weight dtype at SmolLM2-135M's shapes
-// (decode n=1: GB/s of weight bytes; prefill n=512: GFLOP/s) and paged attention decode (GB/s of K/V
-// read). A benchmark, not a test: correctness is test_backend_ops' job. Median of repeats.
+// (decode n=1: GB/s of weight bytes; prefill n=512: GFLOP/s), one layer's matmuls by batch size (cached,
+// and streamed from memory over 30 layers), and paged attention decode (GB/s of K/V read).
+// A benchmark, not a test: correctness is test_backend_ops' job. Median of repeats.
 //   kvscope-kernel-bench [--threads N] [--min-time SECONDS]
 #include "cpu/cpu_backend.h"
 #include "cpu/quant.h"
