@@ -133,7 +133,7 @@ private slots:
         QTest::addColumn<bool>("bias");
         const int shapes[][2] = {{64, 172}, {172, 64}, {256, 96}, {576, 1536}, {1024, 33}, {2048, 64}};
         for (DType dt : kAllDTypes)
-            for (int n : {1, 2, 3, 4, 5, 12, 13, 31, 64})
+            for (int n : {1, 2, 3, 4, 5, 12, 13, 31, 64, 130})  // 130: x chunks of 64, 64, 2
                 for (auto [K, N] : shapes) {
                     if (K % dtype_block_elems(dt) != 0) continue;  // rows hold whole blocks only
                     for (bool bias : {false, true})
