@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <numeric>
 #include <random>
 #include <string>
@@ -119,11 +120,11 @@ int main(int argc, char** argv) {
         DType dt;
         int copies;
     };
+    const Shape layer[] = {{"q", 576, 576},     {"k", 576, 192}, {"v", 576, 192},   {"o", 576, 576},
+                           {"gate", 576, 1536}, {"up", 576, 1536}, {"down", 1536, 576}};
     for (LayerRow row : {LayerRow{DType::F32, 1}, LayerRow{DType::F32, 30}, LayerRow{DType::F16, 1},
                          LayerRow{DType::BF16, 1}, LayerRow{DType::Q8_0, 1}, LayerRow{DType::Q8_0, 30}}) {
         const DType dt = row.dt;
-        const Shape layer[] = {{"q", 576, 576},     {"k", 576, 192},     {"v", 576, 192},  {"o", 576, 576},
-                               {"gate", 576, 1536}, {"up", 576, 1536}, {"down", 1536, 576}};
         std::vector<std::vector<uint8_t>> ws;
         std::vector<WeightView> views;
         double flops_per_row = 0;
@@ -136,7 +137,7 @@ int main(int argc, char** argv) {
                     quantize_row(dt, wf.data() + static_cast<size_t>(r) * s.K, ws.back().data() + r * row_bytes, s.K);
                 flops_per_row += 2.0 * s.K * s.N;
             }
-        for (size_t i = 0; i < ws.size(); ++i) views.push_back({ws[i].data(), dt, layer[i % 7].N, layer[i % 7].K});
+        for (size_t i = 0; i < ws.size(); ++i) views.push_back({ws[i].data(), dt, layer[i % std::size(layer)].N, layer[i % std::size(layer)].K});
         const std::vector<float> x = random_floats(rng, static_cast<size_t>(512) * 1536);
         std::vector<float> out(static_cast<size_t>(512) * 1536);
         std::printf("%-8s |", (std::string(dtype_name(dt)) + (row.copies > 1 ? " x30" : "")).c_str());

@@ -134,7 +134,7 @@ struct RowPrefetcher {
         if (remaining == 0) return;
         --remaining;
         const char* row = reinterpret_cast<const char*>(cursor.next());
-        for (int b = 0; b < D * 4; b += 64) __builtin_prefetch(row + b);
+        for (size_t b = 0; b < D * sizeof(float); b += 64) __builtin_prefetch(row + b);  // cache lines
     }
 };
 

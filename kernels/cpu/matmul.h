@@ -8,7 +8,7 @@
 // Tiles of up to 4 x rows by 6 weight rows, dot products along k. With a single x tile (decode) weights
 // are converted in registers as they stream from memory; with more, each 6-row weight tile is converted
 // (F32: copied) once to F32 in per-thread scratch and reused by every x tile; past 64 rows (prefill) a task
-// converts all its weight rows once for every 64-row x chunk. Parallel over weight rows.
+// converts all its weight rows once and reuses them for each 64-row x chunk. Parallel over weight rows.
 // Q8_0 weights take the int8 path of matmul_q8.h instead.
 #pragma once
 

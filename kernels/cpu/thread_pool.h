@@ -48,7 +48,8 @@ private:
 
     int num_threads_;
     std::vector<std::thread> workers_;
-    // The job: written by the caller before the epoch is published, read by workers after.
+    // The job: written by the caller after it closes claim_ and before it publishes the epoch; workers
+    // read it after claim_ and trust it only when their CAS on claim_ succeeds (see work()).
     std::atomic<Trampoline> job_fn_{nullptr};
     std::atomic<void*> job_ctx_{nullptr};
     std::atomic<int64_t> job_tasks_{0};
