@@ -47,7 +47,11 @@ inline void tile(const float* x, int64_t K, const Rows& w, float* out, int64_t l
         v16f xv[MX];
         for (int t = 0; t < MX; ++t) xv[t] = load16(x + t * K + k);
         for (int r = 0; r < NW; ++r) {
-            const v16f wv = w.load(r, k);
+            v16f wv = w.load(r, k);
+            // Keep wv in a register: left alone, GCC folds the load into each of the MX fmas (a memory
+            // operand each), so the loop issued MX times the weight loads and ran load-bound at a third
+            // of the FMA peak. With one x row the folded load is the better code.
+            if constexpr (MX > 1) asm("" : "+v"(wv));
             for (int t = 0; t < MX; ++t) acc[t][r] += wv * xv[t];
         }
     }
