@@ -14,12 +14,18 @@
 
 namespace kvscope {
 
-// A weight matrix [rows, cols] (rows = output features), row-major, quantized blocks along a row.
+enum class WeightLayout : uint8_t {
+    row_major,  // [rows, cols], quantized blocks along a row: what model files hold
+    panels16,   // the CPU backend's repacked form for its matmul (cpu/panel_matmul.h); nothing else reads it
+};
+
+// A weight matrix [rows, cols] (rows = output features).
 struct WeightView {
     const void* data = nullptr;
     DType dtype = DType::F32;
     int64_t rows = 0;
     int64_t cols = 0;
+    WeightLayout layout = WeightLayout::row_major;
 };
 
 // Rotary embedding of q/k heads. inv_freq[i] = 1 / theta^(2i / rotary_dim), already rope-scaled.
@@ -75,6 +81,9 @@ public:
     // Makes weights usable by this backend's ops, once at load. The CPU backend uses them in place
     // (memory-mapped files stay mapped); a GPU backend copies them to device memory it owns.
     virtual WeightView upload_weight(const WeightView& w) { return w; }
+    // A weight that matmul reads, already uploaded, in the layout this backend's matmul reads fastest
+    // (the CPU backend repacks F32/F16/BF16 into memory it owns; the default is the same view).
+    virtual WeightView repack_matmul_weight(const WeightView& uploaded) { return uploaded; }
     virtual const float* upload_vector(const float* data, size_t n) { return data; }
     // Bytes of device memory: total and in use (0, 0 where the backend has no device of its own).
     virtual void device_memory(int64_t& total, int64_t& used) const { total = used = 0; }

@@ -99,7 +99,8 @@ int main(int argc, char** argv) {
             std::vector<uint8_t> w(row_bytes * s.N);
             for (int r = 0; r < s.N; ++r)
                 quantize_row(dt, wf.data() + static_cast<size_t>(r) * s.K, w.data() + r * row_bytes, s.K);
-            const WeightView view{w.data(), dt, s.N, s.K};
+            // As the engine holds it: F32/F16/BF16 repacked into panels (the backend owns the copy).
+            const WeightView view = backend.repack_matmul_weight({w.data(), dt, s.N, s.K});
             const double t1 = median_seconds([&] { backend.matmul(x.data(), 1, view, nullptr, out.data()); }, min_time);
             const double tp = median_seconds([&] { backend.matmul(x.data(), 512, view, nullptr, out.data()); }, min_time);
             std::printf(" %8.1f GB/s %8.1f", static_cast<double>(w.size()) / t1 / 1e9,
@@ -137,7 +138,10 @@ int main(int argc, char** argv) {
                     quantize_row(dt, wf.data() + static_cast<size_t>(r) * s.K, ws.back().data() + r * row_bytes, s.K);
                 flops_per_row += 2.0 * s.K * s.N;
             }
-        for (size_t i = 0; i < ws.size(); ++i) views.push_back({ws[i].data(), dt, layer[i % std::size(layer)].N, layer[i % std::size(layer)].K});
+        for (size_t i = 0; i < ws.size(); ++i) {
+            const Shape& s = layer[i % std::size(layer)];
+            views.push_back(backend.repack_matmul_weight({ws[i].data(), dt, s.N, s.K}));
+        }
         const std::vector<float> x = random_floats(rng, static_cast<size_t>(512) * 1536);
         std::vector<float> out(static_cast<size_t>(512) * 1536);
         std::printf("%-8s |", (std::string(dtype_name(dt)) + (row.copies > 1 ? " x30" : "")).c_str());

@@ -35,14 +35,15 @@ ModelRunner::~ModelRunner() {
 void ModelRunner::upload_weights() {
     const ModelWeights& w = model_.weights;
     auto vec = [&](const std::vector<float>& v) { return v.empty() ? nullptr : backend_.upload_vector(v.data(), v.size()); };
+    auto mat = [&](const WeightView& v) { return backend_.repack_matmul_weight(backend_.upload_weight(v)); };
     token_embedding_ = backend_.upload_weight(w.token_embedding);
-    lm_head_ = w.lm_head.data == w.token_embedding.data ? token_embedding_ : backend_.upload_weight(w.lm_head);
+    // A tied lm head shares the uploaded embedding table; a repacking backend makes its own copy for matmul.
+    lm_head_ = backend_.repack_matmul_weight(w.lm_head.data == w.token_embedding.data ? token_embedding_
+                                                                                      : backend_.upload_weight(w.lm_head));
     final_norm_ = vec(w.final_norm);
     for (const LayerWeights& L : w.layers)
-        layers_.push_back({vec(L.attn_norm), vec(L.ffn_norm), vec(L.bq), vec(L.bk), vec(L.bv),
-                           backend_.upload_weight(L.wq), backend_.upload_weight(L.wk), backend_.upload_weight(L.wv),
-                           backend_.upload_weight(L.wo), backend_.upload_weight(L.w_gate), backend_.upload_weight(L.w_up),
-                           backend_.upload_weight(L.w_down)});
+        layers_.push_back({vec(L.attn_norm), vec(L.ffn_norm), vec(L.bq), vec(L.bk), vec(L.bv), mat(L.wq), mat(L.wk),
+                           mat(L.wv), mat(L.wo), mat(L.w_gate), mat(L.w_up), mat(L.w_down)});
 }
 
 float* ModelRunner::buffer(size_t floats) {

@@ -1,6 +1,7 @@
 #include "cpu/cpu_backend.h"
 
 #include "cpu/attention.h"
+#include "cpu/panel_matmul.h"
 #include "cpu/quant.h"
 
 #include <algorithm>
@@ -35,6 +36,17 @@ void parallel_chunks(ThreadPool& pool, int64_t n, Fn&& fn) {
 }  // namespace
 
 CpuBackend::CpuBackend(int num_threads) : pool_(num_threads) {}
+
+CpuBackend::~CpuBackend() {
+    for (void* p : packed_weights_) deallocate(p);
+}
+
+WeightView CpuBackend::repack_matmul_weight(const WeightView& w) {
+    if (w.layout != WeightLayout::row_major || !panel_packable(w.dtype) || w.rows == 0 || w.cols == 0) return w;
+    void* dst = allocate(panel_bytes(w));
+    packed_weights_.push_back(dst);
+    return pack_panels(w, dst);
+}
 
 void* CpuBackend::allocate(size_t bytes) {
     // Big buffers (the KV pool) on 2 MiB pages where the kernel allows it: decode attention jumps from

@@ -15,6 +15,7 @@ namespace kvscope::cpu {
 class CpuBackend final : public Backend {
 public:
     explicit CpuBackend(int num_threads = default_num_threads());
+    ~CpuBackend() override;
 
     std::string name() const override { return "cpu"; }
     bool supports(DType) const override { return true; }
@@ -24,6 +25,8 @@ public:
     void deallocate(void* ptr) override;
     void copy_to_device(void* dst, const void* src, size_t bytes) override;
     void copy_to_host(void* dst, const void* src, size_t bytes) override;
+    // F32/F16/BF16 weights as panels (cpu/panel_matmul.h), in memory the backend owns until it is destroyed.
+    WeightView repack_matmul_weight(const WeightView& w) override;
 
     void embedding(const WeightView& table, const int32_t* ids, int n, float* out) override;
     void rms_norm(const float* x, const float* weight, int n, int dim, float eps, float* out) override;
@@ -45,6 +48,7 @@ private:
     ThreadPool pool_;
     MatmulScratch matmul_scratch_;
     std::vector<std::vector<float>> attention_scratch_;
+    std::vector<void*> packed_weights_;
 };
 
 }  // namespace kvscope::cpu

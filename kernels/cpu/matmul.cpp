@@ -1,6 +1,7 @@
 #include "cpu/matmul.h"
 
 #include "cpu/matmul_q8.h"
+#include "cpu/panel_matmul.h"
 #include "cpu/quant.h"
 #include "cpu/simd.h"
 
@@ -180,7 +181,9 @@ void matmul(ThreadPool& pool, MatmulScratch& scratch, const float* x, int n, con
             float* out) {
     if (n <= 0) return;
     const int64_t N = w.rows;
-    if (w.dtype == DType::Q8_0) {
+    if (w.layout == WeightLayout::panels16) {
+        matmul_panels(pool, x, n, w, out);
+    } else if (w.dtype == DType::Q8_0) {
         matmul_q8_0(pool, scratch.activations_q8, x, n, w, out);
     } else {
         matmul_dot_tiles(pool, scratch, x, n, w, out);

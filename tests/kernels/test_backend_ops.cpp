@@ -6,6 +6,7 @@
 #include "test_support.h"
 
 #include "cpu/cpu_backend.h"
+#include "cpu/panel_matmul.h"
 #include "cpu/quant.h"
 #include "cpu/reference.h"
 
@@ -131,15 +132,21 @@ private slots:
         QTest::addColumn<int>("K");
         QTest::addColumn<int>("N");
         QTest::addColumn<bool>("bias");
+        QTest::addColumn<bool>("panels");
         const int shapes[][2] = {{64, 172}, {172, 64}, {256, 96}, {576, 1536}, {1024, 33}, {2048, 64}};
         for (DType dt : kAllDTypes)
-            for (int n : {1, 2, 3, 4, 5, 12, 13, 31, 64, 130})  // 130: x chunks of 64, 64, 2
-                for (auto [K, N] : shapes) {
-                    if (K % dtype_block_elems(dt) != 0) continue;  // rows hold whole blocks only
-                    for (bool bias : {false, true})
-                        QTest::addRow("%s n=%d K=%d N=%d%s", dtype_name(dt).data(), n, K, N, bias ? " bias" : "")
-                            << static_cast<int>(dt) << n << K << N << bias;
-                }
+            for (bool panels : {false, true}) {
+                if (panels && !panel_packable(dt)) continue;
+                // 130: x chunks of 64, 64, 2 (row-major tiles); 6 x-row tiles with every tail (panels)
+                for (int n : {1, 2, 3, 4, 5, 12, 13, 31, 64, 130})
+                    for (auto [K, N] : shapes) {
+                        if (K % dtype_block_elems(dt) != 0) continue;  // rows hold whole blocks only
+                        for (bool bias : {false, true})
+                            QTest::addRow("%s%s n=%d K=%d N=%d%s", dtype_name(dt).data(), panels ? " panels" : "", n, K,
+                                          N, bias ? " bias" : "")
+                                << static_cast<int>(dt) << n << K << N << bias << panels;
+                    }
+            }
     }
     void matmul() {
         QFETCH(int, dtype);
@@ -147,14 +154,22 @@ private slots:
         QFETCH(int, K);
         QFETCH(int, N);
         QFETCH(bool, bias);
+        QFETCH(bool, panels);
         std::mt19937_64 rng(case_seed(seed_));
-        const StoredWeights w = store(random_floats(rng, static_cast<size_t>(N) * K), static_cast<DType>(dtype), N, K);
+        StoredWeights w = store(random_floats(rng, static_cast<size_t>(N) * K), static_cast<DType>(dtype), N, K);
+        const WeightView row_major = w.view;
+        std::vector<uint8_t> packed;
+        if (panels) {  // what CpuBackend::repack_matmul_weight gives the engine
+            packed.resize(panel_bytes(w.view));
+            w.view = pack_panels(w.view, packed.data());
+            QCOMPARE(w.view.layout, WeightLayout::panels16);
+        }
         const std::vector<float> x = random_floats(rng, static_cast<size_t>(n) * K);
         const std::vector<float> b = bias ? random_floats(rng, N) : std::vector<float>();
         const float* bias_ptr = bias ? b.data() : nullptr;
 
         std::vector<float> ref(static_cast<size_t>(n) * N);
-        matmul_ref(x.data(), n, w.view, bias_ptr, ref.data());
+        matmul_ref(x.data(), n, row_major, bias_ptr, ref.data());
         // F32 accumulation over K terms of size <= 1 against a double reference: the error grows like
         // sqrt(K) * 2^-24 * |terms|; 1e-5 relative to the largest output leaves a wide margin.
         double ref_max = 1.0;

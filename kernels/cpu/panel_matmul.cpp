@@ -1,0 +1,157 @@
+#include "cpu/panel_matmul.h"
+
+#include "cpu/simd.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace kvscope::cpu {
+
+namespace {
+
+constexpr int kTileX = 6;       // x rows per register tile
+constexpr int kTilePanels = 4;  // panels per register tile: 6 x 4 = 24 accumulators, 64 output columns
+
+int64_t num_panels(int64_t rows) { return (rows + kPanelRows - 1) / kPanelRows; }
+size_t elem_bytes(DType dt) { return dt == DType::F32 ? 4 : 2; }  // the panel_packable types
+
+// The 16 weights of panel p at k, as F32.
+struct F32Panels {
+    const float* base;
+    int64_t K;
+    v16f load(int64_t p, int64_t k) const { return load16(base + (p * K + k) * kPanelRows); }
+};
+struct F16Panels {
+    const uint16_t* base;
+    int64_t K;
+    v16f load(int64_t p, int64_t k) const { return load16_f16(base + (p * K + k) * kPanelRows); }
+};
+struct BF16Panels {
+    const uint16_t* base;
+    int64_t K;
+    v16f load(int64_t p, int64_t k) const { return load16_bf16(base + (p * K + k) * kPanelRows); }
+};
+
+// out[t * ldo + c] for t < MX, c < cols (cols <= 16 * NP): x rows t against panels p0 .. p0 + NP - 1.
+// MX and NP are compile-time so the accumulators live in registers.
+template <int MX, int NP, class Panels>
+void tile(const float* x, int64_t K, const Panels& w, int64_t p0, float* out, int64_t ldo, int64_t cols) {
+    v16f acc[MX][NP];
+    for (int t = 0; t < MX; ++t)
+        for (int p = 0; p < NP; ++p) acc[t][p] = v16f{};
+    for (int64_t k = 0; k < K; ++k) {
+        v16f wv[NP];
+        for (int p = 0; p < NP; ++p) wv[p] = w.load(p0 + p, k);
+        for (int t = 0; t < MX; ++t) {
+            v16f xb = splat16(x[t * K + k]);
+            // Keep the broadcast in a register: GCC would otherwise fold it into each of the NP fmas as a
+            // memory operand, NP broadcast loads instead of one (the same trap as matmul.h's weight loads).
+            if constexpr (NP > 1) asm("" : "+v"(xb));
+            for (int p = 0; p < NP; ++p) acc[t][p] += xb * wv[p];
+        }
+    }
+    for (int t = 0; t < MX; ++t)
+        for (int p = 0; p < NP; ++p) {
+            const int64_t c = int64_t{p} * kPanelRows, valid = std::min<int64_t>(kPanelRows, cols - c);
+            if (valid == kPanelRows) {
+                store16(out + t * ldo + c, acc[t][p]);
+            } else if (valid > 0) {  // the last panel's rows past w.rows are padding
+                float tmp[kPanelRows];
+                store16(tmp, acc[t][p]);
+                std::memcpy(out + t * ldo + c, tmp, valid * sizeof(float));
+            }
+        }
+}
+
+template <int NP, class Panels>
+void tile_x(const float* x, int mx, int64_t K, const Panels& w, int64_t p0, float* out, int64_t ldo, int64_t cols) {
+    switch (mx) {
+    case 6: tile<6, NP>(x, K, w, p0, out, ldo, cols); break;
+    case 5: tile<5, NP>(x, K, w, p0, out, ldo, cols); break;
+    case 4: tile<4, NP>(x, K, w, p0, out, ldo, cols); break;
+    case 3: tile<3, NP>(x, K, w, p0, out, ldo, cols); break;
+    case 2: tile<2, NP>(x, K, w, p0, out, ldo, cols); break;
+    default: tile<1, NP>(x, K, w, p0, out, ldo, cols); break;
+    }
+}
+
+template <class Panels>
+void tile_any(const float* x, int mx, int64_t K, const Panels& w, int64_t p0, int np, float* out, int64_t ldo,
+              int64_t cols) {
+    switch (np) {
+    case 4: tile_x<4>(x, mx, K, w, p0, out, ldo, cols); break;
+    case 3: tile_x<3>(x, mx, K, w, p0, out, ldo, cols); break;
+    case 2: tile_x<2>(x, mx, K, w, p0, out, ldo, cols); break;
+    default: tile_x<1>(x, mx, K, w, p0, out, ldo, cols); break;
+    }
+}
+
+template <class Panels>
+void run(ThreadPool& pool, const float* x, int n, const WeightView& w, const Panels& panels, float* out) {
+    const int64_t N = w.rows, K = w.cols;
+    const int64_t groups = (num_panels(N) + kTilePanels - 1) / kTilePanels;  // 64 output columns each
+    const int threads = pool.size();
+    // Enough tasks for balance, few enough that each streams a good run of weight panels.
+    const int64_t group_tasks = std::min<int64_t>(groups, threads * 8);
+    const int64_t groups_per_task = (groups + group_tasks - 1) / group_tasks;
+    // Narrow weights (k/v projections: 3 groups) leave threads idle: split the x rows as well.
+    const int64_t x_parts = group_tasks >= 2 * threads ? 1 : std::min<int64_t>((n + kTileX - 1) / kTileX, 2 * threads);
+    const int64_t rows_per_part = ((n + x_parts - 1) / x_parts + kTileX - 1) / kTileX * kTileX;
+    // x rows in chunks that stay in L2 (about 384 KiB) while a group's panels pass over them.
+    const int64_t chunk_rows = std::max<int64_t>(kTileX, (384 << 10) / (K * 4) / kTileX * kTileX);
+    pool.run(group_tasks * x_parts, [&](int64_t task, int) {
+        const int64_t g0 = task / x_parts * groups_per_task, g1 = std::min(groups, g0 + groups_per_task);
+        const int64_t r0 = task % x_parts * rows_per_part, r1 = std::min<int64_t>(n, r0 + rows_per_part);
+        for (int64_t c0 = r0; c0 < r1; c0 += chunk_rows) {
+            const int64_t c1 = std::min(r1, c0 + chunk_rows);
+            for (int64_t g = g0; g < g1; ++g) {
+                const int64_t p0 = g * kTilePanels, col0 = p0 * kPanelRows;
+                const int np = static_cast<int>(std::min<int64_t>(kTilePanels, num_panels(N) - p0));
+                for (int64_t t = c0; t < c1; t += kTileX)
+                    tile_any(x + t * K, static_cast<int>(std::min<int64_t>(kTileX, c1 - t)), K, panels, p0, np,
+                             out + t * N + col0, N, N - col0);
+            }
+        }
+    });
+}
+
+}  // namespace
+
+size_t panel_bytes(const WeightView& w) {
+    return static_cast<size_t>(num_panels(w.rows)) * kPanelRows * w.cols * elem_bytes(w.dtype);
+}
+
+WeightView pack_panels(const WeightView& w, void* dst) {
+    const size_t es = elem_bytes(w.dtype);
+    const auto* src = static_cast<const uint8_t*>(w.data);
+    auto* d = static_cast<uint8_t*>(dst);
+    const int64_t K = w.cols;
+    for (int64_t p = 0; p < num_panels(w.rows); ++p) {
+        uint8_t* panel = d + static_cast<size_t>(p) * K * kPanelRows * es;
+        for (int j = 0; j < kPanelRows; ++j) {
+            const int64_t r = p * kPanelRows + j;
+            for (int64_t k = 0; k < K; ++k) {
+                uint8_t* e = panel + (static_cast<size_t>(k) * kPanelRows + j) * es;
+                if (r < w.rows)
+                    std::memcpy(e, src + (static_cast<size_t>(r) * K + k) * es, es);
+                else
+                    std::memset(e, 0, es);
+            }
+        }
+    }
+    WeightView out = w;
+    out.data = dst;
+    out.layout = WeightLayout::panels16;
+    return out;
+}
+
+void matmul_panels(ThreadPool& pool, const float* x, int n, const WeightView& w, float* out) {
+    switch (w.dtype) {
+    case DType::F32: run(pool, x, n, w, F32Panels{static_cast<const float*>(w.data), w.cols}, out); break;
+    case DType::F16: run(pool, x, n, w, F16Panels{static_cast<const uint16_t*>(w.data), w.cols}, out); break;
+    case DType::BF16: run(pool, x, n, w, BF16Panels{static_cast<const uint16_t*>(w.data), w.cols}, out); break;
+    default: break;  // pack_panels never makes other types
+    }
+}
+
+}  // namespace kvscope::cpu
