@@ -107,6 +107,22 @@ void matmul_q8_0(ThreadPool& pool, std::vector<BlockQ8Act>& xq, const float* x, 
     if (xq.size() < static_cast<size_t>(n * nb)) xq.resize(static_cast<size_t>(n * nb));
     pool.run(n, [&](int64_t t, int) { quantize_activations_q8(x + t * K, xq.data() + t * nb, K); });
     const auto* rows = static_cast<const BlockQ8_0*>(w.data);
+    if (n == 1) {
+        // Single-row decode: 8 weight rows per tile share each x block's loads.
+        const int64_t num_tiles8 = (N + 7) / 8;
+        const int64_t per_task = std::max<int64_t>(1, num_tiles8 / (pool.size() * 8));
+        pool.run((num_tiles8 + per_task - 1) / per_task, [&](int64_t task, int) {
+            const int64_t end = std::min(num_tiles8, (task + 1) * per_task);
+            for (int64_t i = task * per_task; i < end; ++i) {
+                const int64_t r0 = i * 8;
+                if (r0 + 8 <= N)
+                    tile<1, 8>(xq.data(), nb, rows + r0 * nb, nb, out + r0, N);
+                else
+                    for (int64_t r = r0; r < N; ++r) tile<1, 1>(xq.data(), nb, rows + r * nb, nb, out + r, N);
+            }
+        });
+        return;
+    }
     const int64_t num_tiles = (N + kTileW - 1) / kTileW;
     const int64_t tiles_per_task = std::max<int64_t>(1, num_tiles / (pool.size() * 8));
     const int64_t num_tasks = (num_tiles + tiles_per_task - 1) / tiles_per_task;
