@@ -52,7 +52,7 @@ inline void tile(const float* x, int64_t K, const Rows& w, float* out, int64_t l
             // Keep wv in a register: left alone, GCC folds the load into each of the MX fmas (a memory
             // operand each), so the loop issued MX times the weight loads and ran load-bound at a third
             // of the FMA peak. With one x row the folded load is the better code.
-            if constexpr (MX > 1) asm("" : "+v"(wv));
+            if constexpr (MX > 1) keep_in_register(wv);
             for (int t = 0; t < MX; ++t) acc[t][r] += wv * xv[t];
         }
     }

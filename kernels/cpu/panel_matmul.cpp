@@ -46,7 +46,7 @@ void tile(const float* x, int64_t K, const Panels& w, int64_t p0, float* out, in
             v16f xb = splat16(x[t * K + k]);
             // Keep the broadcast in a register: GCC would otherwise fold it into each of the NP fmas as a
             // memory operand, NP broadcast loads instead of one (the same trap as matmul.h's weight loads).
-            if constexpr (NP > 1) asm("" : "+v"(xb));
+            if constexpr (NP > 1) keep_in_register(xb);
             for (int p = 0; p < NP; ++p) acc[t][p] += xb * wv[p];
         }
     }

@@ -24,6 +24,15 @@ inline v16f load16(const float* p) {
 }
 inline void store16(float* p, v16f v) { std::memcpy(p, &v, sizeof v); }
 inline v16f splat16(float x) { return v16f{} + x; }
+// Pins v to a register, so GCC cannot fold the load that made it into each instruction that uses it (a
+// memory operand each: as many loads as uses). Only where a v16f fits one register.
+inline void keep_in_register(v16f& v) {
+#if defined(__AVX512F__)
+    asm("" : "+v"(v));
+#else
+    (void)v;
+#endif
+}
 inline float hsum16(v16f v) {
 #if defined(__AVX512F__)
     return _mm512_reduce_add_ps(reinterpret_cast<__m512>(v));
