@@ -45,7 +45,7 @@ WeightView CpuBackend::repack_matmul_weight(const WeightView& w) {
     if (w.layout != WeightLayout::row_major || !panel_packable(w.dtype) || w.rows == 0 || w.cols == 0) return w;
     void* dst = allocate(panel_bytes(w));
     packed_weights_.push_back(dst);
-    return pack_panels(w, dst);
+    return pack_panels(pool_, w, dst);
 }
 
 void* CpuBackend::allocate(size_t bytes) {

@@ -121,24 +121,27 @@ size_t panel_bytes(const WeightView& w) {
     return static_cast<size_t>(num_panels(w.rows)) * kPanelRows * w.cols * elem_bytes(w.dtype);
 }
 
-WeightView pack_panels(const WeightView& w, void* dst) {
-    const size_t es = elem_bytes(w.dtype);
-    const auto* src = static_cast<const uint8_t*>(w.data);
-    auto* d = static_cast<uint8_t*>(dst);
+namespace {
+template <class T>
+void pack_typed(ThreadPool& pool, const WeightView& w, T* dst) {
+    const T* src = static_cast<const T*>(w.data);
     const int64_t K = w.cols;
-    for (int64_t p = 0; p < num_panels(w.rows); ++p) {
-        uint8_t* panel = d + static_cast<size_t>(p) * K * kPanelRows * es;
+    pool.run(num_panels(w.rows), [&](int64_t p, int) {
+        T* panel = dst + static_cast<size_t>(p) * K * kPanelRows;
         for (int j = 0; j < kPanelRows; ++j) {
             const int64_t r = p * kPanelRows + j;
-            for (int64_t k = 0; k < K; ++k) {
-                uint8_t* e = panel + (static_cast<size_t>(k) * kPanelRows + j) * es;
-                if (r < w.rows)
-                    std::memcpy(e, src + (static_cast<size_t>(r) * K + k) * es, es);
-                else
-                    std::memset(e, 0, es);
-            }
+            const T* row = r < w.rows ? src + static_cast<size_t>(r) * K : nullptr;
+            for (int64_t k = 0; k < K; ++k) panel[k * kPanelRows + j] = row ? row[k] : T{};
         }
-    }
+    });
+}
+}  // namespace
+
+WeightView pack_panels(ThreadPool& pool, const WeightView& w, void* dst) {
+    if (w.dtype == DType::F32)
+        pack_typed(pool, w, static_cast<float*>(dst));
+    else
+        pack_typed(pool, w, static_cast<uint16_t*>(dst));  // F16, BF16: the bits as they are
     WeightView out = w;
     out.data = dst;
     out.layout = WeightLayout::panels16;

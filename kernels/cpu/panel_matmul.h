@@ -27,7 +27,7 @@ inline bool panel_packable(DType dt) { return dt == DType::F32 || dt == DType::F
 size_t panel_bytes(const WeightView& w);
 
 // Packs w (row-major, a panel_packable type) into dst (panel_bytes(w) bytes) and returns the view of it.
-WeightView pack_panels(const WeightView& w, void* dst);
+WeightView pack_panels(ThreadPool& pool, const WeightView& w, void* dst);
 
 // out[n, N] = x[n, K] @ w^T for w packed by pack_panels.
 void matmul_panels(ThreadPool& pool, const float* x, int n, const WeightView& w, float* out);

@@ -161,7 +161,7 @@ private slots:
         std::vector<uint8_t> packed;
         if (panels) {  // what CpuBackend::repack_matmul_weight gives the engine
             packed.resize(panel_bytes(w.view));
-            w.view = pack_panels(w.view, packed.data());
+            w.view = pack_panels(backends_[1]->pool(), w.view, packed.data());
             QCOMPARE(w.view.layout, WeightLayout::panels16);
         }
         const std::vector<float> x = random_floats(rng, static_cast<size_t>(n) * K);
