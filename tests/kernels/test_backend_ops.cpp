@@ -133,7 +133,7 @@ private slots:
         QTest::addColumn<int>("N");
         QTest::addColumn<bool>("bias");
         QTest::addColumn<bool>("panels");
-        const int shapes[][2] = {{64, 172}, {172, 64}, {256, 96}, {576, 1536}, {1024, 33}, {2048, 64}};
+        const int shapes[][2] = {{64, 172}, {172, 64}, {75, 40}, {256, 96}, {576, 1536}, {1024, 33}, {2048, 64}};
         for (DType dt : kAllDTypes)
             for (bool panels : {false, true}) {
                 if (panels && !panel_packable(dt)) continue;
