@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 namespace kvscope::cpu {
 
@@ -15,21 +16,23 @@ constexpr int kTilePanels = 4;  // panels per register tile: 6 x 4 = 24 accumula
 int64_t num_panels(int64_t rows) { return (rows + kPanelRows - 1) / kPanelRows; }
 size_t elem_bytes(DType dt) { return dt == DType::F32 ? 4 : 2; }  // the panel_packable types
 
-// The 16 weights of panel p at k, as F32. Odd is k's parity (known at compile time in the kernel).
-struct F32Panels {
+// Loaders: load<Odd>(p, k) gives the 16 weights of panel p at k as F32; Odd is k's parity, known at
+// compile time in the kernel. F32 or F16 (T = uint16_t) panels: 16 consecutive values per k.
+template <class T>
+struct PlainPanels {
     static constexpr bool kPairs = false;
-    const float* base;
+    const T* base;
     int64_t K;
     template <int Odd>
-    v16f load(int64_t p, int64_t k) const { return load16(base + (p * K + k) * kPanelRows); }
+    v16f load(int64_t p, int64_t k) const {
+        const T* v = base + (p * K + k) * kPanelRows;
+        if constexpr (std::is_same_v<T, float>)
+            return load16(v);
+        else
+            return load16_f16(v);
+    }
 };
-struct F16Panels {
-    static constexpr bool kPairs = false;
-    const uint16_t* base;
-    int64_t K;
-    template <int Odd>
-    v16f load(int64_t p, int64_t k) const { return load16_f16(base + (p * K + k) * kPanelRows); }
-};
+
 // BF16 panels hold k in pairs: word j of pair q is w[j][2q] in the low half and w[j][2q+1] in the high
 // half. Widening is then one shift (even k) or one mask (odd k) per vector; the plain layout needed a
 // zero-extension and a shift, which held BF16 about 25% below F16.
@@ -192,8 +195,8 @@ WeightView pack_panels(ThreadPool& pool, const WeightView& w, void* dst) {
 
 void matmul_panels(ThreadPool& pool, const float* x, int n, const WeightView& w, float* out) {
     switch (w.dtype) {
-    case DType::F32: run(pool, x, n, w, F32Panels{static_cast<const float*>(w.data), w.cols}, out); break;
-    case DType::F16: run(pool, x, n, w, F16Panels{static_cast<const uint16_t*>(w.data), w.cols}, out); break;
+    case DType::F32: run(pool, x, n, w, PlainPanels<float>{static_cast<const float*>(w.data), w.cols}, out); break;
+    case DType::F16: run(pool, x, n, w, PlainPanels<uint16_t>{static_cast<const uint16_t*>(w.data), w.cols}, out); break;
     case DType::BF16: run(pool, x, n, w, BF16Panels{static_cast<const uint32_t*>(w.data), (w.cols + 1) / 2}, out); break;
     default: break;  // pack_panels never makes other types
     }
