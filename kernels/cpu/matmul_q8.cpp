@@ -107,23 +107,9 @@ void matmul_q8_0(ThreadPool& pool, std::vector<BlockQ8Act>& xq, const float* x, 
     if (xq.size() < static_cast<size_t>(n * nb)) xq.resize(static_cast<size_t>(n * nb));
     pool.run(n, [&](int64_t t, int) { quantize_activations_q8(x + t * K, xq.data() + t * nb, K); });
     const auto* rows = static_cast<const BlockQ8_0*>(w.data);
-    if (n == 1) {
-        // Single-row decode: 8 weight rows per tile share each x block's loads.
-        const int64_t num_tiles8 = (N + 7) / 8;
-        const int64_t per_task = std::max<int64_t>(1, num_tiles8 / (pool.size() * 8));
-        pool.run((num_tiles8 + per_task - 1) / per_task, [&](int64_t task, int) {
-            const int64_t end = std::min(num_tiles8, (task + 1) * per_task);
-            for (int64_t i = task * per_task; i < end; ++i) {
-                const int64_t r0 = i * 8;
-                if (r0 + 8 <= N)
-                    tile<1, 8>(xq.data(), nb, rows + r0 * nb, nb, out + r0, N);
-                else
-                    for (int64_t r = r0; r < N; ++r) tile<1, 1>(xq.data(), nb, rows + r * nb, nb, out + r, N);
-            }
-        });
-        return;
-    }
-    const int64_t num_tiles = (N + kTileW - 1) / kTileW;
+    // Single-row decode: tiles of 8 weight rows, so each x block's loads serve twice as many rows.
+    const int tile_w = n == 1 ? 8 : kTileW;
+    const int64_t num_tiles = (N + tile_w - 1) / tile_w;
     const int64_t tiles_per_task = std::max<int64_t>(1, num_tiles / (pool.size() * 8));
     const int64_t num_tasks = (num_tiles + tiles_per_task - 1) / tiles_per_task;
     // Activation rows in chunks that stay in L2 while the task's weight rows pass over them.
@@ -133,16 +119,19 @@ void matmul_q8_0(ThreadPool& pool, std::vector<BlockQ8Act>& xq, const float* x, 
         for (int x0 = 0; x0 < n; x0 += kChunkX) {
             const int nx = std::min(kChunkX, n - x0);
             for (int64_t tile_index = task * tiles_per_task; tile_index < end; ++tile_index) {
-                const int64_t r0 = tile_index * kTileW;
-                const int nw = static_cast<int>(std::min<int64_t>(kTileW, N - r0));
+                const int64_t r0 = tile_index * tile_w;
+                const int nw = static_cast<int>(std::min<int64_t>(tile_w, N - r0));
                 const BlockQ8Act* xs = xq.data() + static_cast<size_t>(x0) * nb;
                 const BlockQ8_0* ws = rows + r0 * nb;
                 float* o = out + static_cast<size_t>(x0) * N + r0;
                 switch (nw) {
+                case 8: tile<1, 8>(xs, nb, ws, nb, o, N); break;  // only with n == 1
                 case 4: tile_rows_nw<4>(xs, nx, nb, ws, nb, o, N); break;
                 case 3: tile_rows_nw<3>(xs, nx, nb, ws, nb, o, N); break;
                 case 2: tile_rows_nw<2>(xs, nx, nb, ws, nb, o, N); break;
-                default: tile_rows_nw<1>(xs, nx, nb, ws, nb, o, N); break;
+                default:  // a last tile of 1, or 5-7 rows of an 8-row tiling: row by row
+                    for (int r = 0; r < nw; ++r) tile_rows_nw<1>(xs, nx, nb, ws + r * nb, nb, o + r, N);
+                    break;
                 }
             }
         }

@@ -141,6 +141,22 @@ void run(ThreadPool& pool, const float* x, int n, const WeightView& w, const Pan
     });
 }
 
+// Copies w's rows into panels of panel_elems values each (zeros where no row is): value (j, k) of panel p
+// goes to slot(j, k) in it.
+template <class T, class Slot>
+void pack(ThreadPool& pool, const WeightView& w, T* dst, int64_t panel_elems, Slot slot) {
+    const T* src = static_cast<const T*>(w.data);
+    const int64_t K = w.cols;
+    pool.run(num_panels(w.rows), [&](int64_t p, int) {
+        T* panel = dst + static_cast<size_t>(p) * panel_elems;
+        std::fill(panel, panel + panel_elems, T{});
+        for (int j = 0; j < kPanelRows && p * kPanelRows + j < w.rows; ++j) {
+            const T* row = src + static_cast<size_t>(p * kPanelRows + j) * K;
+            for (int64_t k = 0; k < K; ++k) panel[slot(j, k)] = row[k];
+        }
+    });
+}
+
 }  // namespace
 
 size_t panel_bytes(const WeightView& w) {
@@ -148,45 +164,16 @@ size_t panel_bytes(const WeightView& w) {
     return static_cast<size_t>(num_panels(w.rows)) * kPanelRows * K * elem_bytes(w.dtype);
 }
 
-namespace {
-template <class T>
-void pack_typed(ThreadPool& pool, const WeightView& w, T* dst) {
-    const T* src = static_cast<const T*>(w.data);
-    const int64_t K = w.cols;
-    pool.run(num_panels(w.rows), [&](int64_t p, int) {
-        T* panel = dst + static_cast<size_t>(p) * K * kPanelRows;
-        for (int j = 0; j < kPanelRows; ++j) {
-            const int64_t r = p * kPanelRows + j;
-            const T* row = r < w.rows ? src + static_cast<size_t>(r) * K : nullptr;
-            for (int64_t k = 0; k < K; ++k) panel[k * kPanelRows + j] = row ? row[k] : T{};
-        }
-    });
-}
-
-// BF16: k in pairs (see BF16Panels), a zero high half after an odd K's last value.
-void pack_bf16_pairs(ThreadPool& pool, const WeightView& w, uint16_t* dst) {
-    const auto* src = static_cast<const uint16_t*>(w.data);
-    const int64_t K = w.cols, pairs = (K + 1) / 2;
-    pool.run(num_panels(w.rows), [&](int64_t p, int) {
-        uint16_t* panel = dst + static_cast<size_t>(p) * pairs * 2 * kPanelRows;
-        std::memset(panel, 0, static_cast<size_t>(pairs) * 2 * kPanelRows * sizeof(uint16_t));
-        for (int j = 0; j < kPanelRows; ++j) {
-            const int64_t r = p * kPanelRows + j;
-            if (r >= w.rows) break;
-            const uint16_t* row = src + static_cast<size_t>(r) * K;
-            for (int64_t k = 0; k < K; ++k) panel[(k / 2) * 2 * kPanelRows + 2 * j + (k & 1)] = row[k];
-        }
-    });
-}
-}  // namespace
-
 WeightView pack_panels(ThreadPool& pool, const WeightView& w, void* dst) {
+    const int64_t K = w.cols;
+    auto plain = [](int j, int64_t k) { return k * kPanelRows + j; };
     if (w.dtype == DType::F32)
-        pack_typed(pool, w, static_cast<float*>(dst));
+        pack(pool, w, static_cast<float*>(dst), K * kPanelRows, plain);
     else if (w.dtype == DType::F16)
-        pack_typed(pool, w, static_cast<uint16_t*>(dst));
-    else
-        pack_bf16_pairs(pool, w, static_cast<uint16_t*>(dst));
+        pack(pool, w, static_cast<uint16_t*>(dst), K * kPanelRows, plain);
+    else  // BF16: k in pairs (see BF16Panels); after an odd K's last value the high half stays zero
+        pack(pool, w, static_cast<uint16_t*>(dst), (K + 1) / 2 * 2 * kPanelRows,
+             [](int j, int64_t k) { return k / 2 * 2 * kPanelRows + 2 * j + (k & 1); });
     WeightView out = w;
     out.data = dst;
     out.layout = WeightLayout::panels16;

@@ -8,7 +8,8 @@
 //
 // Batch invariance holds as in matmul.h, by a simpler argument: every output is one FMA chain over
 // k = 0, 1, ..., K-1 from zero, whatever the tile shape or the number of rows in the batch.
-// F32, F16 and BF16 weights keep their type in the panels; F16/BF16 are widened as they are loaded.
+// F32, F16 and BF16 weights keep their type in the panels and are widened as they are loaded (BF16 panels
+// interleave k in pairs, so that widening is one instruction per vector).
 #pragma once
 
 #include "backend.h"
