@@ -1,14 +1,12 @@
 #include "metrics/export.h"
 
+#include "kvscope_git_revision.h"
 #include "util/errors.h"
 
 #include <ctime>
 #include <fstream>
 #include <thread>
 
-#ifndef KVSCOPE_GIT_REVISION
-#define KVSCOPE_GIT_REVISION "unknown"
-#endif
 #ifndef KVSCOPE_VERSION
 #define KVSCOPE_VERSION "unknown"
 #endif
