@@ -3,6 +3,7 @@
 #include "cpu/attention.h"
 #include "cpu/panel_matmul.h"
 #include "cpu/quant.h"
+#include "cpu/simd.h"
 
 #include <algorithm>
 #include <cmath>
@@ -133,8 +134,14 @@ void CpuBackend::paged_attention(const float* q, const AttentionMetadata& meta, 
 }
 
 void CpuBackend::silu_mul(const float* gate, const float* up, int64_t n, float* out) {
+    // 16 lanes through exp16: libm's scalar expf was about 4% of a decode step.
     parallel_chunks(pool_, n, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+        int64_t i = b;
+        for (; i + 16 <= e; i += 16) {
+            const v16f g = load16(gate + i);
+            store16(out + i, g / (1.0f + exp16(-g)) * load16(up + i));
+        }
+        for (; i < e; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
     });
 }
 

@@ -73,11 +73,12 @@ inline v16f hsum16x16(const v16f* acc) {
     return detail::fold<1>(c[0], c[1]);
 }
 
-// exp(x) of 16 lanes for x <= 0 (softmax after subtracting the max): x = n ln2 + r with |r| <= ln2/2,
-// a degree-6 Taylor polynomial for exp(r) (relative error below 2e-7) and 2^n put into the exponent.
-// Inputs below -87 give exp(-87), the smallest normal range: negligible beside the max's exp(0) = 1.
+// exp(x) of 16 lanes: x = n ln2 + r with |r| <= ln2/2, a degree-6 Taylor polynomial for exp(r)
+// (relative error below 2e-7) and 2^n put into the exponent. x is clamped to [-87, 88], the normal range:
+// exp(-87) is negligible beside softmax's max term exp(0) = 1, and silu's x / (1 + exp(88)) is 0 as well.
 inline v16f exp16(v16f x) {
     x = x < -87.0f ? splat16(-87.0f) : x;
+    x = x > 88.0f ? splat16(88.0f) : x;
     const v16f n = (x * 1.44269504089f + 12582912.0f) - 12582912.0f;  // round to nearest (1.5 * 2^23 trick)
     const v16f r = x - n * 0.693145751953125f - n * 1.428606765330187e-06f;
     v16f p = splat16(1.0f / 720);
