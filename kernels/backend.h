@@ -70,6 +70,8 @@ public:
     virtual ~Backend() = default;
     virtual std::string name() const = 0;
     virtual bool supports(DType weight_type) const = 0;
+    // Element types the KV cache may hold (KvCacheLayout::kv_dtype): F32 everywhere; CPU also F16/BF16.
+    virtual bool supports_kv_dtype(DType t) const { return t == DType::F32; }
     virtual int num_threads() const = 0;
 
     // Device memory.

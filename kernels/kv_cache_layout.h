@@ -17,7 +17,7 @@ struct KvCacheLayout {
     int block_size = 0;
     int num_kv_heads = 0;
     int head_dim = 0;
-    DType kv_dtype = DType::F32;  // F32 only for now
+    DType kv_dtype = DType::F32;  // F32, F16 or BF16 (Backend::supports_kv_dtype)
 
     size_t elem_bytes() const { return kv_dtype == DType::F32 ? 4 : 2; }
     // Elements between consecutive slots / heads / blocks / K-V halves / layers.

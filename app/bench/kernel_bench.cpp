@@ -156,18 +156,22 @@ int main(int argc, char** argv) {
 
     // ---- paged attention decode: one query token per sequence, SmolLM2's heads, blocks of 16 scattered
     // over the pool.
-    std::printf("\npaged attention decode  (9 q heads, 3 kv heads, head_dim 64, block 16, F32 K/V)\n");
-    std::printf("%8s %8s | %10s %10s\n", "seqs", "context", "us/call", "GB/s K/V");
+    std::printf("\npaged attention decode  (9 q heads, 3 kv heads, head_dim 64, block 16)\n");
+    std::printf("%6s %8s %8s | %10s %10s\n", "K/V", "seqs", "context", "us/call", "GB/s K/V");
     const int H = 9, Hkv = 3, D = 64, B = 16;
+    for (DType kv_dtype : {DType::F32, DType::F16})
     for (int num_seqs : {1, 16, 64})
         for (int ctx : {512, 2048}) {
             const int blocks_per_seq = (ctx + B - 1) / B;
             const int num_blocks = num_seqs * blocks_per_seq + 1;
-            const KvCacheLayout layout{1, num_blocks, B, Hkv, D, DType::F32};
+            const KvCacheLayout layout{1, num_blocks, B, Hkv, D, kv_dtype};
             // The pool comes from the backend, as the engine's does (it may ask for huge pages).
             const std::vector<float> init = random_floats(rng, layout.total_elems());
-            float* cache = static_cast<float*>(backend.allocate(layout.total_bytes()));
-            std::copy(init.begin(), init.end(), cache);
+            void* cache = backend.allocate(layout.total_bytes());
+            if (kv_dtype == DType::F32)
+                std::copy(init.begin(), init.end(), static_cast<float*>(cache));
+            else
+                std::transform(init.begin(), init.end(), static_cast<uint16_t*>(cache), f32_to_f16);
             std::vector<int32_t> perm(num_blocks);
             std::iota(perm.begin(), perm.end(), 0);
             std::shuffle(perm.begin(), perm.end(), rng);
@@ -190,8 +194,9 @@ int main(int argc, char** argv) {
             std::vector<float> out(q.size());
             const double t = median_seconds(
                 [&] { backend.paged_attention(q.data(), meta, layout, cache, 0, H, 0.125f, out.data()); }, min_time);
-            const double kv_bytes = 2.0 * num_seqs * ctx * Hkv * D * sizeof(float);
-            std::printf("%8d %8d | %10.1f %10.1f\n", num_seqs, ctx, t * 1e6, kv_bytes / t / 1e9);
+            const double kv_bytes = 2.0 * num_seqs * ctx * Hkv * D * layout.elem_bytes();
+            std::printf("%6s %8d %8d | %10.1f %10.1f\n", dtype_name(kv_dtype).data(), num_seqs, ctx, t * 1e6,
+                        kv_bytes / t / 1e9);
             backend.deallocate(cache);
         }
     return 0;

@@ -10,13 +10,15 @@
 
 namespace kvscope::cpu {
 
+// The cache holds layout.kv_dtype (F32, F16 or BF16); F32 K/V are rounded to it on the way in, and
+// widened back to F32 as attention reads them.
 //                                                k, v [n, num_kv_heads * head_dim]; slot_mapping [n]
 void write_kv(ThreadPool& pool, const float* k, const float* v, const int64_t* slot_mapping, int n,
-              const KvCacheLayout& layout, float* kv_cache, int layer);
+              const KvCacheLayout& layout, void* kv_cache, int layer);
 
 //                                                q, out [num_tokens, num_heads * head_dim]
 void paged_attention(ThreadPool& pool, std::vector<std::vector<float>>& scratch, const float* q,
-                     const AttentionMetadata& meta, const KvCacheLayout& layout, const float* kv_cache, int layer,
+                     const AttentionMetadata& meta, const KvCacheLayout& layout, const void* kv_cache, int layer,
                      int num_heads, float scale, float* out);
 
 }  // namespace kvscope::cpu

@@ -124,12 +124,12 @@ void CpuBackend::rope(float* q, float* k, const int32_t* positions, int n, int n
 
 void CpuBackend::write_kv(const float* k, const float* v, const int64_t* slot_mapping, int n,
                           const KvCacheLayout& layout, void* kv_cache, int layer) {
-    cpu::write_kv(pool_, k, v, slot_mapping, n, layout, static_cast<float*>(kv_cache), layer);
+    cpu::write_kv(pool_, k, v, slot_mapping, n, layout, kv_cache, layer);
 }
 
 void CpuBackend::paged_attention(const float* q, const AttentionMetadata& meta, const KvCacheLayout& layout,
                                  const void* kv_cache, int layer, int num_heads, float scale, float* out) {
-    cpu::paged_attention(pool_, attention_scratch_, q, meta, layout, static_cast<const float*>(kv_cache), layer,
+    cpu::paged_attention(pool_, attention_scratch_, q, meta, layout, kv_cache, layer,
                          num_heads, scale, out);
 }
 

@@ -19,6 +19,7 @@ public:
 
     std::string name() const override { return "cpu"; }
     bool supports(DType) const override { return true; }
+    bool supports_kv_dtype(DType t) const override { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
     int num_threads() const override { return pool_.size(); }
 
     void* allocate(size_t bytes) override;

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace kvscope::cpu {
@@ -141,18 +143,27 @@ void attention_ref(const float* q, int num_queries, const float* k, const float*
 }
 
 void scatter_kv_ref(const float* k, const float* v, int first, int count, const int32_t* block_table,
-                    const KvCacheLayout& layout, float* kv_cache, int layer) {
+                    const KvCacheLayout& layout, void* kv_cache, int layer) {
     const int H = layout.num_kv_heads, D = layout.head_dim, B = layout.block_size;
+    // Element e of the cache holds x, rounded to the cache's type.
+    auto put = [&](size_t e, float x) {
+        switch (layout.kv_dtype) {
+        case DType::F32: static_cast<float*>(kv_cache)[e] = x; break;
+        case DType::F16: static_cast<uint16_t*>(kv_cache)[e] = f32_to_f16(x); break;
+        case DType::BF16: static_cast<uint16_t*>(kv_cache)[e] = f32_to_bf16(x); break;
+        default: throw std::invalid_argument("scatter_kv_ref: no KV cache of " + std::string(dtype_name(layout.kv_dtype)));
+        }
+    };
     for (int p = first; p < first + count; ++p) {
         const int block = block_table[p / B], in_block = p % B;
         for (int h = 0; h < H; ++h) {
             const float* kp = k + (static_cast<size_t>(p) * H + h) * D;
             const float* vp = v + (static_cast<size_t>(p) * H + h) * D;
-            float* k_slot = kv_cache + layout.offset(layer, 0, block, h, in_block);
-            float* v_slot = kv_cache + layout.offset(layer, 1, block, h, in_block);
+            const size_t k_slot = layout.offset(layer, 0, block, h, in_block);
+            const size_t v_slot = layout.offset(layer, 1, block, h, in_block);
             for (int d = 0; d < D; ++d) {
-                k_slot[d] = kp[d];
-                v_slot[d] = vp[d];
+                put(k_slot + d, kp[d]);
+                put(v_slot + d, vp[d]);
             }
         }
     }

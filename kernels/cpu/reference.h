@@ -50,9 +50,10 @@ void attention_ref(const float* q, int num_queries, const float* k, const float*
 
 // Test setup only: writes tokens [first, first + count) of a sequence's dense K/V into the paged cache at
 // the slots its block table gives (position p -> block block_table[p / block_size], offset p % block_size).
-// Computes every address from KvCacheLayout::offset, independently of the backends' write_kv.
+// Computes every address from KvCacheLayout::offset, independently of the backends' write_kv, and rounds
+// each value to layout.kv_dtype (F32, F16 or BF16) with dtype.h's scalar conversions.
 //   k, v [>= first + count, num_kv_heads, head_dim]; block_table [>= ceil((first + count) / block_size)]
 void scatter_kv_ref(const float* k, const float* v, int first, int count, const int32_t* block_table,
-                    const KvCacheLayout& layout, float* kv_cache, int layer);
+                    const KvCacheLayout& layout, void* kv_cache, int layer);
 
 }  // namespace kvscope::cpu

@@ -29,6 +29,50 @@ namespace {
 constexpr int kThreadCounts[] = {1, 2, 3};
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
+// The attention cases' KV cache in a float buffer, holding layout.kv_dtype elements: F32, or F16/BF16 in
+// the first half of the bytes. Unwritten elements are NaN in the cache's own type.
+struct KvCacheView {
+    float* buffer;
+    KvCacheLayout layout;
+    KvCacheView(float* b, const KvCacheLayout& l) : buffer(b), layout(l) {}
+    void* data() const { return buffer; }
+    uint16_t* halves() const { return reinterpret_cast<uint16_t*>(buffer); }
+    void fill_nan() const {
+        if (layout.kv_dtype == DType::F32)
+            std::fill_n(buffer, layout.total_elems(), kNaN);
+        else
+            std::fill_n(halves(), layout.total_elems(), layout.kv_dtype == DType::F16 ? uint16_t{0x7e00} : uint16_t{0x7fc0});
+    }
+    float at(size_t e) const {
+        switch (layout.kv_dtype) {
+        case DType::F16: return f16_to_f32(halves()[e]);
+        case DType::BF16: return bf16_to_f32(halves()[e]);
+        default: return buffer[e];
+        }
+    }
+    float round(float x) const {
+        switch (layout.kv_dtype) {
+        case DType::F16: return f16_to_f32(f32_to_f16(x));
+        case DType::BF16: return bf16_to_f32(f32_to_bf16(x));
+        default: return x;
+        }
+    }
+    bool stored_equals(size_t e, float x) const {
+        const float a = at(e), b = round(x);
+        return std::memcmp(&a, &b, sizeof a) == 0;
+    }
+    std::vector<float> rounded(const std::vector<float>& v) const {
+        std::vector<float> r(v.size());
+        std::transform(v.begin(), v.end(), r.begin(), [&](float x) { return round(x); });
+        return r;
+    }
+    int64_t count_written() const {
+        int64_t n = 0;
+        for (size_t e = 0; e < layout.total_elems(); ++e) n += !std::isnan(at(e));
+        return n;
+    }
+};
+
 std::vector<float> random_floats(std::mt19937_64& rng, size_t n, float lo = -1.0f, float hi = 1.0f) {
     std::uniform_real_distribution<float> dist(lo, hi);
     std::vector<float> v(n);
@@ -238,23 +282,34 @@ private slots:
         QTest::addColumn<int>("gqa");
         QTest::addColumn<int>("block_size");
         QTest::addColumn<bool>("prefill");
+        QTest::addColumn<int>("kv_dtype");
         for (int D : {8, 64, 128})
             for (int gqa : {1, 3, 4, 7})  // 3 and 7: V passes in uneven chunks of heads
                 for (int B : {1, 2, 16, 64, 256})
                     for (bool prefill : {false, true})
                         QTest::addRow("D=%d gqa=%d B=%d %s", D, gqa, B, prefill ? "prefill" : "decode")
-                            << D << gqa << B << prefill;
+                            << D << gqa << B << prefill << int(DType::F32);
+        // Half-precision caches: the same kernels with a different element loader.
+        for (DType dt : {DType::F16, DType::BF16})
+            for (int D : {8, 64, 128})
+                for (int gqa : {1, 3})
+                    for (int B : {1, 16})
+                        for (bool prefill : {false, true})
+                            QTest::addRow("%s D=%d gqa=%d B=%d %s", dtype_name(dt).data(), D, gqa, B,
+                                          prefill ? "prefill" : "decode")
+                                << D << gqa << B << prefill << int(dt);
     }
     void paged_attention() {
         QFETCH(int, head_dim);
         QFETCH(int, gqa);
         QFETCH(int, block_size);
         QFETCH(bool, prefill);
+        QFETCH(int, kv_dtype);
         std::mt19937_64 rng(case_seed(seed_));
         const int D = head_dim, B = block_size, Hkv = 2, H = Hkv * gqa;
         // 4096 blocks, fewer for big blocks so the cache stays at most 65536 slots (256 MiB at D=128).
         const int num_blocks = std::min(4096, 65536 / B);
-        const KvCacheLayout layout{/*num_layers=*/2, num_blocks, B, Hkv, D, DType::F32};
+        const KvCacheLayout layout{/*num_layers=*/2, num_blocks, B, Hkv, D, static_cast<DType>(kv_dtype)};
         const int layer = 1;
 
         // Sequences: (cached tokens, new tokens). Decode: one new token each; prefill: chunks on top of
@@ -309,8 +364,8 @@ private slots:
         // the backend's write_kv through slot_mapping.
         // One buffer for every case (page faults on 256 MiB per case would dominate the test's time).
         if (cache_.size() < layout.total_elems()) cache_.resize(layout.total_elems());
-        const std::span<float> cache(cache_.data(), layout.total_elems());
-        std::fill(cache.begin(), cache.end(), kNaN);
+        KvCacheView cache(cache_.data(), layout);
+        cache.fill_nan();
         std::vector<float> k_new(static_cast<size_t>(num_tokens) * Hkv * D), v_new(k_new.size());
         std::vector<int64_t> slot_mapping;
         for (int s = 0; s < num_seqs; ++s) {
@@ -327,31 +382,31 @@ private slots:
         backends_[std::size(kThreadCounts) - 1]->write_kv(k_new.data(), v_new.data(), slot_mapping.data(), num_tokens,
                                                           layout, cache.data(), layer);
 
-        // write_kv: each new token's slot holds exactly its values, and nothing else was written (the cache
-        // holds exactly as many non-NaN values as tokens were placed).
+        // write_kv: each new token's slot holds exactly its values (rounded to the cache's type), and nothing
+        // else was written (the cache holds exactly as many non-NaN values as tokens were placed).
         for (int t = 0; t < num_tokens; ++t) {
             const int block = static_cast<int>(slot_mapping[t] / B), off = static_cast<int>(slot_mapping[t] % B);
-            for (int h = 0; h < Hkv; ++h) {
-                const float* want_k = k_new.data() + (static_cast<size_t>(t) * Hkv + h) * D;
-                const float* want_v = v_new.data() + (static_cast<size_t>(t) * Hkv + h) * D;
-                QVERIFY2(std::memcmp(cache.data() + layout.offset(layer, 0, block, h, off), want_k, D * 4) == 0,
-                         qPrintable(QString("write_kv: K of token %1 head %2 wrong").arg(t).arg(h)));
-                QVERIFY2(std::memcmp(cache.data() + layout.offset(layer, 1, block, h, off), want_v, D * 4) == 0,
-                         qPrintable(QString("write_kv: V of token %1 head %2 wrong").arg(t).arg(h)));
-            }
+            for (int h = 0; h < Hkv; ++h)
+                for (int d = 0; d < D; ++d) {
+                    const size_t src = (static_cast<size_t>(t) * Hkv + h) * D + d;
+                    QVERIFY2(cache.stored_equals(layout.offset(layer, 0, block, h, off) + d, k_new[src]),
+                             qPrintable(QString("write_kv: K of token %1 head %2 dim %3 wrong").arg(t).arg(h).arg(d)));
+                    QVERIFY2(cache.stored_equals(layout.offset(layer, 1, block, h, off) + d, v_new[src]),
+                             qPrintable(QString("write_kv: V of token %1 head %2 dim %3 wrong").arg(t).arg(h).arg(d)));
+                }
         }
         int64_t total_tokens = 0;
         for (int len : seq_lens) total_tokens += len;
-        const auto written = std::count_if(cache.begin(), cache.end(), [](float x) { return !std::isnan(x); });
-        QCOMPARE(static_cast<int64_t>(written), total_tokens * Hkv * D * 2);
+        QCOMPARE(cache.count_written(), total_tokens * Hkv * D * 2);
 
-        // Reference: per sequence over its dense K/V.
+        // Reference: per sequence over its dense K/V, as the cache holds them (rounded to its type).
         const float scale = 1.0f / std::sqrt(static_cast<float>(D));
         std::vector<float> ref(static_cast<size_t>(num_tokens) * H * D);
         for (int s = 0; s < num_seqs; ++s) {
             const size_t q0 = static_cast<size_t>(query_start_loc[s]) * H * D;
-            attention_ref(q.data() + q0, seqs[s].second, k_dense[s].data(), v_dense[s].data(), seq_lens[s], H, Hkv,
-                          D, scale, ref.data() + q0);
+            const std::vector<float> k_held = cache.rounded(k_dense[s]), v_held = cache.rounded(v_dense[s]);
+            attention_ref(q.data() + q0, seqs[s].second, k_held.data(), v_held.data(), seq_lens[s], H, Hkv, D, scale,
+                          ref.data() + q0);
         }
 
         AttentionMetadata meta;
