@@ -1,5 +1,6 @@
 #include "engine_config.h"
 
+#include "kv/kv_cache_dtype.h"
 #include "util/errors.h"
 
 #include <algorithm>
@@ -14,6 +15,8 @@ void EngineConfig::validate() const {
     if (kv_cache_memory < 0) bad("kv_cache_memory must be >= 0, got " + std::to_string(kv_cache_memory));
     if (num_blocks < 0) bad("num_blocks must be >= 0, got " + std::to_string(num_blocks));
     if (mode != "paged" && mode != "naive") bad("mode must be paged or naive, got '" + mode + "'");
+    if (!is_kv_cache_dtype_name(kv_cache_dtype))
+        bad("kv_cache_dtype must be auto, float32, float16 or bfloat16, got '" + kv_cache_dtype + "'");
     if (backend != "cpu" && backend != "cuda" && backend != "auto")
         bad("backend must be cpu, cuda or auto, got '" + backend + "'");
     if (num_threads < 0 || num_threads > 256) bad("threads must be in 0..256, got " + std::to_string(num_threads));

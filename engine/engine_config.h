@@ -15,6 +15,7 @@ struct EngineConfig {
     int64_t kv_cache_memory = 0;  // bytes for the KV pool; 0 = default (see resolve())
     int num_blocks = 0;           // explicit block count (tests); overrides kv_cache_memory
     std::string mode = "paged";   // paged | naive
+    std::string kv_cache_dtype = "auto";  // auto | float32 | float16 | bfloat16 (kv/kv_cache_dtype.h)
     int num_threads = 0;          // CPU threads; 0 = all cores
     std::string backend = "cpu";  // cpu | cuda | auto (CUDA when built and a device is present)
     uint64_t seed = 0;            // seeds requests without their own seed

@@ -1,6 +1,7 @@
 #include "llm_engine.h"
 
 #include "backend_factory.h"
+#include "kv/kv_cache_dtype.h"
 #include "sched/continuous_scheduler.h"
 #include "sched/naive_scheduler.h"
 #include "util/errors.h"
@@ -35,15 +36,21 @@ double LlmEngine::now() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
 }
 
-int LlmEngine::compute_num_blocks(const EngineConfig& c) const {
+DType LlmEngine::resolve_kv_dtype(const EngineConfig& c) const {
+    const auto& layers = model_->weights.layers;
+    return resolve_kv_cache_dtype(c.kv_cache_dtype, layers.empty() ? DType::F32 : layers[0].wq.dtype, *backend_);
+}
+
+int LlmEngine::compute_num_blocks(const EngineConfig& c, DType kv_dtype) const {
     if (c.num_blocks > 0) return c.num_blocks;
     const ModelConfig& m = model_->config;
     const int64_t bytes_per_block =
-        KvCacheLayout::bytes_per_block(m.num_layers, m.num_kv_heads, m.head_dim, c.block_size, DType::F32);
+        KvCacheLayout::bytes_per_block(m.num_layers, m.num_kv_heads, m.head_dim, c.block_size, kv_dtype);
+    const int64_t elem_bytes = dtype_block_bytes(kv_dtype);
     const int64_t budget = c.kv_cache_memory > 0
                                ? c.kv_cache_memory
-                               : default_kv_cache_memory(m.kv_bytes_per_token(), c.scheduler.max_num_seqs,
-                                                         c.scheduler.max_model_len);
+                               : default_kv_cache_memory(m.kv_bytes_per_token(static_cast<int>(elem_bytes)),
+                                                         c.scheduler.max_num_seqs, c.scheduler.max_model_len);
     const int64_t n = budget / bytes_per_block;
     if (n < 1)
         throw BadInput("KV cache budget of " + std::to_string(budget) + " bytes holds no block of " +
@@ -61,7 +68,8 @@ std::unique_ptr<Scheduler> LlmEngine::make_scheduler(const EngineConfig& c) {
 }
 
 void LlmEngine::build_pool(const EngineConfig& c) {
-    const int num_blocks = compute_num_blocks(c);
+    const DType kv_dtype = resolve_kv_dtype(c);
+    const int num_blocks = compute_num_blocks(c, kv_dtype);
     const bool caching = c.scheduler.enable_prefix_caching && c.mode == "paged";
     if (!kv_ || kv_->enable_caching() != caching)
         kv_ = std::make_unique<KvCacheManager>(num_blocks, c.block_size, caching);
@@ -70,10 +78,11 @@ void LlmEngine::build_pool(const EngineConfig& c) {
     const int max_tokens = c.scheduler.max_num_batched_tokens;
     const int max_logits = std::min(c.scheduler.max_num_seqs, max_tokens);
     if (!runner_)
-        runner_ = std::make_unique<ModelRunner>(*model_, *backend_, num_blocks, c.block_size, max_tokens, max_logits);
+        runner_ = std::make_unique<ModelRunner>(*model_, *backend_, num_blocks, c.block_size, max_tokens, max_logits,
+                                                kv_dtype);
     else {
         runner_->ensure_capacity(max_tokens, max_logits);
-        runner_->reset_kv_cache(num_blocks, c.block_size);
+        runner_->reset_kv_cache(num_blocks, c.block_size, kv_dtype);
     }
     runner_->set_cuda_graphs(!c.enforce_eager, c.scheduler.max_model_len);
     std::deque<Request*> waiting;
@@ -88,6 +97,7 @@ void LlmEngine::reconfigure(const EngineConfig& next) {
         throw BadInput("max_model_len cannot change while the engine runs (reload the model)");
     const bool rebuild = next.block_size != config_.block_size || next.kv_cache_memory != config_.kv_cache_memory ||
                          next.num_blocks != config_.num_blocks || next.mode != config_.mode ||
+                         next.kv_cache_dtype != config_.kv_cache_dtype ||
                          next.scheduler.enable_prefix_caching != config_.scheduler.enable_prefix_caching;
     if (rebuild) {
         // Drain: every running request gives its blocks back and waits to be recomputed.
@@ -99,6 +109,8 @@ void LlmEngine::reconfigure(const EngineConfig& next) {
         if (next.block_size != config_.block_size)
             event += " block_size " + std::to_string(config_.block_size) + " -> " + std::to_string(next.block_size);
         if (next.mode != config_.mode) event += " mode " + config_.mode + " -> " + next.mode;
+        if (next.kv_cache_dtype != config_.kv_cache_dtype)
+            event += " kv_cache_dtype " + config_.kv_cache_dtype + " -> " + next.kv_cache_dtype;
         if (next.kv_cache_memory != config_.kv_cache_memory || next.num_blocks != config_.num_blocks)
             event += " kv budget";
         if (next.scheduler.enable_prefix_caching != config_.scheduler.enable_prefix_caching)

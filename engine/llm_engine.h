@@ -89,6 +89,8 @@ public:
     double now() const;
     int64_t num_steps() const { return num_steps_; }
     int num_blocks() const { return kv_->num_blocks(); }
+    // The element type the KV cache holds (config().kv_cache_dtype resolved for this model and backend).
+    DType kv_cache_dtype() const { return runner_->kv_layout().kv_dtype; }
 
     // Forgets finished requests (their metrics were delivered to the sink).
     void release_finished();
@@ -104,7 +106,8 @@ private:
         RequestMetrics metrics;
     };
 
-    int compute_num_blocks(const EngineConfig& config) const;
+    DType resolve_kv_dtype(const EngineConfig& config) const;
+    int compute_num_blocks(const EngineConfig& config, DType kv_dtype) const;
     void build_pool(const EngineConfig& config);
     std::unique_ptr<Scheduler> make_scheduler(const EngineConfig& config);
     void validate_request(const NewRequest& r) const;

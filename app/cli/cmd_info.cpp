@@ -5,6 +5,8 @@
 #include "commands.h"
 #include "engine_options.h"
 
+#include "backend_factory.h"
+#include "kv/kv_cache_dtype.h"
 #include "llm_engine.h"
 #include "util/errors.h"
 
@@ -24,11 +26,21 @@ int run_info(int argc, char** argv) {
     const ModelConfig& c = model->config;
     const EngineConfig ec = engine_config_from(args, c);
     const int max_model_len = ec.scheduler.max_model_len;
+    std::unique_ptr<Backend> backend;
+    try {
+        backend = make_backend(ec.backend, 1);
+    } catch (const std::invalid_argument& e) {
+        throw BadInput(std::string("backend: ") + e.what());
+    }
+    const DType kv_dtype = resolve_kv_cache_dtype(
+        ec.kv_cache_dtype, model->weights.layers.empty() ? DType::F32 : model->weights.layers[0].wq.dtype, *backend);
+    const int kv_elem_bytes = static_cast<int>(dtype_block_bytes(kv_dtype));
+    const int64_t kv_bytes_per_token = c.kv_bytes_per_token(kv_elem_bytes);
     const int64_t budget = ec.kv_cache_memory > 0 ? ec.kv_cache_memory
-                                                  : default_kv_cache_memory(c.kv_bytes_per_token(),
+                                                  : default_kv_cache_memory(kv_bytes_per_token,
                                                                             ec.scheduler.max_num_seqs, max_model_len);
     const int64_t bytes_per_block =
-        KvCacheLayout::bytes_per_block(c.num_layers, c.num_kv_heads, c.head_dim, ec.block_size, DType::F32);
+        KvCacheLayout::bytes_per_block(c.num_layers, c.num_kv_heads, c.head_dim, ec.block_size, kv_dtype);
     const int64_t num_blocks = ec.num_blocks > 0 ? ec.num_blocks : budget / bytes_per_block;
     const int64_t blocks_per_seq = (max_model_len + ec.block_size - 1) / ec.block_size;
 
@@ -56,8 +68,8 @@ int run_info(int argc, char** argv) {
     j["tie_word_embeddings"] = c.tie_word_embeddings;
     j["tokenizer"] = std::string(model->tokenizer.kind_name());
     j["chat_template"] = model->chat_template.family();
-    j["kv_bytes_per_token"] = c.kv_bytes_per_token();
-    j["kv_cache_dtype"] = "F32";
+    j["kv_bytes_per_token"] = kv_bytes_per_token;
+    j["kv_cache_dtype"] = kv_cache_dtype_name(kv_dtype);
     j["kv_cache_memory"] = budget;
     j["block_size"] = ec.block_size;
     j["kv_bytes_per_block"] = bytes_per_block;
@@ -79,8 +91,9 @@ int run_info(int argc, char** argv) {
                 c.rope_theta, c.rope_scaling.type.empty() ? "" : (", scaling " + c.rope_scaling.type).c_str());
     std::printf("tokenizer         %s, chat template %s\n", std::string(model->tokenizer.kind_name()).c_str(),
                 model->chat_template.family().c_str());
-    std::printf("KV per token      %lld bytes (2 x %d layers x %d kv heads x %d head_dim x 4 bytes)\n",
-                static_cast<long long>(c.kv_bytes_per_token()), c.num_layers, c.num_kv_heads, c.head_dim);
+    std::printf("KV per token      %lld bytes (2 x %d layers x %d kv heads x %d head_dim x %d bytes, %s)\n",
+                static_cast<long long>(kv_bytes_per_token), c.num_layers, c.num_kv_heads, c.head_dim, kv_elem_bytes,
+                kv_cache_dtype_name(kv_dtype).c_str());
     std::printf("KV budget         %.1f MiB -> %lld blocks of %d tokens (%lld bytes each) = %lld tokens\n",
                 budget / 1048576.0, static_cast<long long>(num_blocks), ec.block_size,
                 static_cast<long long>(bytes_per_block), static_cast<long long>(num_blocks * ec.block_size));

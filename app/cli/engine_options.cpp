@@ -6,7 +6,8 @@ namespace kvscope::cli {
 
 std::set<std::string> engine_value_flags() {
     return {"--model", "--block-size", "--max-num-seqs", "--max-num-batched-tokens", "--policy", "--kv-cache-memory",
-            "--max-model-len", "--mode", "--threads", "--backend", "--num-blocks", "--long-prefill-token-threshold"};
+            "--max-model-len", "--mode", "--threads", "--backend", "--num-blocks", "--long-prefill-token-threshold",
+            "--kv-cache-dtype"};
 }
 
 std::set<std::string> engine_switch_flags() { return {"--enable-prefix-caching", "--check-invariants", "--enforce-eager"}; }
@@ -24,6 +25,7 @@ EngineConfig engine_config_from(const Args& args, const ModelConfig& model) {
     c.kv_cache_memory = args.get_bytes("--kv-cache-memory", 0);
     c.num_blocks = static_cast<int>(args.get_int("--num-blocks", 0));
     c.mode = args.get_or("--mode", "paged");
+    c.kv_cache_dtype = args.get_or("--kv-cache-dtype", "auto");
     c.num_threads = static_cast<int>(args.get_int("--threads", 0));
     c.backend = args.get_or("--backend", "cpu");
     c.check_invariants = args.has("--check-invariants");

@@ -1,5 +1,7 @@
 #include "bench/bench_runner.h"
 
+#include "kv/kv_cache_dtype.h"
+
 #include "util/errors.h"
 
 #include <algorithm>
@@ -124,6 +126,7 @@ BenchRun BenchRunner::collect(Pending& p, const std::string& label, double t0, d
     BenchRun r;
     r.label = label;
     r.config = engine_.config();
+    r.config.kv_cache_dtype = kv_cache_dtype_name(engine_.kv_cache_dtype());  // what auto resolved to
     r.start_time = t0;
     r.requests.resize(workload_.size());
     for (const RequestMetrics& m : recorder_.requests()) {

@@ -67,6 +67,7 @@ std::string result_date() {
 nlohmann::json engine_config_to_json(const EngineConfig& c) {
     return {{"mode", c.mode},
             {"block_size", c.block_size},
+            {"kv_cache_dtype", c.kv_cache_dtype},
             {"kv_cache_memory", c.kv_cache_memory},
             {"num_blocks", c.num_blocks},
             {"num_threads", c.num_threads},

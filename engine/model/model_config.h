@@ -42,7 +42,7 @@ struct ModelConfig {
 
     int q_size() const { return num_heads * head_dim; }
     int kv_size() const { return num_kv_heads * head_dim; }
-    // K and V bytes one token holds in the cache over all layers (F32 cache).
+    // K and V bytes one token holds in the cache over all layers, for a cache of dtype_bytes per value.
     int64_t kv_bytes_per_token(int dtype_bytes = 4) const {
         return 2LL * num_layers * num_kv_heads * head_dim * dtype_bytes;
     }

@@ -15,7 +15,7 @@ constexpr int kMaxCaptureSize = 256;
 }  // namespace
 
 ModelRunner::ModelRunner(const Model& model, Backend& backend, int num_blocks, int block_size, int max_num_tokens,
-                         int max_num_logits)
+                         int max_num_logits, DType kv_dtype)
     : model_(model), backend_(backend), max_num_tokens_(max_num_tokens), max_num_logits_(max_num_logits) {
     const ModelConfig& c = model.config;
     inv_freq_host_ = c.rope_inv_freq();
@@ -24,7 +24,7 @@ ModelRunner::ModelRunner(const Model& model, Backend& backend, int num_blocks, i
     max_num_logits_ = std::min(max_num_logits_, max_num_tokens_);
     upload_weights();
     allocate_activations();
-    reset_kv_cache(num_blocks, block_size);
+    reset_kv_cache(num_blocks, block_size, kv_dtype);
 }
 
 ModelRunner::~ModelRunner() {
@@ -105,12 +105,12 @@ void ModelRunner::free_buffers() {
     kv_cache_ = nullptr;
 }
 
-void ModelRunner::reset_kv_cache(int num_blocks, int block_size) {
+void ModelRunner::reset_kv_cache(int num_blocks, int block_size, DType kv_dtype) {
     const ModelConfig& c = model_.config;
     drop_graphs();  // they write and read the old cache, with the old block size
     if (kv_cache_) backend_.deallocate(kv_cache_);
     kv_cache_ = nullptr;
-    layout_ = KvCacheLayout{c.num_layers, num_blocks, block_size, c.num_kv_heads, c.head_dim, DType::F32};
+    layout_ = KvCacheLayout{c.num_layers, num_blocks, block_size, c.num_kv_heads, c.head_dim, kv_dtype};
     kv_cache_ = backend_.allocate(std::max<size_t>(layout_.total_bytes(), 64));
     configure_graphs();
 }

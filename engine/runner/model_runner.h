@@ -38,7 +38,7 @@ public:
     // num_blocks x block_size token slots of cache; steps of at most max_num_tokens tokens and
     // max_num_logits sampled rows.
     ModelRunner(const Model& model, Backend& backend, int num_blocks, int block_size, int max_num_tokens,
-                int max_num_logits);
+                int max_num_logits, DType kv_dtype = DType::F32);
     ~ModelRunner();
     ModelRunner(const ModelRunner&) = delete;
     ModelRunner& operator=(const ModelRunner&) = delete;
@@ -59,7 +59,7 @@ public:
     void ensure_capacity(int max_num_tokens, int max_num_logits);
 
     // Rebuilds the KV cache for a new geometry (drain-and-rebuild: no request may hold blocks).
-    void reset_kv_cache(int num_blocks, int block_size);
+    void reset_kv_cache(int num_blocks, int block_size, DType kv_dtype = DType::F32);
 
     const KvCacheLayout& kv_layout() const { return layout_; }
     size_t kv_cache_bytes() const { return layout_.total_bytes(); }

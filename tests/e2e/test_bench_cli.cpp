@@ -81,6 +81,9 @@ private slots:
         QCOMPARE(j["request_rate"].get<std::string>(), std::string("inf"));
         QVERIFY(!j["machine"]["cpu_model"].get<std::string>().empty());
         QVERIFY(j["request_goodput"].get<double>() > 0);
+        // What ran, not what was asked: auto resolves to a type.
+        const std::string kv_dtype = j["engine_config"]["kv_cache_dtype"].get<std::string>();
+        QVERIFY2(kv_dtype == "float32" || kv_dtype == "float16" || kv_dtype == "bfloat16", kv_dtype.c_str());
 
         const auto rows = load_jsonl(jsonl);
         QCOMPARE(rows.size(), size_t(16));

@@ -90,7 +90,17 @@ private slots:
         QCOMPARE(j["max_model_len"].get<int>(), 512);
         QCOMPARE(j["kv_bytes_per_token"].get<int>(), 2 * 5 * 4 * 8 * 4);
         QCOMPARE(j["num_blocks"].get<int>(), (1 << 20) / (2 * 5 * 4 * 8 * 4 * 16));
+        QCOMPARE(j["kv_cache_dtype"].get<std::string>(), std::string("float32"));  // auto, for F32 weights
         QVERIFY(j["weight_bytes"].get<int64_t>() > 0);
+
+        // A half cache: half the bytes per token, twice the blocks in the same budget.
+        const Run h = cli({"info", "--model", models() + "/stories260K-f32.gguf", "--json", "--kv-cache-memory", "1M",
+                           "--kv-cache-dtype", "float16"});
+        QVERIFY2(h.code == 0, qPrintable(h.err));
+        const json jh = json::parse(h.out.toStdString());
+        QCOMPARE(jh["kv_cache_dtype"].get<std::string>(), std::string("float16"));
+        QCOMPARE(jh["kv_bytes_per_token"].get<int>(), 2 * 5 * 4 * 8 * 2);
+        QCOMPARE(jh["num_blocks"].get<int>(), 2 * j["num_blocks"].get<int>());
     }
 
     void badInput_data() {
@@ -109,6 +119,7 @@ private slots:
         QTest::newRow("hf bad config.json") << "hf-config" << "config.json";
         QTest::newRow("unknown flag") << "flag" << "--frobnicate";
         QTest::newRow("bad block size") << "block-size" << "block_size";
+        QTest::newRow("bad kv cache dtype") << "kv-dtype" << "kv_cache_dtype";
         QTest::newRow("bad number") << "number" << "--max-tokens";
         QTest::newRow("unknown dummy preset") << "dummy" << "dummy:gpt5";
     }
@@ -187,6 +198,9 @@ private slots:
         } else if (kind == "block-size") {
             model = gguf;
             extra << "--block-size" << "3";
+        } else if (kind == "kv-dtype") {
+            model = gguf;
+            extra << "--kv-cache-dtype" << "fp8";
         } else if (kind == "number") {
             model = gguf;
             extra << "--max-tokens" << "many";

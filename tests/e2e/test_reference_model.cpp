@@ -10,6 +10,7 @@
 #include <QFile>
 #include <cmath>
 #include <fstream>
+#include <numeric>
 #include <nlohmann/json.hpp>
 
 using namespace kvscope;
@@ -98,6 +99,53 @@ private slots:
             QVERIFY2(max_ref < 1e-4f, "logits differ from run.c");
             QVERIFY2(max_formats < 1e-4f, "HF and GGUF logits differ");
         }
+    }
+
+    // A half-precision KV cache (--kv-cache-dtype float16 / bfloat16) rounds every cached K and V value:
+    // the logits move off run.c's by about that rounding, not more, and the greedy token stays the same
+    // where run.c's top two logits are clearly apart. The error must also be above zero: the cache
+    // really holds halves.
+    void halfKvCacheLogitsNearRunC_data() {
+        QTest::addColumn<int>("kvDtype");
+        QTest::addColumn<float>("bound");
+        QTest::newRow("float16") << int(DType::F16) << 0.06f;  // measured 0.026
+        QTest::newRow("bfloat16") << int(DType::BF16) << 0.6f;  // measured 0.25 (8 bits of mantissa)
+    }
+    void halfKvCacheLogitsNearRunC() {
+        QFETCH(int, kvDtype);
+        QFETCH(float, bound);
+        auto gguf = test::load_stories("gguf");
+        const std::string dir = test::models_dir() + "/reference_logits";
+        const json index = test::read_json(dir + "/index.json");
+        cpu::CpuBackend backend(2);
+        float worst = 0;
+        for (const auto& entry : index) {
+            std::vector<int32_t> tokens = entry["prompt_ids"].get<std::vector<int32_t>>();
+            const auto gen = entry["generated_ids"].get<std::vector<int32_t>>();
+            const int first = static_cast<int>(tokens.size()) - 1;
+            tokens.insert(tokens.end(), gen.begin(), gen.end() - 1);
+            const int rows = static_cast<int>(gen.size()), vocab = 512;
+            std::vector<float> ref(static_cast<size_t>(rows) * vocab);
+            std::ifstream f(dir + "/" + entry["file"].get<std::string>(), std::ios::binary);
+            f.read(reinterpret_cast<char*>(ref.data()), static_cast<std::streamsize>(ref.size() * 4));
+            QVERIFY(f.good());
+            const auto a = test::prefill_logits(backend, *gguf, tokens, first, 16, static_cast<DType>(kvDtype));
+            QCOMPARE(a.size(), ref.size());
+            for (size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, std::fabs(a[i] - ref[i]));
+            for (int r = 0; r < rows; ++r) {
+                const float* want = ref.data() + static_cast<size_t>(r) * vocab;
+                const float* got = a.data() + static_cast<size_t>(r) * vocab;
+                std::vector<int> order(vocab);
+                std::iota(order.begin(), order.end(), 0);
+                std::partial_sort(order.begin(), order.begin() + 2, order.end(),
+                                  [&](int x, int y) { return want[x] > want[y]; });
+                if (want[order[0]] - want[order[1]] > 2 * bound)
+                    QCOMPARE(static_cast<int>(std::max_element(got, got + vocab) - got), order[0]);
+            }
+        }
+        qInfo("max |kvscope - run.c| with a %s KV cache = %.3g", QTest::currentDataTag(), worst);
+        QVERIFY2(worst < bound, "logits moved further than the cache's rounding explains");
+        QVERIFY2(worst > 1e-5f, "no rounding at all: is the cache really half precision?");
     }
 };
 

@@ -10,12 +10,12 @@
 
 namespace kvscope::test {
 
-// Rows for positions [first, tokens.size()), on `backend`.                    [rows, vocab]
+// Rows for positions [first, tokens.size()), on `backend`, with a KV cache of kv_dtype. [rows, vocab]
 inline std::vector<float> prefill_logits(Backend& backend, const Model& model, const std::vector<int32_t>& tokens,
-                                         int first, int block_size = 16) {
+                                         int first, int block_size = 16, DType kv_dtype = DType::F32) {
     const int T = static_cast<int>(tokens.size());
     const int used = (T + block_size - 1) / block_size;
-    ModelRunner runner(model, backend, used + 3, block_size, T, T);
+    ModelRunner runner(model, backend, used + 3, block_size, T, T, kv_dtype);
     std::vector<int32_t> table;
     for (int b = used - 1; b >= 0; --b) table.push_back(b + 3);
     ModelInput in;
