@@ -95,9 +95,12 @@ void LlmEngine::reconfigure(const EngineConfig& next) {
     next.validate();
     if (next.scheduler.max_model_len != config_.scheduler.max_model_len)
         throw BadInput("max_model_len cannot change while the engine runs (reload the model)");
+    // Resolved before anything drains: a type the backend cannot hold throws here, and a new name for
+    // the same type (fp16 -> float16, auto -> bfloat16 on BF16 weights) rebuilds nothing.
+    const DType next_kv_dtype = resolve_kv_dtype(next);
     const bool rebuild = next.block_size != config_.block_size || next.kv_cache_memory != config_.kv_cache_memory ||
                          next.num_blocks != config_.num_blocks || next.mode != config_.mode ||
-                         next.kv_cache_dtype != config_.kv_cache_dtype ||
+                         next_kv_dtype != kv_cache_dtype() ||
                          next.scheduler.enable_prefix_caching != config_.scheduler.enable_prefix_caching;
     if (rebuild) {
         // Drain: every running request gives its blocks back and waits to be recomputed.
@@ -109,8 +112,8 @@ void LlmEngine::reconfigure(const EngineConfig& next) {
         if (next.block_size != config_.block_size)
             event += " block_size " + std::to_string(config_.block_size) + " -> " + std::to_string(next.block_size);
         if (next.mode != config_.mode) event += " mode " + config_.mode + " -> " + next.mode;
-        if (next.kv_cache_dtype != config_.kv_cache_dtype)
-            event += " kv_cache_dtype " + config_.kv_cache_dtype + " -> " + next.kv_cache_dtype;
+        if (next_kv_dtype != kv_cache_dtype())
+            event += " kv_cache_dtype " + kv_cache_dtype_name(kv_cache_dtype()) + " -> " + kv_cache_dtype_name(next_kv_dtype);
         if (next.kv_cache_memory != config_.kv_cache_memory || next.num_blocks != config_.num_blocks)
             event += " kv budget";
         if (next.scheduler.enable_prefix_caching != config_.scheduler.enable_prefix_caching)

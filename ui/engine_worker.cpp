@@ -2,6 +2,7 @@
 
 #include "bench_workload.h"
 #include "latency_summary.h"
+#include "kv/kv_cache_dtype.h"
 #include "llm_engine.h"
 #include "model/model.h"
 #include "util/errors.h"
@@ -222,6 +223,7 @@ void EngineWorker::finishBenchmark() {
                                 {"max_model_len", c.scheduler.max_model_len},
                                 {"mode", QString::fromStdString(c.mode)},
                                 {"num_blocks", m_engine->num_blocks()},
+                                {"kv_cache_dtype", QString::fromStdString(kv_cache_dtype_name(m_engine->kv_cache_dtype()))},
                                 {"model", QString::fromStdString(m_model->source)}};
     m_bench.reset();
     m_benchTimer.stop();

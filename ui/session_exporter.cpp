@@ -26,6 +26,7 @@ QJsonObject engineConfigJson(const EngineConfig& c) {
             {"kv_cache_memory", double(c.kv_cache_memory)},
             {"num_blocks", c.num_blocks},
             {"mode", QString::fromStdString(c.mode)},
+            {"kv_cache_dtype", QString::fromStdString(c.kv_cache_dtype)},
             {"num_threads", c.num_threads}};
 }
 

@@ -26,14 +26,17 @@ int run_info(int argc, char** argv) {
     const ModelConfig& c = model->config;
     const EngineConfig ec = engine_config_from(args, c);
     const int max_model_len = ec.scheduler.max_model_len;
+    // The cache type the engine would pick. A CUDA backend that cannot start on this machine is taken
+    // as what it holds (F32 only), so `info --backend cuda` still describes the budget without a GPU.
+    const DType weight_dtype = model->weights.layers.empty() ? DType::F32 : model->weights.layers[0].wq.dtype;
     std::unique_ptr<Backend> backend;
     try {
         backend = make_backend(ec.backend, 1);
-    } catch (const std::invalid_argument& e) {
-        throw BadInput(std::string("backend: ") + e.what());
+    } catch (const std::invalid_argument&) {
     }
-    const DType kv_dtype = resolve_kv_cache_dtype(
-        ec.kv_cache_dtype, model->weights.layers.empty() ? DType::F32 : model->weights.layers[0].wq.dtype, *backend);
+    const DType kv_dtype =
+        backend ? resolve_kv_cache_dtype(ec.kv_cache_dtype, weight_dtype, *backend)
+                : resolve_kv_cache_dtype(ec.kv_cache_dtype, weight_dtype, ec.backend, [](DType t) { return t == DType::F32; });
     const int kv_elem_bytes = static_cast<int>(dtype_block_bytes(kv_dtype));
     const int64_t kv_bytes_per_token = c.kv_bytes_per_token(kv_elem_bytes);
     const int64_t budget = ec.kv_cache_memory > 0 ? ec.kv_cache_memory

@@ -19,9 +19,15 @@ std::optional<DType> explicit_dtype(const std::string& name) {
 bool is_kv_cache_dtype_name(const std::string& name) { return name == "auto" || explicit_dtype(name).has_value(); }
 
 DType resolve_kv_cache_dtype(const std::string& name, DType weight_dtype, const Backend& backend) {
+    return resolve_kv_cache_dtype(name, weight_dtype, backend.name(),
+                                  [&](DType t) { return backend.supports_kv_dtype(t); });
+}
+
+DType resolve_kv_cache_dtype(const std::string& name, DType weight_dtype, const std::string& backend_name,
+                             const std::function<bool(DType)>& supports) {
     if (const auto t = explicit_dtype(name)) {
-        if (!backend.supports_kv_dtype(*t))
-            throw BadInput("kv_cache_dtype " + name + ": the " + backend.name() + " backend keeps its KV cache in " +
+        if (!supports(*t))
+            throw BadInput("kv_cache_dtype " + name + ": the " + backend_name + " backend keeps its KV cache in " +
                            "float32 only (use auto or float32)");
         return *t;
     }
@@ -29,7 +35,7 @@ DType resolve_kv_cache_dtype(const std::string& name, DType weight_dtype, const 
         throw BadInput("invalid engine setting: kv_cache_dtype must be auto, float32, float16 or bfloat16, got '" + name +
                        "'");
     const DType want = weight_dtype == DType::F32 || weight_dtype == DType::BF16 ? weight_dtype : DType::F16;
-    return backend.supports_kv_dtype(want) ? want : DType::F32;
+    return supports(want) ? want : DType::F32;
 }
 
 std::string kv_cache_dtype_name(DType t) {

@@ -7,6 +7,7 @@
 
 #include "backend.h"
 
+#include <functional>
 #include <string>
 
 namespace kvscope {
@@ -16,6 +17,9 @@ bool is_kv_cache_dtype_name(const std::string& name);
 
 // The type the cache holds. Throws BadInput naming the setting when the backend cannot hold it.
 DType resolve_kv_cache_dtype(const std::string& name, DType weight_dtype, const Backend& backend);
+// The same for a backend known by name and by what it holds (`info`, where a CUDA device may be absent).
+DType resolve_kv_cache_dtype(const std::string& name, DType weight_dtype, const std::string& backend_name,
+                             const std::function<bool(DType)>& supports);
 
 // float32, float16 or bfloat16: the name that exports and `info` print.
 std::string kv_cache_dtype_name(DType t);

@@ -107,6 +107,9 @@ void ModelRunner::free_buffers() {
 
 void ModelRunner::reset_kv_cache(int num_blocks, int block_size, DType kv_dtype) {
     const ModelConfig& c = model_.config;
+    if (!backend_.supports_kv_dtype(kv_dtype))
+        throw std::invalid_argument("ModelRunner: the " + backend_.name() + " backend cannot hold a " +
+                                    std::string(dtype_name(kv_dtype)) + " KV cache");
     drop_graphs();  // they write and read the old cache, with the old block size
     if (kv_cache_) backend_.deallocate(kv_cache_);
     kv_cache_ = nullptr;

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 namespace kvscope::cpu {
 
@@ -106,44 +108,63 @@ void softmax_rows(float* scores, int group, int ctx) {
 
 namespace {
 
+// Head dims that are multiples of 16 take 16-lane vectors; others (stories260K's 8) stay scalar.
+inline float dot(const float* __restrict a, const float* __restrict b, int d) {
+    int i = 0;
+    float s = 0;
+    if (d >= 16) {
+        v16f acc{};
+        for (; i + 16 <= d; i += 16) acc += load16(a + i) * load16(b + i);
+        s = hsum16(acc);
+    }
+    for (; i < d; ++i) s += a[i] * b[i];
+    return s;
+}
+
+inline void axpy(float a, const float* __restrict x, float* __restrict y, int d) {
+    int i = 0;
+    const v16f av = splat16(a);
+    for (; i + 16 <= d; i += 16) store16(y + i, load16(y + i) + av * load16(x + i));
+    for (; i < d; ++i) y[i] += a * x[i];
+}
+
 // One query token against one kv head, for the group of query heads sharing that kv head (GQA): each
-// K and V row is loaded once for the whole group. Any head_dim (stories260K's 8): scalar, each stored row
-// widened once into row[D]. scores: [group, ctx] scratch.
+// K and V row is loaded once for the whole group. Any head_dim; a half-precision row is widened once into
+// an F32 copy. scores: [group, ctx] scratch.
 template <class KV>
 void attend_group(const float* q, int kv_head, int group, int ctx, const int32_t* block_table,
                   const KvCacheLayout& layout, const typename KV::T* kv_cache, int layer, float scale, float* scores,
                   float* out) {
+    using T = typename KV::T;
     const int D = layout.head_dim, B = layout.block_size;
     const int h0 = kv_head * group;
-    std::vector<float> row(D);
-    auto widen = [&](const typename KV::T* p) {
-        for (int d = 0; d < D; ++d) row[d] = KV::get(p[d]);
+    float stack_row[256];
+    std::vector<float> heap_row(std::is_same_v<T, float> || D <= 256 ? 0 : D);
+    float* const row = heap_row.empty() ? stack_row : heap_row.data();
+    auto as_f32 = [&](const T* p) -> const float* {
+        if constexpr (std::is_same_v<T, float>) {
+            return p;
+        } else {
+            for (int d = 0; d < D; ++d) row[d] = KV::get(p[d]);
+            return row;
+        }
     };
     for (int b = 0, j0 = 0; j0 < ctx; ++b, j0 += B) {
         const int nb = std::min(B, ctx - j0);
-        const typename KV::T* kb = kv_cache + layout.offset(layer, 0, block_table[b], kv_head, 0);
+        const T* kb = kv_cache + layout.offset(layer, 0, block_table[b], kv_head, 0);
         for (int t = 0; t < nb; ++t) {
-            widen(kb + t * D);
-            for (int g = 0; g < group; ++g) {
-                const float* qg = q + (h0 + g) * D;
-                float dot = 0;
-                for (int d = 0; d < D; ++d) dot += qg[d] * row[d];
-                scores[g * ctx + j0 + t] = dot * scale;
-            }
+            const float* k = as_f32(kb + t * D);
+            for (int g = 0; g < group; ++g) scores[g * ctx + j0 + t] = dot(q + (h0 + g) * D, k, D) * scale;
         }
     }
     softmax_rows(scores, group, ctx);
     for (int g = 0; g < group; ++g) std::memset(out + (h0 + g) * D, 0, D * sizeof(float));
     for (int b = 0, j0 = 0; j0 < ctx; ++b, j0 += B) {
         const int nb = std::min(B, ctx - j0);
-        const typename KV::T* vb = kv_cache + layout.offset(layer, 1, block_table[b], kv_head, 0);
+        const T* vb = kv_cache + layout.offset(layer, 1, block_table[b], kv_head, 0);
         for (int t = 0; t < nb; ++t) {
-            widen(vb + t * D);
-            for (int g = 0; g < group; ++g) {
-                const float p = scores[g * ctx + j0 + t];
-                float* og = out + (h0 + g) * D;
-                for (int d = 0; d < D; ++d) og[d] += p * row[d];
-            }
+            const float* v = as_f32(vb + t * D);
+            for (int g = 0; g < group; ++g) axpy(scores[g * ctx + j0 + t], v, out + (h0 + g) * D, D);
         }
     }
 }

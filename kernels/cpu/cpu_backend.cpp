@@ -134,14 +134,23 @@ void CpuBackend::paged_attention(const float* q, const AttentionMetadata& meta, 
 }
 
 void CpuBackend::silu_mul(const float* gate, const float* up, int64_t n, float* out) {
-    // 16 lanes through exp16: libm's scalar expf was about 4% of a decode step.
+    // 16 lanes through exp16 (libm's scalar expf was about 4% of a decode step). A chunk's tail goes
+    // through a padded copy, so every value takes the same arithmetic wherever the chunk edges fall:
+    // results stay independent of the thread count and of the batch around a token.
+    auto lanes = [](const float* g, const float* u, float* o) {
+        const v16f gv = load16(g);
+        store16(o, gv / (1.0f + exp16(-gv)) * load16(u));
+    };
     parallel_chunks(pool_, n, [&](int64_t b, int64_t e) {
         int64_t i = b;
-        for (; i + 16 <= e; i += 16) {
-            const v16f g = load16(gate + i);
-            store16(out + i, g / (1.0f + exp16(-g)) * load16(up + i));
+        for (; i + 16 <= e; i += 16) lanes(gate + i, up + i, out + i);
+        if (i < e) {
+            float g[16] = {}, u[16] = {}, o[16];
+            std::copy(gate + i, gate + e, g);
+            std::copy(up + i, up + e, u);
+            lanes(g, u, o);
+            std::copy(o, o + (e - i), out + i);
         }
-        for (; i < e; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
     });
 }
 

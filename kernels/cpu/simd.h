@@ -106,6 +106,13 @@ inline v16f load16_bf16(const uint16_t* p) {
 inline v16f load16_f16(const uint16_t* p) {
 #if defined(__AVX512F__)
     return reinterpret_cast<v16f>(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
+#elif defined(__F16C__)
+    const __m256 lo = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m256 hi = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)));
+    v16f f;
+    std::memcpy(&f, &lo, sizeof lo);
+    std::memcpy(reinterpret_cast<char*>(&f) + sizeof lo, &hi, sizeof hi);
+    return f;
 #else
     v16f f;
     for (int i = 0; i < 16; ++i) f[i] = f16_to_f32(p[i]);

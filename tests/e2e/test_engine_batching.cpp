@@ -223,6 +223,48 @@ private slots:
         expect_all_blocks_free(engine);
     }
 
+    // --kv-cache-dtype changed while requests run: float16 doubles the blocks of the same budget (a
+    // drain-and-rebuild, every request recomputed), a new name for the same type rebuilds nothing, and
+    // back to float32 the requests still finish with every token and every block returned.
+    void kvCacheDtypeChangeMidRun() {
+        EngineConfig c = base_config();
+        c.kv_cache_memory = 200 * 20480;  // 200 F32 blocks of 16 tokens (stories260K: 20480 bytes each)
+        LlmEngine engine(stories(), c);
+        QCOMPARE(engine.kv_cache_dtype(), DType::F32);
+        const int f32_blocks = engine.num_blocks();
+        auto prompts = mixed_prompts(11);
+        prompts.resize(12);
+        const auto preemptions = [&] {
+            size_t n = 0;
+            for (const auto& r : engine.active_requests())
+                if (const auto m = engine.request_metrics(r.request_id)) n += m->preemption_times.size();
+            return n;
+        };
+        const auto out = run_all(engine, prompts, greedy(16), [&](LlmEngine& e, int64_t step) {
+            EngineConfig next = e.config();
+            if (step == 2) {
+                next.kv_cache_dtype = "float16";
+                e.reconfigure(next);
+                QCOMPARE(e.kv_cache_dtype(), DType::F16);
+                QCOMPARE(e.num_blocks(), 2 * f32_blocks);
+            } else if (step == 4) {
+                const size_t before = preemptions();
+                QVERIFY(before > 0);  // the rebuild at step 2 drained the running requests
+                next.kv_cache_dtype = "fp16";
+                e.reconfigure(next);
+                QCOMPARE(preemptions(), before);  // nothing drained
+                QCOMPARE(e.num_blocks(), 2 * f32_blocks);
+            } else if (step == 6) {
+                next.kv_cache_dtype = "float32";
+                e.reconfigure(next);
+                QCOMPARE(e.num_blocks(), f32_blocks);
+            }
+        });
+        for (const auto& o : out) QCOMPARE(o.size(), size_t(16));
+        QCOMPARE(engine.kv_cache_dtype(), DType::F32);
+        expect_all_blocks_free(engine);
+    }
+
     void seededSamplingAloneEqualsBatched() {
         SamplingParams p;
         p.temperature = 0.9f;

@@ -291,7 +291,7 @@ private slots:
                             << D << gqa << B << prefill << int(DType::F32);
         // Half-precision caches: the same kernels with a different element loader.
         for (DType dt : {DType::F16, DType::BF16})
-            for (int D : {8, 64, 128})
+            for (int D : {8, 32, 64, 80, 96, 128})  // every vector instance, and the generic path
                 for (int gqa : {1, 3})
                     for (int B : {1, 16})
                         for (bool prefill : {false, true})
@@ -543,9 +543,16 @@ private slots:
         silu_mul_ref(gate.data(), up.data(), n, ref.data());
         std::vector<float> x_ref = up;
         add_ref(x_ref.data(), gate.data(), n);
+        // Each value alone (n = 1 calls): what every thread count and chunking must reproduce bit for bit.
+        std::vector<float> alone(n);
+        for (qlonglong j = 0; j < n; ++j) backends_[0]->silu_mul(&gate[j], &up[j], 1, &alone[j]);
         for (size_t i = 0; i < std::size(kThreadCounts); ++i) {
             std::vector<float> out(n, kNaN);
             backends_[i]->silu_mul(gate.data(), up.data(), n, out.data());
+            for (qlonglong j = 0; j < n; ++j)
+                QVERIFY2(std::memcmp(&out[j], &alone[j], sizeof(float)) == 0,
+                         qPrintable(QString("silu_mul threads=%1 [%2]: %3 in a batch, %4 alone")
+                                        .arg(kThreadCounts[i]).arg(j).arg(out[j], 0, 'g', 9).arg(alone[j], 0, 'g', 9)));
             // A few float roundings (exp, +, /, *): relative error well under 1e-6.
             for (qlonglong j = 0; j < n; ++j)
                 QVERIFY2(std::fabs(out[j] - ref[j]) <= 1e-6 * std::fabs(ref[j]) + 1e-30,
