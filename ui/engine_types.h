@@ -78,7 +78,8 @@ struct ModelSummary {
     QString tokenizer;
     qint64 numParams = 0;
     qint64 weightBytes = 0;
-    qint64 kvBytesPerToken = 0;
+    qint64 kvBytesPerToken = 0;  // at load, for kvCacheDtype
+    QString kvCacheDtype;        // what the engine's auto (or the asked type) resolved to: float32, float16, bfloat16
     int maxPositionEmbeddings = 0;
     int numLayers = 0;
     int vocabSize = 0;

@@ -68,15 +68,16 @@ MainWindow::MainWindow(QWidget* parent)
     connect(m_controller, &EngineController::modelLoaded, this, [this](const ModelSummary& s) {
         m_loadProgress->setVisible(false);
         m_modelLabel->setText(QString("<b>%1</b>").arg(s.name.toHtmlEscaped()));
-        m_modelInfo->setText(tr("<b>%1</b><br>%2, %3 layers, vocab %4<br>%5 M params, weights %6<br>KV %7 / token, "
-                                "chat template %8<br>tokenizer %9, loaded in %10 s")
+        m_modelInfo->setText(tr("<b>%1</b><br>%2, %3 layers, vocab %4<br>%5 M params, weights %6<br>KV %7 / token "
+                                "(%11), chat template %8<br>tokenizer %9, loaded in %10 s")
                                  .arg(s.spec.toHtmlEscaped(), s.architecture)
                                  .arg(s.numLayers)
                                  .arg(s.vocabSize)
                                  .arg(double(s.numParams) / 1e6, 0, 'f', 2)
                                  .arg(bytesText(s.weightBytes))
                                  .arg(bytesText(s.kvBytesPerToken), s.chatTemplate, s.tokenizer)
-                                 .arg(s.loadSeconds, 0, 'f', 2));
+                                 .arg(s.loadSeconds, 0, 'f', 2)
+                                 .arg(s.kvCacheDtype));
         QSettings().setValue("lastModel", s.spec);
         setWindowTitle(QString("kvscope - %1").arg(s.name));
         emit modelReady();

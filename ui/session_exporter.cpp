@@ -128,6 +128,7 @@ QJsonObject sessionJson(const SessionExportInputs& in) {
                              {"num_params", double(in.model.numParams)},
                              {"weight_bytes", double(in.model.weightBytes)},
                              {"kv_bytes_per_token", double(in.model.kvBytesPerToken)},
+                             {"kv_cache_dtype", in.model.kvCacheDtype},
                              {"chat_template", in.model.chatTemplate}};
     o["config"] = engineConfigJson(in.config);
     // vLLM `bench serve` keys over every finished request of the session, at the top level.

@@ -21,7 +21,7 @@ int64_t to_int(const std::string& knob, const std::string& v) {
 
 std::vector<std::string> sweep_knobs() {
     return {"max-num-seqs", "block-size", "max-num-batched-tokens", "policy", "enable-prefix-caching",
-            "kv-cache-memory", "num-blocks", "long-prefill-token-threshold", "mode"};
+            "kv-cache-memory", "num-blocks", "long-prefill-token-threshold", "mode", "kv-cache-dtype"};
 }
 
 EngineConfig apply_knob(EngineConfig c, const std::string& knob, const std::string& v) {
@@ -33,6 +33,7 @@ EngineConfig apply_knob(EngineConfig c, const std::string& knob, const std::stri
     else if (knob == "num-blocks") c.num_blocks = static_cast<int>(to_int(knob, v));
     else if (knob == "policy") c.scheduler.policy = v;
     else if (knob == "mode") c.mode = v;
+    else if (knob == "kv-cache-dtype") c.kv_cache_dtype = v;
     else if (knob == "enable-prefix-caching") {
         if (v != "true" && v != "false" && v != "1" && v != "0")
             throw BadInput("--sweep enable-prefix-caching: '" + v + "' is not true/false");

@@ -147,6 +147,22 @@ private slots:
         QCOMPARE(lines, 3);
     }
 
+    // The same KV bytes hold twice the blocks in float16; each row records the type it ran with.
+    void sweepKvCacheDtype() {
+        const QString json = m_dir.filePath("sweep_dtype.json");
+        const CliResult r = run_cli(small_workload(8) + QStringList{"--kv-cache-memory", "4M", "--sweep",
+                                                                     "kv-cache-dtype=float32,float16", "--output-json", json});
+        QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+        const nlohmann::json j = load_json(json);
+        QCOMPARE(j["sweep"].size(), size_t(2));
+        QCOMPARE(j["sweep"][0]["engine_config"]["kv_cache_dtype"].get<std::string>(), std::string("float32"));
+        QCOMPARE(j["sweep"][1]["engine_config"]["kv_cache_dtype"].get<std::string>(), std::string("float16"));
+        const int blocks32 = j["sweep"][0]["engine"]["num_blocks"].get<int>();
+        QVERIFY(blocks32 > 0);
+        QVERIFY(std::abs(j["sweep"][1]["engine"]["num_blocks"].get<int>() - 2 * blocks32) <= 1);
+        QCOMPARE(j["sweep"][1]["completed"].get<int>(), 8);
+    }
+
     void sharegptSampleRuns() {
         const QString sample = QFINDTESTDATA("../../resources/workloads/sharegpt_sample.json");
         QVERIFY(!sample.isEmpty());
