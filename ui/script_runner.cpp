@@ -72,6 +72,7 @@ EngineConfig ScriptRunner::engineConfig(const EngineConfig& defaults) const {
     c.scheduler.enable_prefix_caching = e.value("enable_prefix_caching").toBool(c.scheduler.enable_prefix_caching);
     c.block_size = e.value("block_size").toInt(c.block_size);
     c.mode = e.value("mode").toString(QString::fromStdString(c.mode)).toStdString();
+    c.kv_cache_dtype = e.value("kv_cache_dtype").toString(QString::fromStdString(c.kv_cache_dtype)).toStdString();
     c.num_threads = e.value("threads").toInt(c.num_threads);
     if (e.contains("kv_cache_memory_mib")) c.kv_cache_memory = int64_t(e.value("kv_cache_memory_mib").toInt()) << 20;
     return c;
@@ -194,6 +195,7 @@ bool ScriptRunner::runAction(const QJsonObject& a) {
         if (a.contains("enable_prefix_caching")) t->setPrefixCaching(a.value("enable_prefix_caching").toBool());
         if (a.contains("mode")) t->setMode(a.value("mode").toString());
         if (a.contains("kv_cache_memory_mib")) t->setKvCacheMiB(a.value("kv_cache_memory_mib").toInt());
+        if (a.contains("kv_cache_dtype")) t->setKvCacheDtype(a.value("kv_cache_dtype").toString());
         controller->reconfigure(t->config());  // now, not after the panel's debounce
         return true;
     }

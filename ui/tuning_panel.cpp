@@ -93,6 +93,15 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent), m_debounce(this) {
                            "free_gpu_memory_fraction). Changing it rebuilds the pool."));
     connect(m_kvMiB, &QSpinBox::valueChanged, this, [this] { edited(); });
 
+    m_kvDtype = new QComboBox(this);
+    m_kvDtype->addItems({"auto", "float32", "float16", "bfloat16"});
+    m_kvDtype->setToolTip(tr("<b>kv_cache_dtype</b>: the type of every cached K and V value (vLLM --kv-cache-dtype, "
+                             "llama.cpp --cache-type-k/-v). auto follows the weights: F32 weights keep float32, F16/BF16 "
+                             "weights their own type, quantized weights float16. A half type holds twice the tokens in "
+                             "the same memory and halves what decode attention reads; CUDA holds float32 only. Changing "
+                             "it rebuilds the pool."));
+    connect(m_kvDtype, &QComboBox::currentIndexChanged, this, [this] { edited(); });
+
     m_status = new QLabel(this);
     m_status->setWordWrap(true);
     m_status->setStyleSheet("color: palette(placeholder-text);");
@@ -108,6 +117,7 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent), m_debounce(this) {
     form->addRow(tr("prefix caching"), m_prefixCaching);
     form->addRow(tr("mode"), m_mode);
     form->addRow(tr("KV cache memory"), m_kvMiB);
+    form->addRow(tr("KV cache dtype"), m_kvDtype);
     outer->addLayout(form);
     outer->addWidget(m_status);
     setConfig(m_base);
@@ -121,6 +131,7 @@ EngineConfig TuningPanel::config() const {
     c.scheduler.policy = m_policy->currentText().toStdString();
     c.scheduler.enable_prefix_caching = m_prefixCaching->isChecked();
     c.mode = m_mode->currentText().toStdString();
+    c.kv_cache_dtype = m_kvDtype->currentText().toStdString();
     const int64_t bytes = int64_t(m_kvMiB->value()) << 20;
     if (m_base.kv_cache_memory != 0 || bytes != 0) c.kv_cache_memory = bytes;
     return c;
@@ -130,7 +141,7 @@ void TuningPanel::setConfig(const EngineConfig& c) {
     m_base = c;
     m_debounce.stop();
     const QSignalBlocker b1(m_blockSize), b2(m_maxSeqs), b3(m_maxTokens), b4(m_policy), b5(m_prefixCaching),
-        b6(m_mode), b7(m_kvMiB), b8(m_maxSeqsSlider);
+        b6(m_mode), b7(m_kvMiB), b8(m_maxSeqsSlider), b9(m_kvDtype);
     m_blockSize->setValue(int(std::lround(std::log2(std::max(1, c.block_size)))));
     m_blockSizeLabel->setText(QString::number(c.block_size));
     m_maxSeqs->setValue(c.scheduler.max_num_seqs);
@@ -139,6 +150,7 @@ void TuningPanel::setConfig(const EngineConfig& c) {
     m_policy->setCurrentText(QString::fromStdString(c.scheduler.policy));
     m_prefixCaching->setChecked(c.scheduler.enable_prefix_caching);
     m_mode->setCurrentText(QString::fromStdString(c.mode));
+    m_kvDtype->setCurrentText(QString::fromStdString(c.kv_cache_dtype));
     m_kvMiB->setValue(int(std::max<int64_t>(1, c.kv_cache_memory >> 20)));
     m_status->setText(tr("Applied. max_model_len %1. Changes apply at the next step.").arg(c.scheduler.max_model_len));
 }
@@ -155,5 +167,6 @@ void TuningPanel::setPolicy(const QString& policy) { m_policy->setCurrentText(po
 void TuningPanel::setPrefixCaching(bool on) { m_prefixCaching->setChecked(on); }
 void TuningPanel::setMode(const QString& mode) { m_mode->setCurrentText(mode); }
 void TuningPanel::setKvCacheMiB(int mib) { m_kvMiB->setValue(mib); }
+void TuningPanel::setKvCacheDtype(const QString& dtype) { m_kvDtype->setCurrentText(dtype); }
 
 }  // namespace kvscope::ui

@@ -1,6 +1,6 @@
 // TuningPanel: the engine's knobs, live (GUI thread). Every change is sent to the engine 200 ms after
-// the last edit and applies at its next step: scheduler knobs at once, block_size / KV budget / mode /
-// prefix caching by drain-and-rebuild (requests are preempted and recomputed, none is lost). Tooltips
+// the last edit and applies at its next step: scheduler knobs at once, block_size / KV budget / KV type /
+// mode / prefix caching by drain-and-rebuild (requests are preempted and recomputed, none is lost). Tooltips
 // give each knob's meaning and its vLLM and TensorRT-LLM names.
 #pragma once
 
@@ -33,6 +33,7 @@ public slots:
     void setPrefixCaching(bool on);
     void setMode(const QString& mode);
     void setKvCacheMiB(int mib);
+    void setKvCacheDtype(const QString& dtype);
 
 signals:
     void configEdited(const kvscope::EngineConfig& config);
@@ -51,6 +52,7 @@ private:
     QCheckBox* m_prefixCaching;
     QComboBox* m_mode;
     QSpinBox* m_kvMiB;
+    QComboBox* m_kvDtype;
     QLabel* m_status;
 };
 

@@ -55,7 +55,7 @@ private slots:
             {"action": "send_all", "prompt": "Hello there"},
             {"action": "set", "max_num_seqs": 1},
             {"action": "wait", "ms": 30},
-            {"action": "set", "max_num_seqs": 8, "block_size": 32},
+            {"action": "set", "max_num_seqs": 8, "block_size": 32, "kv_cache_dtype": "float16"},
             {"action": "wait_idle", "timeout_ms": 60000},
             {"action": "benchmark", "dataset": "random", "num_prompts": 12, "input_len": 24, "output_len": 12,
              "request_rate": 0, "seed": 2},
@@ -98,6 +98,9 @@ private slots:
             QVERIFY2(session.contains(key), key);
         QVERIFY(session.value("timeline").toArray().size() > 10);
         QCOMPARE(session.value("config").toObject().value("block_size").toInt(), 32);
+        QCOMPARE(session.value("config").toObject().value("kv_cache_dtype").toString(), QString("float16"));
+        QCOMPARE(window.controller()->session()->benchmarks().front().config.value("kv_cache_dtype").toString(),
+                 QString("float16"));
         QCOMPARE(session.value("benchmarks").toArray().size(), 1);
         bool rebuild = false;
         for (const QJsonValue& e : session.value("events").toArray()) rebuild |= e.toObject().value("event").toString().startsWith("rebuild");
