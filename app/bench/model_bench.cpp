@@ -1,8 +1,11 @@
 // kvscope-model-bench: single-stream prefill and decode speed of a model, measured the way llama-bench
 // measures it (pp N: one prompt of N random tokens in one forward pass; tg N: N single-token decode
 // steps from an empty context), so the two can be run side by side on the same GGUF file.
-//   kvscope-model-bench --model FILE [--threads T] [-p 512] [-n 128] [-r 5]
+//   kvscope-model-bench --model FILE [--threads T] [-p 512] [-n 128] [-r 5] [-ctk auto|f32|f16|bf16]
+// -ctk (llama-bench's name; also --kv-cache-dtype) is the KV cache type: auto follows the weights;
+// llama-bench's default is f16, so pass -ctk f16 for a like-for-like run.
 #include "cpu/cpu_backend.h"
+#include "kv/kv_cache_dtype.h"
 #include "model/model.h"
 #include "runner/model_runner.h"
 #include "util/errors.h"
@@ -33,7 +36,7 @@ void report(const char* what, const std::vector<double>& rates) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string spec;
+    std::string spec, kv_cache_dtype = "auto";
     int threads = cpu::default_num_threads(), pp = 512, tg = 128, reps = 5;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string a = argv[i];
@@ -42,13 +45,15 @@ int main(int argc, char** argv) {
         else if (a == "-p") pp = std::atoi(argv[i + 1]);
         else if (a == "-n") tg = std::atoi(argv[i + 1]);
         else if (a == "-r") reps = std::atoi(argv[i + 1]);
+        else if (a == "-ctk" || a == "--kv-cache-dtype") kv_cache_dtype = argv[i + 1];
         else {
             std::fprintf(stderr, "unknown option %s\n", a.c_str());
             return 2;
         }
     }
     if (spec.empty() || threads < 1 || pp < 1 || tg < 1 || reps < 1) {
-        std::fprintf(stderr, "usage: kvscope-model-bench --model M [--threads T] [-p 512] [-n 128] [-r 5]\n");
+        std::fprintf(stderr, "usage: kvscope-model-bench --model M [--threads T] [-p 512] [-n 128] [-r 5] "
+                             "[-ctk auto|f32|f16|bf16]\n");
         return 2;
     }
     try {
@@ -56,7 +61,10 @@ int main(int argc, char** argv) {
         cpu::CpuBackend backend(threads);
         const int block_size = 16, max_len = pp + tg + 16;
         const int num_blocks = (max_len + block_size - 1) / block_size;
-        ModelRunner runner(*model, backend, num_blocks, block_size, pp, 1);
+        const auto& layers = model->weights.layers;
+        const DType kv_dtype = resolve_kv_cache_dtype(kv_cache_dtype, layers.empty() ? DType::F32 : layers[0].wq.dtype,
+                                                      backend);
+        ModelRunner runner(*model, backend, num_blocks, block_size, pp, 1, kv_dtype);
         std::vector<int32_t> table(num_blocks);
         for (int b = 0; b < num_blocks; ++b) table[b] = b;
         std::mt19937 rng(42);
@@ -70,7 +78,8 @@ int main(int argc, char** argv) {
             runner.execute(in);
         };
         run(0, std::min(pp, 16));  // warm-up: page in the weights, grow scratch
-        std::printf("model %s, %d threads, backend %s\n", spec.c_str(), threads, backend.name().c_str());
+        std::printf("model %s, %d threads, backend %s, KV cache %s\n", spec.c_str(), threads, backend.name().c_str(),
+                    kv_cache_dtype_name(kv_dtype).c_str());
         std::vector<double> pp_rates, tg_rates;
         for (int r = 0; r < reps; ++r) {
             auto t0 = std::chrono::steady_clock::now();
