@@ -37,8 +37,7 @@ double LlmEngine::now() const {
 }
 
 DType LlmEngine::resolve_kv_dtype(const EngineConfig& c) const {
-    const auto& layers = model_->weights.layers;
-    return resolve_kv_cache_dtype(c.kv_cache_dtype, layers.empty() ? DType::F32 : layers[0].wq.dtype, *backend_);
+    return resolve_kv_cache_dtype(c.kv_cache_dtype, model_->config.weight_dtype, *backend_);
 }
 
 int LlmEngine::compute_num_blocks(const EngineConfig& c, DType kv_dtype) const {
@@ -46,11 +45,10 @@ int LlmEngine::compute_num_blocks(const EngineConfig& c, DType kv_dtype) const {
     const ModelConfig& m = model_->config;
     const int64_t bytes_per_block =
         KvCacheLayout::bytes_per_block(m.num_layers, m.num_kv_heads, m.head_dim, c.block_size, kv_dtype);
-    const int64_t elem_bytes = dtype_block_bytes(kv_dtype);
     const int64_t budget = c.kv_cache_memory > 0
                                ? c.kv_cache_memory
-                               : default_kv_cache_memory(m.kv_bytes_per_token(static_cast<int>(elem_bytes)),
-                                                         c.scheduler.max_num_seqs, c.scheduler.max_model_len);
+                               : default_kv_cache_memory(m.kv_bytes_per_token(kv_dtype), c.scheduler.max_num_seqs,
+                                                         c.scheduler.max_model_len);
     const int64_t n = budget / bytes_per_block;
     if (n < 1)
         throw BadInput("KV cache budget of " + std::to_string(budget) + " bytes holds no block of " +

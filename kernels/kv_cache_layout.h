@@ -19,7 +19,7 @@ struct KvCacheLayout {
     int head_dim = 0;
     DType kv_dtype = DType::F32;  // F32, F16 or BF16 (Backend::supports_kv_dtype)
 
-    size_t elem_bytes() const { return kv_dtype == DType::F32 ? 4 : 2; }
+    size_t elem_bytes() const { return static_cast<size_t>(dtype_block_bytes(kv_dtype)); }
     // Elements between consecutive slots / heads / blocks / K-V halves / layers.
     size_t head_stride() const { return static_cast<size_t>(block_size) * head_dim; }
     size_t block_stride() const { return head_stride() * num_kv_heads; }
@@ -36,7 +36,7 @@ struct KvCacheLayout {
 
     // Bytes of one block over all layers, K and V: 2 x layers x kv_heads x head_dim x block_size x dtype.
     static size_t bytes_per_block(int num_layers, int num_kv_heads, int head_dim, int block_size, DType dt) {
-        return 2ull * num_layers * num_kv_heads * head_dim * block_size * (dt == DType::F32 ? 4 : 2);
+        return 2ull * num_layers * num_kv_heads * head_dim * block_size * static_cast<size_t>(dtype_block_bytes(dt));
     }
 };
 

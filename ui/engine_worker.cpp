@@ -73,7 +73,7 @@ void EngineWorker::loadModel(const QString& spec, const EngineConfig& requested)
         s.tokenizer = QString::fromUtf8(std::string(model->tokenizer.kind_name()).c_str());
         s.numParams = model->config.num_params();
         s.weightBytes = m_engine->memory_stats().weights_bytes;
-        s.kvBytesPerToken = model->config.kv_bytes_per_token(static_cast<int>(dtype_block_bytes(m_engine->kv_cache_dtype())));
+        s.kvBytesPerToken = model->config.kv_bytes_per_token(m_engine->kv_cache_dtype());
         s.kvCacheDtype = QString::fromStdString(kv_cache_dtype_name(m_engine->kv_cache_dtype()));
         s.maxPositionEmbeddings = model->config.max_position_embeddings;
         s.numLayers = model->config.num_layers;

@@ -205,7 +205,7 @@ int main(int argc, char** argv) {
             runner.set_cuda_graphs(false, 0);
             const double dt = time_steps(batch, Out::kLogits);
             const double dt_fwd = time_steps(batch, Out::kNone);
-            const double kv = static_cast<double>(batch) * (ctx0 + steps / 2) * mc.kv_bytes_per_token(4);
+            const double kv = static_cast<double>(batch) * (ctx0 + steps / 2) * mc.kv_bytes_per_token();
             const double roof_w = streamed_no_head / peak, roof_kv = (streamed_no_head + kv) / peak;
             std::printf("| %5d | %9.3f | %8.0f | %12.3f | %20.3f | %17.3f | %18.1f%% |\n", batch, dt * 1e3,
                         batch / dt, dt_fwd * 1e3, roof_w * 1e3, roof_kv * 1e3, 100.0 * roof_kv / dt_fwd);

@@ -61,9 +61,7 @@ int main(int argc, char** argv) {
         cpu::CpuBackend backend(threads);
         const int block_size = 16, max_len = pp + tg + 16;
         const int num_blocks = (max_len + block_size - 1) / block_size;
-        const auto& layers = model->weights.layers;
-        const DType kv_dtype = resolve_kv_cache_dtype(kv_cache_dtype, layers.empty() ? DType::F32 : layers[0].wq.dtype,
-                                                      backend);
+        const DType kv_dtype = resolve_kv_cache_dtype(kv_cache_dtype, model->config.weight_dtype, backend);
         ModelRunner runner(*model, backend, num_blocks, block_size, pp, 1, kv_dtype);
         std::vector<int32_t> table(num_blocks);
         for (int b = 0; b < num_blocks; ++b) table[b] = b;

@@ -28,7 +28,7 @@ int run_info(int argc, char** argv) {
     const int max_model_len = ec.scheduler.max_model_len;
     // The cache type the engine would pick. A CUDA backend that cannot start on this machine is taken
     // as what it holds (F32 only), so `info --backend cuda` still describes the budget without a GPU.
-    const DType weight_dtype = model->weights.layers.empty() ? DType::F32 : model->weights.layers[0].wq.dtype;
+    const DType weight_dtype = model->config.weight_dtype;
     std::unique_ptr<Backend> backend;
     try {
         backend = make_backend(ec.backend, 1);
@@ -37,8 +37,7 @@ int run_info(int argc, char** argv) {
     const DType kv_dtype =
         backend ? resolve_kv_cache_dtype(ec.kv_cache_dtype, weight_dtype, *backend)
                 : resolve_kv_cache_dtype(ec.kv_cache_dtype, weight_dtype, ec.backend, [](DType t) { return t == DType::F32; });
-    const int kv_elem_bytes = static_cast<int>(dtype_block_bytes(kv_dtype));
-    const int64_t kv_bytes_per_token = c.kv_bytes_per_token(kv_elem_bytes);
+    const int64_t kv_bytes_per_token = c.kv_bytes_per_token(kv_dtype);
     const int64_t budget = ec.kv_cache_memory > 0 ? ec.kv_cache_memory
                                                   : default_kv_cache_memory(kv_bytes_per_token,
                                                                             ec.scheduler.max_num_seqs, max_model_len);
@@ -95,7 +94,8 @@ int run_info(int argc, char** argv) {
     std::printf("tokenizer         %s, chat template %s\n", std::string(model->tokenizer.kind_name()).c_str(),
                 model->chat_template.family().c_str());
     std::printf("KV per token      %lld bytes (2 x %d layers x %d kv heads x %d head_dim x %d bytes, %s)\n",
-                static_cast<long long>(kv_bytes_per_token), c.num_layers, c.num_kv_heads, c.head_dim, kv_elem_bytes,
+                static_cast<long long>(kv_bytes_per_token), c.num_layers, c.num_kv_heads, c.head_dim,
+                static_cast<int>(dtype_block_bytes(kv_dtype)),
                 kv_cache_dtype_name(kv_dtype).c_str());
     std::printf("KV budget         %.1f MiB -> %lld blocks of %d tokens (%lld bytes each) = %lld tokens\n",
                 budget / 1048576.0, static_cast<long long>(num_blocks), ec.block_size,

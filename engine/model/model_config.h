@@ -38,13 +38,13 @@ struct ModelConfig {
     bool attention_bias = false; // q/k/v biases (Qwen2)
     int32_t bos_token_id = -1;
     std::vector<int32_t> eos_token_ids;
-    DType weight_dtype = DType::F32;  // the dominant stored type (for display)
+    DType weight_dtype = DType::F32;  // the layer weights' stored type (display; --kv-cache-dtype auto follows it)
 
     int q_size() const { return num_heads * head_dim; }
     int kv_size() const { return num_kv_heads * head_dim; }
-    // K and V bytes one token holds in the cache over all layers, for a cache of dtype_bytes per value.
-    int64_t kv_bytes_per_token(int dtype_bytes = 4) const {
-        return 2LL * num_layers * num_kv_heads * head_dim * dtype_bytes;
+    // K and V bytes one token holds in the cache over all layers, for a cache of kv_dtype (F32/F16/BF16).
+    int64_t kv_bytes_per_token(DType kv_dtype = DType::F32) const {
+        return 2LL * num_layers * num_kv_heads * head_dim * dtype_block_bytes(kv_dtype);
     }
     int64_t num_params() const;
 
