@@ -1,4 +1,4 @@
-// Summaries of finished requests with vLLM `bench serve` key names (DESIGN.md section 3): mean,
+// Summaries of finished requests with vLLM `bench serve` key names (docs/DESIGN.md section 3): mean,
 // median, std and percentiles of TTFT, TPOT, ITL and E2EL in ms, and the throughputs. Pure functions.
 #pragma once
 

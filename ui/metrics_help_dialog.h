@@ -1,4 +1,4 @@
-// MetricsHelpDialog: the metric definitions (DESIGN.md section 3), one click away (F1).
+// MetricsHelpDialog: the metric definitions (docs/DESIGN.md section 3), one click away (F1).
 #pragma once
 
 #include <QDialog>

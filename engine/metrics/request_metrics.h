@@ -1,5 +1,5 @@
 // Per-request timestamps (monotonic seconds since the engine started) and the latency figures derived
-// from them with vLLM's definitions (DESIGN.md section 3).
+// from them with vLLM's definitions (docs/DESIGN.md section 3).
 #pragma once
 
 #include "sched/request.h"

@@ -1,5 +1,5 @@
 // BenchmarkSummary: what `vllm bench serve` reports, computed from finished RequestMetrics with vLLM's
-// definitions (DESIGN.md section 3): throughputs, peak output tokens/s (1 s buckets), peak concurrency,
+// definitions (docs/DESIGN.md section 3): throughputs, peak output tokens/s (1 s buckets), peak concurrency,
 // mean/median/std/pNN of TTFT, TPOT, ITL, E2EL in ms (numpy's linear percentiles), and goodput.
 // Pure values; to_json() writes vLLM's key names so results diff against vLLM runs.
 #pragma once

@@ -1,4 +1,4 @@
-// The naive batching baseline of the seed article (DESIGN.md section 2): static batches of up to
+// The naive batching baseline of the seed article (docs/DESIGN.md section 2): static batches of up to
 // max_num_seqs requests, each reserving max_model_len KV slots up front, as a contiguous per-request
 // cache would. A batch runs until its longest request ends; new requests wait for the whole batch.
 // Same model, kernels and cache as the paged mode, so the two modes differ only in scheduling.
