@@ -1,5 +1,5 @@
 // The real tiny model (stories260K) against outputs that independent implementations produced
-// (../shared/models/expected.json: llama2.c's run.c, confirmed by llama.cpp and PyTorch):
+// (tests/data/expected.json: llama2.c's run.c, confirmed by llama.cpp and PyTorch):
 // prompt token ids, 100-token greedy continuations through the batched paged engine for several block
 // sizes, and raw logits (run.c's) at every generated position, for the HF directory and the GGUF file.
 #include "shared_models.h"

@@ -29,12 +29,7 @@ fi
 command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
 nvcc --version | tail -n 2
 
-if [[ -z "${KVSCOPE_TEST_MODELS:-}" && ! -d "$SRC/../shared/models" ]]; then
-    for d in "$SRC/shared/models"; do
-        if [[ -d "$d" ]]; then export KVSCOPE_TEST_MODELS="$d"; break; fi
-    done
-fi
-echo "== test models: ${KVSCOPE_TEST_MODELS:-$SRC/../shared/models}"
+echo "== test models: ${KVSCOPE_TEST_MODELS:-$SRC/tests/data}"
 
 echo "== configure ($BUILD, sm_$CUDA_ARCH) [$(elapsed)]"
 GEN=()

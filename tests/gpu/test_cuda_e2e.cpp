@@ -1,5 +1,5 @@
 // The real tiny model (stories260K, head_dim 8) end to end on the CUDA backend: greedy continuations of
-// all prompts batched through the paged engine equal ../shared/models/expected.json (llama2.c's run.c),
+// all prompts batched through the paged engine equal tests/data/expected.json (llama2.c's run.c),
 // for the HF directory (rotate-half RoPE) and the GGUF file (interleaved RoPE), several block sizes, with
 // CUDA graphs and with --enforce-eager; the raw logits of one prefill equal run.c's to 1e-3 (the CPU
 // backend's are within 1e-4). CUDA graphs: the same decode steps with and without graphs give the same

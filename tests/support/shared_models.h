@@ -1,4 +1,4 @@
-// The shared stories260K model and its reference files (../shared/models), for the e2e and gpu tests.
+// The shared stories260K model and its reference files (tests/data), for the e2e and gpu tests.
 #pragma once
 
 #include "test_support.h"

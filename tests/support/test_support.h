@@ -15,7 +15,7 @@
 
 namespace kvscope::test {
 
-// The directory of ../shared/models. Fails the calling test (never skips) when it is missing.
+// The directory of the test models (tests/data, or $KVSCOPE_TEST_MODELS). Fails the calling test (never skips) when it is missing.
 inline std::string models_dir() {
     const char* env = std::getenv("KVSCOPE_TEST_MODELS");
     std::string dir = (env && *env) ? env : KVSCOPE_DEFAULT_TEST_MODELS;
