@@ -6,6 +6,8 @@
 //     model runner, op by op (eager) and replayed as CUDA graphs, and the per-step time against the
 //     weight-streaming roofline (weight bytes / peak) and the roofline with the KV cache read added.
 //   kvscope-cuda-bench [--model dummy:llama-1b:bf16] [--peak-gbps G] [--quick]
+#include "command_line/command_line.h"
+#include "command_line/option_checks.h"
 #include "cuda/cuda_backend.h"
 #include "model/model.h"
 #include "runner/model_runner.h"
@@ -99,16 +101,14 @@ int main(int argc, char** argv) {
     std::string spec = "dummy:llama-1b:bf16";
     double peak_override = 0;
     bool quick = false;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "--model" && i + 1 < argc) spec = argv[++i];
-        else if (a == "--peak-gbps" && i + 1 < argc) peak_override = std::atof(argv[++i]);
-        else if (a == "--quick") quick = true;
-        else {
-            std::fprintf(stderr, "usage: kvscope-cuda-bench [--model M] [--peak-gbps G] [--quick]\n");
-            return 2;
-        }
-    }
+    auto app = command_line::make_app("kvscope-cuda-bench",
+                                      "Kernel benchmarks of the CUDA backend: paged-attention bandwidth, decode tokens/s.");
+    app->add_option("--model", spec, "the model of the decode benchmark")->type_name("MODEL");
+    app->add_option("--peak-gbps", peak_override, "the device's peak memory bandwidth (0 = memory clock x bus width)")
+        ->type_name("GB/S")->check(command_line::real_in(0));
+    app->add_flag("--quick", quick, "fewer cases and steps");
+    if (auto exit_code = command_line::parse_command_line(*app, argc, argv)) return *exit_code;
+
     std::string why_not;
     auto backend = make_cuda_backend(0, &why_not);
     if (!backend) {

@@ -3,6 +3,8 @@
 // and streamed from memory over 30 layers), and paged attention decode (GB/s of K/V read).
 // A benchmark, not a test: correctness is test_backend_ops' job. Median of repeats.
 //   kvscope-kernel-bench [--threads N] [--min-time SECONDS]
+#include "command_line/command_line.h"
+#include "command_line/option_checks.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/quant.h"
 
@@ -47,26 +49,17 @@ std::vector<float> random_floats(std::mt19937& rng, size_t n) {
     return v;
 }
 
-int usage(const char* argv0) {
-    std::fprintf(stderr, "usage: %s [--threads N] [--min-time SECONDS]\n", argv0);
-    return 2;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
     int threads = default_num_threads();
     double min_time = 0.3;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "--threads" && i + 1 < argc)
-            threads = std::atoi(argv[++i]);
-        else if (a == "--min-time" && i + 1 < argc)
-            min_time = std::atof(argv[++i]);
-        else
-            return usage(argv[0]);
-    }
-    if (threads < 1 || min_time < 0) return usage(argv[0]);
+    auto app = command_line::make_app("kvscope-kernel-bench",
+                                      "Times the CPU backend's matmul and paged attention at SmolLM2-135M's shapes.");
+    app->add_option("--threads", threads, "CPU threads")->type_name("UINT")->check(command_line::int_in(1));
+    app->add_option("--min-time", min_time, "seconds of repeats per measurement, at least")
+        ->type_name("SECONDS")->check(command_line::real_in(0));
+    if (auto exit_code = command_line::parse_command_line(*app, argc, argv)) return *exit_code;
 
     CpuBackend backend(threads);
     std::mt19937 rng(1234);

@@ -2,8 +2,10 @@
 // measures it (pp N: one prompt of N random tokens in one forward pass; tg N: N single-token decode
 // steps from an empty context), so the two can be run side by side on the same GGUF file.
 //   kvscope-model-bench --model FILE [--threads T] [-p 512] [-n 128] [-r 5] [-ctk auto|f32|f16|bf16]
-// -ctk (llama-bench's name; also --kv-cache-dtype) is the KV cache type: auto follows the weights;
-// llama-bench's default is f16, so pass -ctk f16 for a like-for-like run.
+// -ctk (llama-bench's name; also --cache-type-k, --kv-cache-dtype) is the KV cache type: auto follows
+// the weights; llama-bench's default is f16, so pass -ctk f16 for a like-for-like run.
+#include "command_line/command_line.h"
+#include "command_line/option_checks.h"
 #include "cpu/cpu_backend.h"
 #include "kv/kv_cache_dtype.h"
 #include "model/model.h"
@@ -36,26 +38,27 @@ void report(const char* what, const std::vector<double>& rates) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    // llama-bench spells the KV cache type -ctk, which CLI11 would read as -c -t -k: give it its long name.
+    static char cache_type_k[] = "--cache-type-k";
+    for (int i = 1; i < argc; ++i)
+        if (std::strcmp(argv[i], "-ctk") == 0) argv[i] = cache_type_k;
     std::string spec, kv_cache_dtype = "auto";
     int threads = cpu::default_num_threads(), pp = 512, tg = 128, reps = 5;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        const std::string a = argv[i];
-        if (a == "--model" || a == "-m") spec = argv[i + 1];
-        else if (a == "--threads" || a == "-t") threads = std::atoi(argv[i + 1]);
-        else if (a == "-p") pp = std::atoi(argv[i + 1]);
-        else if (a == "-n") tg = std::atoi(argv[i + 1]);
-        else if (a == "-r") reps = std::atoi(argv[i + 1]);
-        else if (a == "-ctk" || a == "--kv-cache-dtype") kv_cache_dtype = argv[i + 1];
-        else {
-            std::fprintf(stderr, "unknown option %s\n", a.c_str());
-            return 2;
-        }
-    }
-    if (spec.empty() || threads < 1 || pp < 1 || tg < 1 || reps < 1) {
-        std::fprintf(stderr, "usage: kvscope-model-bench --model M [--threads T] [-p 512] [-n 128] [-r 5] "
-                             "[-ctk auto|f32|f16|bf16]\n");
-        return 2;
-    }
+    using command_line::int_in;
+    auto app = command_line::make_app("kvscope-model-bench",
+                                      "Single-stream prefill (pp) and decode (tg) speed of a model, as llama-bench "
+                                      "measures them.");
+    app->add_option("-m,--model", spec, "a .gguf file, a Hugging Face directory, or dummy:PRESET")
+        ->type_name("MODEL")->required();
+    app->add_option("-t,--threads", threads, "CPU threads")->type_name("UINT")->check(int_in(1));
+    app->add_option("-p", pp, "prompt tokens of the prefill test (one forward pass)")
+        ->type_name("UINT")->check(int_in(1, 1 << 20));
+    app->add_option("-n", tg, "tokens of the decode test (one step each)")->type_name("UINT")->check(int_in(1, 1 << 20));
+    app->add_option("-r", reps, "repetitions of each test")->type_name("UINT")->check(int_in(1));
+    app->add_option("--cache-type-k,--kv-cache-dtype", kv_cache_dtype,
+                    "KV cache type, also -ctk (auto = as the weights; llama-bench's default is f16)")
+        ->type_name("auto|f32|f16|bf16");
+    if (auto exit_code = command_line::parse_command_line(*app, argc, argv)) return *exit_code;
     try {
         auto model = load_model(spec);
         cpu::CpuBackend backend(threads);
@@ -90,7 +93,7 @@ int main(int argc, char** argv) {
         report(("pp" + std::to_string(pp)).c_str(), pp_rates);
         report(("tg" + std::to_string(tg)).c_str(), tg_rates);
     } catch (const BadInput& e) {
-        std::fprintf(stderr, "error: %s\n", e.what());
+        std::fprintf(stderr, "kvscope-model-bench: error: %s\n", e.what());
         return 2;
     }
     return 0;

@@ -1,10 +1,12 @@
 // kvscope-cli bench: replays a workload (random, shared-prefix, sharegpt) through the engine with
 // vLLM's arrival model and reports `vllm bench serve` metrics plus engine figures; --compare naive runs
 // it in both modes, --sweep over knob values, all in one process.
-#include "args.h"
 #include "bench_report.h"
 #include "commands.h"
 #include "engine_options.h"
+
+#include "command_line/command_line.h"
+#include "command_line/option_checks.h"
 
 #include "bench/arrivals.h"
 #include "bench/bench_runner.h"
@@ -17,111 +19,146 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <sstream>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
 
 namespace kvscope::cli {
 
 namespace {
 
-std::set<std::string> bench_value_flags() {
-    auto f = engine_value_flags();
-    f.insert({"--dataset", "--dataset-path", "--num-prompts", "--input-len", "--output-len", "--range-ratio",
-              "--output-range-ratio",
-              "--prefix-len", "--request-rate", "--burstiness", "--max-concurrency", "--seed", "--compare",
-              "--percentiles", "--goodput", "--sweep", "--num-warmups", "--temperature", "--output-json",
-              "--output-csv", "--output-requests"});
-    return f;
+// The bench flags (the engine knobs come from engine_options); defaults as `vllm bench serve` has them,
+// but 100 prompts instead of 1000.
+struct BenchArgs {
+    std::string dataset = "random", dataset_path;
+    int num_prompts = 100, input_len = 1024, output_len = 128, prefix_len = 0;
+    bool output_len_given = false;  // sharegpt: force output_len instead of the reply's length
+    double range_ratio = 0.0, output_range_ratio = -1.0;  // output: < 0 follows range_ratio
+    bool output_range_ratio_given = false;                // the JSON then records it, else range_ratio
+    double request_rate = INFINITY, burstiness = 1.0;
+    int max_concurrency = 0, num_warmups = 1;
+    uint64_t seed = 0;
+    float temperature = 0.0f;
+    std::string compare, sweep;
+    std::vector<double> percentiles = {50, 90, 99};
+    GoodputSlo goodput;
+    std::string output_json, output_csv, output_requests;
+    bool save_timeline = false;
+};
+
+// One --goodput item, vLLM's METRIC:MS, into `slo`.
+void add_goodput(const std::string& item, GoodputSlo& slo) {
+    const auto colon = item.find(':');
+    char* end = nullptr;
+    const double ms = colon == std::string::npos ? -1 : std::strtod(item.c_str() + colon + 1, &end);
+    if (colon == std::string::npos || !end || *end != '\0' || !(ms >= 0))
+        throw CLI::ValidationError("'" + item + "' is not METRIC:MS (ttft, tpot, e2el; ms >= 0)");
+    const std::string key = item.substr(0, colon);
+    if (key == "ttft") slo.ttft_ms = ms;
+    else if (key == "tpot") slo.tpot_ms = ms;
+    else if (key == "e2el") slo.e2el_ms = ms;
+    else throw CLI::ValidationError("unknown metric '" + key + "' (ttft, tpot, e2el)");
 }
 
-std::set<std::string> bench_switch_flags() {
-    auto f = engine_switch_flags();
-    f.insert("--save-timeline");
-    return f;
+// The bench flags, bound to `a` (the engine knobs come from add_engine_options).
+void add_bench_options(CLI::App& app, BenchArgs& a) {
+    using namespace command_line;
+    const std::string workload = "Workload options", run = "Run options", out = "Output options";
+    app.add_option("--dataset", a.dataset, "prompts: random tokens, a shared prefix + random suffix, or ShareGPT")
+        ->type_name("random|shared-prefix|sharegpt")->group(workload);
+    app.add_option("--dataset-path", a.dataset_path, "the ShareGPT JSON file")->type_name("FILE")->group(workload);
+    app.add_option("--num-prompts", a.num_prompts, "requests to run")
+        ->type_name("UINT")->check(int_in(1))->group(workload);
+    app.add_option("--input-len", a.input_len, "prompt tokens (random; shared-prefix: the suffix)")
+        ->type_name("UINT")->check(int_in(1))->group(workload);
+    // each() runs for given values only: that is how output_len_given learns that the flag was there.
+    app.add_option("--output-len", a.output_len, "output tokens (sharegpt: if given, instead of the reply's length)")
+        ->type_name("UINT")->check(int_in(1))->each([&a](const std::string&) { a.output_len_given = true; })
+        ->group(workload);
+    app.add_option("--range-ratio", a.range_ratio, "lengths uniform in [L x (1 - r), L x (1 + r)], r < 1")
+        ->type_name("FLOAT")->check(real_in(0, 1))->group(workload);
+    app.add_option("--output-range-ratio", a.output_range_ratio, "the output lengths' own r, < 1 (-1 = --range-ratio)")
+        ->type_name("FLOAT")->check(real_in(-1, 1))
+        ->each([&a](const std::string&) { a.output_range_ratio_given = true; })->group(workload);
+    app.add_option("--prefix-len", a.prefix_len, "shared-prefix: tokens of the common prefix")
+        ->type_name("UINT")->check(int_in(0))->group(workload);
+    app.add_option("--seed", a.seed, "seed of the workload and the arrivals")
+        ->type_name("UINT64")->check(any_uint64())->group(workload);
+
+    app.add_option("--request-rate", a.request_rate, "arrivals per second (inf = all at once)")
+        ->type_name("FLOAT")->check(real_above(0, true))->group(run);
+    app.add_option("--burstiness", a.burstiness, "gamma shape of the arrival gaps (1 = Poisson, < 1 burstier)")
+        ->type_name("FLOAT")->check(real_above(0))->group(run);
+    app.add_option("--max-concurrency", a.max_concurrency, "requests in flight at most (0 = no cap)")
+        ->type_name("UINT")->check(int_in(0))->group(run);
+    app.add_option("--num-warmups", a.num_warmups, "requests run first and not counted")
+        ->type_name("UINT")->check(int_in(0))->group(run);
+    app.add_option("--temperature", a.temperature, "sampling temperature (0 = greedy)")
+        ->type_name("FLOAT")->check(real_in(0))->group(run);
+    app.add_option("--compare", a.compare, "run the same workload in naive mode too and report the ratios")
+        ->type_name("naive")->check(CLI::IsMember({"naive"}).description(""))->group(run);
+    app.add_option("--sweep", a.sweep, "one run per value of an engine knob, e.g. max-num-seqs=8,16,32")
+        ->type_name("KNOB=V1,V2,...")->group(run);
+
+    app.add_option("--percentiles", a.percentiles, "latency percentiles to report")
+        ->type_name("P,P,...")->delimiter(',')->allow_extra_args(false)->check(real_in(0, 100))
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->default_str("50,90,99")->group(out);
+    app.add_option("--goodput", "SLOs in ms for request_goodput, vLLM's syntax: ttft:500 tpot:50")
+        ->option_text("METRIC:MS ...")->expected(1, -1)->allow_extra_args()
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+        ->each([&a](const std::string& item) { add_goodput(item, a.goodput); })->group(out);
+    app.add_option("--output-json", a.output_json, "write the vLLM-style result JSON here")
+        ->type_name("FILE")->group(out);
+    app.add_option("--output-csv", a.output_csv, "one CSV row per run")->type_name("FILE")->group(out);
+    app.add_option("--output-requests", a.output_requests, "one JSON line per request")
+        ->type_name("FILE.jsonl")->group(out);
+    app.add_flag("--save-timeline", a.save_timeline, "add every engine step to the JSON")->group(out);
 }
 
-std::vector<double> parse_percentiles(const std::string& text) {
-    std::vector<double> out;
-    std::stringstream in(text);
-    for (std::string v; std::getline(in, v, ',');) {
-        char* end = nullptr;
-        const double p = std::strtod(v.c_str(), &end);
-        if (v.empty() || *end != '\0' || !(p >= 0 && p <= 100))
-            throw BadInput("--percentiles: '" + v + "' is not a percentile in [0, 100]");
-        out.push_back(p);
-    }
-    if (out.empty()) throw BadInput("--percentiles: no values");
-    return out;
-}
-
-// vLLM's --goodput KEY:MS ...: values after the flag arrive as positional arguments.
-GoodputSlo parse_goodput(const Args& args) {
-    std::vector<std::string> items = args.all("--goodput");
-    if (items.empty() && !args.positional().empty())
-        throw BadInput("unexpected argument '" + args.positional().front() + "'");
-    items.insert(items.end(), args.positional().begin(), args.positional().end());
-    GoodputSlo slo;
-    for (const std::string& item : items) {
-        const auto colon = item.find(':');
-        char* end = nullptr;
-        const double ms = colon == std::string::npos ? -1 : std::strtod(item.c_str() + colon + 1, &end);
-        if (colon == std::string::npos || !end || *end != '\0' || !(ms >= 0))
-            throw BadInput("--goodput: '" + item + "' is not METRIC:MS (ttft, tpot, e2el; ms >= 0)");
-        const std::string key = item.substr(0, colon);
-        if (key == "ttft") slo.ttft_ms = ms;
-        else if (key == "tpot") slo.tpot_ms = ms;
-        else if (key == "e2el") slo.e2el_ms = ms;
-        else throw BadInput("--goodput: unknown metric '" + key + "' (ttft, tpot, e2el)");
-    }
-    return slo;
-}
-
-WorkloadOptions workload_from(const Args& args, int max_model_len) {
+WorkloadOptions workload_from(const BenchArgs& a, int max_model_len) {
     WorkloadOptions w;
-    w.dataset = args.get_or("--dataset", "random");
-    w.dataset_path = args.get_or("--dataset-path", "");
-    w.num_prompts = static_cast<int>(args.get_int("--num-prompts", 100));
-    w.input_len = static_cast<int>(args.get_int("--input-len", 1024));
-    w.output_len = static_cast<int>(args.get_int("--output-len", 128));
-    w.output_len_fixed = args.has("--output-len");
-    w.range_ratio = args.get_double("--range-ratio", 0.0);
-    w.output_range_ratio = args.get_double("--output-range-ratio", -1.0);
-    w.prefix_len = static_cast<int>(args.get_int("--prefix-len", 0));
+    w.dataset = a.dataset;
+    w.dataset_path = a.dataset_path;
+    w.num_prompts = a.num_prompts;
+    w.input_len = a.input_len;
+    w.output_len = a.output_len;
+    w.output_len_fixed = a.output_len_given;
+    w.range_ratio = a.range_ratio;
+    w.output_range_ratio = a.output_range_ratio;
+    w.prefix_len = a.prefix_len;
     w.max_model_len = max_model_len;
-    w.seed = static_cast<uint64_t>(args.get_int("--seed", 0));
+    w.seed = a.seed;
     return w;
 }
 
-BenchOptions options_from(const Args& args, size_t num_requests) {
+BenchOptions options_from(const BenchArgs& a, size_t num_requests) {
     BenchOptions o;
-    const double rate = args.get_double("--request-rate", INFINITY);
-    if (!(rate > 0)) throw BadInput("--request-rate must be > 0 or inf");
-    o.seed = static_cast<uint64_t>(args.get_int("--seed", 0));
-    o.arrival_offsets = arrival_offsets(static_cast<int>(num_requests), rate, args.get_double("--burstiness", 1.0), o.seed);
-    o.max_concurrency = static_cast<int>(args.get_int("--max-concurrency", 0));
-    o.num_warmups = static_cast<int>(args.get_int("--num-warmups", 1));
-    o.temperature = static_cast<float>(args.get_double("--temperature", 0.0));
-    o.percentiles = parse_percentiles(args.get_or("--percentiles", "50,90,99"));
-    o.goodput = parse_goodput(args);
+    o.seed = a.seed;
+    o.arrival_offsets = arrival_offsets(static_cast<int>(num_requests), a.request_rate, a.burstiness, o.seed);
+    o.max_concurrency = a.max_concurrency;
+    o.num_warmups = a.num_warmups;
+    o.temperature = a.temperature;
+    o.percentiles = a.percentiles;
+    o.goodput = a.goodput;
     return o;
 }
 
-nlohmann::json metadata(const Args& args, const Model& model, LlmEngine& engine, const BenchOptions& o) {
-    const double rate = args.get_double("--request-rate", INFINITY);
+nlohmann::json metadata(const BenchArgs& a, const Model& model, LlmEngine& engine, const BenchOptions& o) {
     nlohmann::json m;
     m["date"] = result_date();
     m["endpoint_type"] = "kvscope";
     m["backend"] = "kvscope-" + engine.backend().name();
     m["model_id"] = model.source;
     m["tokenizer_id"] = model.source;
-    m["num_prompts"] = args.get_int("--num-prompts", 100);
-    m["request_rate"] = std::isinf(rate) ? nlohmann::json("inf") : nlohmann::json(rate);
-    m["burstiness"] = args.get_double("--burstiness", 1.0);
+    m["num_prompts"] = a.num_prompts;
+    m["request_rate"] = std::isinf(a.request_rate) ? nlohmann::json("inf") : nlohmann::json(a.request_rate);
+    m["burstiness"] = a.burstiness;
     m["max_concurrency"] = o.max_concurrency > 0 ? nlohmann::json(o.max_concurrency) : nlohmann::json(nullptr);
-    m["dataset_name"] = args.get_or("--dataset", "random");
-    m["workload"] = {{"dataset_path", args.get_or("--dataset-path", "")}, {"input_len", args.get_int("--input-len", 1024)},
-                     {"output_len", args.get_int("--output-len", 128)}, {"range_ratio", args.get_double("--range-ratio", 0)},
-                     {"output_range_ratio", args.get_double("--output-range-ratio", args.get_double("--range-ratio", 0))},
-                     {"prefix_len", args.get_int("--prefix-len", 0)}, {"num_warmups", o.num_warmups},
+    m["dataset_name"] = a.dataset;
+    m["workload"] = {{"dataset_path", a.dataset_path}, {"input_len", a.input_len},
+                     {"output_len", a.output_len}, {"range_ratio", a.range_ratio},
+                     {"output_range_ratio", a.output_range_ratio_given ? a.output_range_ratio : a.range_ratio},
+                     {"prefix_len", a.prefix_len}, {"num_warmups", o.num_warmups},
                      {"temperature", o.temperature}, {"percentiles", o.percentiles}};
     m["goodput_slo_ms"] = {{"ttft", o.goodput.ttft_ms.value_or(-1)}, {"tpot", o.goodput.tpot_ms.value_or(-1)},
                            {"e2el", o.goodput.e2el_ms.value_or(-1)}};
@@ -203,23 +240,25 @@ void run_single(LlmEngine& engine, const std::vector<BenchRequest>& workload, Be
     result.update(run_json(runs.back(), timeline));
 }
 
-void write_outputs(const Args& args, const nlohmann::json& result, const std::vector<const BenchRun*>& runs) {
-    if (auto path = args.get("--output-json")) write_json(*path, result);
-    if (auto path = args.get("--output-csv")) {
+void write_outputs(const BenchArgs& a, const nlohmann::json& result, const std::vector<const BenchRun*>& runs) {
+    if (!a.output_json.empty()) write_json(a.output_json, result);
+    if (!a.output_csv.empty()) {
         std::vector<ResultRun> rows;
         for (const BenchRun* r : runs) rows.push_back(result_run(*r));
-        write_csv(*path, rows);
+        write_csv(a.output_csv, rows);
     }
-    if (auto path = args.get("--output-requests")) {
-        std::ofstream out = open_output(*path);
+    if (!a.output_requests.empty()) {
+        std::ofstream out = open_output(a.output_requests);
         for (const BenchRun* r : runs) write_requests_jsonl(out, r->requests, r->submit_times, r->errors, r->label);
     }
 }
 
 // Checks that every output path can be written before minutes of benchmarking.
-void check_outputs(const Args& args) {
-    for (const char* flag : {"--output-json", "--output-csv", "--output-requests"})
-        if (auto path = args.get(flag)) {
+void check_outputs(const BenchArgs& a) {
+    const std::pair<const char*, const std::string*> outputs[] = {
+        {"--output-json", &a.output_json}, {"--output-csv", &a.output_csv}, {"--output-requests", &a.output_requests}};
+    for (const auto& [flag, path] : outputs)
+        if (!path->empty()) {
             std::ofstream probe(*path, std::ios::app);
             if (!probe) throw BadInput(std::string(flag) + ": cannot write " + *path);
         }
@@ -228,32 +267,34 @@ void check_outputs(const Args& args) {
 }  // namespace
 
 int run_bench(int argc, char** argv) {
-    const Args args(argc, argv, bench_value_flags(), bench_switch_flags());
-    const auto spec = args.get("--model");
-    if (!spec) throw BadInput("--model is required");
-    const std::string compare = args.get_or("--compare", "");
-    if (!compare.empty() && compare != "naive") throw BadInput("--compare: only 'naive' is supported (got '" + compare + "')");
-    const std::optional<SweepSpec> sweep = args.has("--sweep") ? std::optional(parse_sweep(*args.get("--sweep"))) : std::nullopt;
-    if (sweep && !compare.empty()) throw BadInput("--sweep and --compare cannot be combined");
-    (void)parse_goodput(args);  // flag errors before loading the model
-    (void)parse_percentiles(args.get_or("--percentiles", "50,90,99"));
+    auto app = command_line::make_app("kvscope-cli bench",
+                                      "Replays a benchmark workload through the engine with vLLM's arrival model and "
+                                      "reports `vllm bench serve` metrics.");
+    EngineOptions engine_options;
+    add_engine_options(*app, engine_options);
+    BenchArgs args;
+    add_bench_options(*app, args);
+    if (auto exit_code = command_line::parse_command_line(*app, argc, argv)) return *exit_code;
+    const std::optional<SweepSpec> sweep = args.sweep.empty() ? std::nullopt : std::optional(parse_sweep(args.sweep));
+    if (sweep && !args.compare.empty()) throw BadInput("--sweep and --compare cannot be combined");
     check_outputs(args);
 
-    std::shared_ptr<const Model> model = load_model(*spec);
-    const EngineConfig config = engine_config_from(args, model->config);
+    std::shared_ptr<const Model> model = load_model(engine_options.model);
+    const EngineConfig config = engine_config_from(engine_options, model->config);
     if (sweep)
         for (const auto& v : sweep->values) (void)apply_knob(config, sweep->knob, v);
     const WorkloadOptions wopts = workload_from(args, config.scheduler.max_model_len);
     std::vector<BenchRequest> workload = make_workload(wopts, model->tokenizer, model->config.vocab_size);
     BenchOptions options = options_from(args, workload.size());
-    if (!compare.empty() && std::find(options.percentiles.begin(), options.percentiles.end(), 99.0) == options.percentiles.end())
+    if (!args.compare.empty() &&
+        std::find(options.percentiles.begin(), options.percentiles.end(), 99.0) == options.percentiles.end())
         options.percentiles.push_back(99);  // ratio_p99_ttft needs it
     LlmEngine engine(model, config);
     nlohmann::json result = metadata(args, *model, engine, options);
-    const bool timeline = args.has("--save-timeline");
+    const bool timeline = args.save_timeline;
     std::vector<BenchRun> runs;
 
-    if (!compare.empty()) run_compare(engine, workload, options, config, timeline, result, runs);
+    if (!args.compare.empty()) run_compare(engine, workload, options, config, timeline, result, runs);
     else if (sweep) run_sweep(engine, workload, options, config, *sweep, timeline, result, runs);
     else run_single(engine, workload, options, config, timeline, result, runs);
     std::vector<const BenchRun*> ptrs;

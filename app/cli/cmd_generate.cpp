@@ -1,8 +1,10 @@
 // kvscope-cli generate: submits every prompt at once to the continuous-batching engine and prints the
 // results (text, or one JSON object per request and a summary line with --json).
-#include "args.h"
 #include "commands.h"
 #include "engine_options.h"
+
+#include "command_line/command_line.h"
+#include "command_line/option_checks.h"
 
 #include "llm_engine.h"
 #include "util/errors.h"
@@ -40,41 +42,55 @@ std::vector<std::string> read_prompts_file(const std::string& path) {
     return prompts;
 }
 
-SamplingParams sampling_from(const Args& args) {
-    SamplingParams p;
-    p.max_tokens = static_cast<int>(args.get_int("--max-tokens", 128));
-    p.temperature = static_cast<float>(args.get_double("--temperature", 1.0));
-    p.top_p = static_cast<float>(args.get_double("--top-p", 1.0));
-    p.top_k = static_cast<int>(args.get_int("--top-k", 0));
-    p.min_p = static_cast<float>(args.get_double("--min-p", 0.0));
-    p.repetition_penalty = static_cast<float>(args.get_double("--repetition-penalty", 1.0));
-    if (args.has("--seed")) p.seed = static_cast<uint64_t>(args.get_int("--seed", 0));
-    p.ignore_eos = args.has("--ignore-eos");
-    p.stop = args.all("--stop");
-    p.validate();
-    return p;
-}
-
 }  // namespace
 
 int run_generate(int argc, char** argv) {
-    auto value_flags = engine_value_flags();
-    value_flags.insert({"--prompt", "--prompts-file", "--max-tokens", "--temperature", "--top-p", "--top-k", "--min-p",
-                        "--repetition-penalty", "--seed", "--stop"});
-    auto switch_flags = engine_switch_flags();
-    switch_flags.insert({"--ignore-eos", "--json"});
-    const Args args(argc, argv, value_flags, switch_flags);
-    const auto spec = args.get("--model");
-    if (!spec) throw BadInput("--model is required");
-    std::vector<std::string> prompts = args.all("--prompt");
-    if (auto file = args.get("--prompts-file")) {
-        auto more = read_prompts_file(*file);
+    using namespace command_line;
+    auto app = make_app("kvscope-cli generate", "Runs prompts through the continuous-batching engine, all at once.");
+    EngineOptions engine_options;
+    add_engine_options(*app, engine_options);
+    std::vector<std::string> prompts;
+    std::string prompts_file;
+    SamplingParams params;
+    params.max_tokens = 128;  // the engine's default is vLLM's 16: too short to read
+    uint64_t seed = 0;
+    bool json = false;
+    app->add_option("--prompt", prompts, "a prompt (encoded with BOS)")
+        ->type_name("TEXT")->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    app->add_option("--prompts-file", prompts_file,
+                    "more prompts: one per line, or (.jsonl, .json) one JSON string or {\"prompt\": ...} per line")
+        ->type_name("FILE");
+    app->add_option("--max-tokens", params.max_tokens, "tokens to generate per prompt at most")
+        ->type_name("UINT")->check(int_in(1));
+    app->add_option("--temperature", params.temperature, "sampling temperature (0 = greedy argmax)")
+        ->type_name("FLOAT")->check(real_in(0));
+    app->add_option("--top-p", params.top_p, "nucleus sampling: keep the smallest set of tokens with this mass")
+        ->type_name("FLOAT")->check(real_in(0, 1));
+    app->add_option("--top-k", params.top_k, "keep the k most likely tokens (0 = off)")
+        ->type_name("UINT")->check(int_in(0));
+    app->add_option("--min-p", params.min_p, "keep tokens with at least this fraction of the top token's probability")
+        ->type_name("FLOAT")->check(real_in(0, 1));
+    app->add_option("--repetition-penalty", params.repetition_penalty,
+                    "penalize tokens already in the prompt or output (1 = off)")
+        ->type_name("FLOAT")->check(real_above(0));
+    CLI::Option* seed_option =
+        app->add_option("--seed", seed, "sampler seed of every request (default: each draws its own)")
+            ->type_name("UINT64")->check(any_uint64())->default_str("");
+    app->add_flag("--ignore-eos", params.ignore_eos, "keep generating past the end-of-sequence token");
+    app->add_option("--stop", params.stop, "stop at this string (not included in the text)")
+        ->type_name("TEXT")->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    app->add_flag("--json", json, "one JSON object per prompt and a summary line");
+    if (auto exit_code = parse_command_line(*app, argc, argv)) return *exit_code;
+    if (seed_option->count() > 0) params.seed = seed;
+
+    if (!prompts_file.empty()) {
+        auto more = read_prompts_file(prompts_file);
         prompts.insert(prompts.end(), more.begin(), more.end());
     }
     if (prompts.empty()) throw BadInput("give at least one --prompt or a --prompts-file");
-    const SamplingParams params = sampling_from(args);
-    std::shared_ptr<const Model> model = load_model(*spec);
-    EngineConfig config = engine_config_from(args, model->config);
+    params.validate();
+    std::shared_ptr<const Model> model = load_model(engine_options.model);
+    EngineConfig config = engine_config_from(engine_options, model->config);
     LlmEngine engine(model, config);
 
     // Every prompt is submitted before the first step: one continuous batch. A prompt that is rejected
@@ -98,7 +114,6 @@ int run_generate(int argc, char** argv) {
     const double duration = engine.now() - t_start;
 
     int64_t total_output = 0;
-    const bool json = args.has("--json");
     for (size_t i = 0; i < prompts.size(); ++i) {
         nlohmann::json j;
         j["index"] = i;

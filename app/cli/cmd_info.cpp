@@ -1,9 +1,10 @@
 // kvscope-cli info: what a model is (architecture, parameters, weight bytes by type, context length,
 // tokenizer, chat template) and what the KV cache can hold for a budget: blocks, tokens, and the
 // maximum concurrency at max_model_len.
-#include "args.h"
 #include "commands.h"
 #include "engine_options.h"
+
+#include "command_line/command_line.h"
 
 #include "backend_factory.h"
 #include "kv/kv_cache_dtype.h"
@@ -17,14 +18,17 @@
 namespace kvscope::cli {
 
 int run_info(int argc, char** argv) {
-    auto switch_flags = engine_switch_flags();
-    switch_flags.insert("--json");
-    const Args args(argc, argv, engine_value_flags(), switch_flags);
-    const auto spec = args.get("--model");
-    if (!spec) throw BadInput("--model is required");
-    std::shared_ptr<const Model> model = load_model(*spec);
+    auto app = command_line::make_app("kvscope-cli info",
+                                      "Describes a model and what its KV cache holds for a budget (the engine knobs).");
+    EngineOptions engine_options;
+    add_engine_options(*app, engine_options);
+    bool json = false;
+    app->add_flag("--json", json, "one JSON object");
+    if (auto exit_code = command_line::parse_command_line(*app, argc, argv)) return *exit_code;
+
+    std::shared_ptr<const Model> model = load_model(engine_options.model);
     const ModelConfig& c = model->config;
-    const EngineConfig ec = engine_config_from(args, c);
+    const EngineConfig ec = engine_config_from(engine_options, c);
     const int max_model_len = ec.scheduler.max_model_len;
     // The cache type the engine would pick. A CUDA backend that cannot start on this machine is taken
     // as what it holds (F32 only), so `info --backend cuda` still describes the budget without a GPU.
@@ -78,7 +82,7 @@ int run_info(int argc, char** argv) {
     j["num_blocks"] = num_blocks;
     j["kv_capacity_tokens"] = num_blocks * ec.block_size;
     j["max_concurrency_at_max_model_len"] = static_cast<double>(num_blocks) / blocks_per_seq;
-    if (args.has("--json")) {
+    if (json) {
         std::cout << j.dump() << "\n";
         return 0;
     }

@@ -2,7 +2,6 @@
 // main thread accepts connections, one thread per connection parses and answers, and one engine
 // thread owns the LlmEngine (EngineLoop). SIGINT/SIGTERM stop it: no new connections, open ones are
 // closed and their requests aborted, then the engine thread joins.
-#include "args.h"
 #include "commands.h"
 #include "engine_options.h"
 #include "http_server.h"
@@ -10,8 +9,9 @@
 #include "serve_engine_loop.h"
 #include "serve_metrics.h"
 
+#include "command_line/command_line.h"
+#include "command_line/option_checks.h"
 #include "llm_engine.h"
-#include "util/errors.h"
 
 #include <atomic>
 #include <csignal>
@@ -58,19 +58,24 @@ private:
 }  // namespace
 
 int run_serve(int argc, char** argv) {
-    auto value_flags = engine_value_flags();
-    value_flags.insert({"--host", "--port", "--served-model-name"});
-    const Args args(argc, argv, value_flags, engine_switch_flags());
-    if (!args.positional().empty()) throw BadInput("unexpected argument '" + args.positional().front() + "'");
-    const auto spec = args.get("--model");
-    if (!spec) throw BadInput("--model is required");
-    const std::string host = args.get_or("--host", "127.0.0.1");
-    const int64_t port = args.get_int("--port", 8000);
-    if (port < 0 || port > 65535) throw BadInput("--port must be in [0, 65535], got " + std::to_string(port));
-    const std::string served_name = args.get_or("--served-model-name", *spec);
+    // ---- Options: the engine knobs, then the server's own. Add a server option here: bind it to a
+    // local, give it a type name and, for a number, a check (command_line/option_checks.h).
+    auto app = command_line::make_app("kvscope-cli serve", "OpenAI-compatible HTTP server over the engine.");
+    EngineOptions engine_options;
+    add_engine_options(*app, engine_options);
+    std::string host = "127.0.0.1";
+    int port = 8000;
+    std::string served_name;
+    app->add_option("--host", host, "address to listen on")->type_name("HOST");
+    app->add_option("--port", port, "TCP port (0 = any free port)")
+        ->type_name("PORT")->check(command_line::int_in(0, 65535));
+    app->add_option("--served-model-name", served_name, "the model's name in the API")
+        ->type_name("NAME")->default_str("the --model value");
+    if (auto exit_code = command_line::parse_command_line(*app, argc, argv)) return *exit_code;
+    if (served_name.empty()) served_name = engine_options.model;
 
-    std::shared_ptr<const Model> model = load_model(*spec);
-    const EngineConfig config = engine_config_from(args, model->config);
+    std::shared_ptr<const Model> model = load_model(engine_options.model);
+    const EngineConfig config = engine_config_from(engine_options, model->config);
     LlmEngine engine(model, config);
     ServeMetrics metrics(served_name);
     EngineLoop loop(engine, metrics);

@@ -1,35 +1,63 @@
 #include "engine_options.h"
 
+#include "command_line/option_checks.h"
+
 #include <algorithm>
 
 namespace kvscope::cli {
 
-std::set<std::string> engine_value_flags() {
-    return {"--model", "--block-size", "--max-num-seqs", "--max-num-batched-tokens", "--policy", "--kv-cache-memory",
-            "--max-model-len", "--mode", "--threads", "--backend", "--num-blocks", "--long-prefill-token-threshold",
-            "--kv-cache-dtype"};
+using command_line::byte_size;
+using command_line::int_in;
+
+void add_engine_options(CLI::App& app, EngineOptions& o) {
+    EngineConfig& c = o.config;
+    SchedulerConfig& s = c.scheduler;
+    const std::string group = "Engine options";
+    std::string presets;
+    for (const std::string& name : dummy_preset_names()) presets += (presets.empty() ? "" : ", ") + name;
+    app.add_option("--model", o.model, "a Hugging Face directory, a .gguf file, or dummy:PRESET (" + presets + ")")
+        ->type_name("MODEL")->required()->group(group);
+    // Bounds here are what any setting could use; EngineConfig::validate() checks the finer rules
+    // (block_size a power of two up to 256, threads up to 256) and names the knob.
+    app.add_option("--block-size", c.block_size, "tokens per KV block, a power of two")
+        ->type_name("UINT")->check(int_in(1, 1024))->group(group);
+    app.add_option("--max-num-seqs", s.max_num_seqs, "running requests at most")
+        ->type_name("UINT")->check(int_in(1))->group(group);
+    app.add_option("--max-num-batched-tokens", s.max_num_batched_tokens, "tokens one step computes at most")
+        ->type_name("UINT")->check(int_in(1))->group(group);
+    app.add_option("--max-model-len", o.max_model_len, "prompt + output tokens of one request at most")
+        ->type_name("UINT")->check(int_in(1))->default_str("model's context, at most 8192")->group(group);
+    app.add_option("--policy", s.policy, "scheduling policy")->type_name("fcfs|priority")->group(group);
+    app.add_flag("--enable-prefix-caching", s.enable_prefix_caching,
+                 "reuse the KV blocks of prompt prefixes already computed")->group(group);
+    app.add_option("--long-prefill-token-threshold", s.long_prefill_token_threshold,
+                   "while requests wait, a prefill chunk takes at most this many tokens (0 = a quarter of the "
+                   "step's budget)")
+        ->type_name("UINT")->check(int_in(0))->group(group);
+    app.add_option("--kv-cache-memory", c.kv_cache_memory,
+                   "KV pool bytes, accepts 512M/8G (0 = sized to max_num_seqs x max_model_len, at most 1G)")
+        ->type_name("SIZE")->transform(byte_size())->group(group);
+    app.add_option("--num-blocks", c.num_blocks,
+                   "KV blocks in the pool; overrides --kv-cache-memory (0 = as many as its bytes hold)")
+        ->type_name("UINT")->check(int_in(0))->group(group);
+    app.add_option("--mode", c.mode, "batching: paged (continuous batching, paged KV) or naive (static batches)")
+        ->type_name("paged|naive")->group(group);
+    app.add_option("--kv-cache-dtype", c.kv_cache_dtype,
+                   "KV cache element type (auto = as the weights, where the backend can hold it)")
+        ->type_name("auto|float32|float16|bfloat16")->group(group);
+    app.add_option("--threads", c.num_threads, "CPU threads (0 = all cores)")
+        ->type_name("UINT")->check(int_in(0))->group(group);
+    app.add_option("--backend", c.backend, "compute backend (auto = CUDA when built and a device is present)")
+        ->type_name("cpu|cuda|auto")->group(group);
+    app.add_flag("--check-invariants", c.check_invariants,
+                 "check scheduler and KV pool invariants after every step (slow)")->group(group);
+    app.add_flag("--enforce-eager", c.enforce_eager, "run every step op by op: no CUDA graphs (vLLM's flag)")
+        ->group(group);
 }
 
-std::set<std::string> engine_switch_flags() { return {"--enable-prefix-caching", "--check-invariants", "--enforce-eager"}; }
-
-EngineConfig engine_config_from(const Args& args, const ModelConfig& model) {
-    EngineConfig c;
-    c.block_size = static_cast<int>(args.get_int("--block-size", 16));
-    c.scheduler.max_num_seqs = static_cast<int>(args.get_int("--max-num-seqs", 256));
-    c.scheduler.max_model_len =
-        static_cast<int>(args.get_int("--max-model-len", std::min(model.max_position_embeddings, 8192)));
-    c.scheduler.max_num_batched_tokens = static_cast<int>(args.get_int("--max-num-batched-tokens", 2048));
-    c.scheduler.policy = args.get_or("--policy", "fcfs");
-    c.scheduler.enable_prefix_caching = args.has("--enable-prefix-caching");
-    c.scheduler.long_prefill_token_threshold = static_cast<int>(args.get_int("--long-prefill-token-threshold", 0));
-    c.kv_cache_memory = args.get_bytes("--kv-cache-memory", 0);
-    c.num_blocks = static_cast<int>(args.get_int("--num-blocks", 0));
-    c.mode = args.get_or("--mode", "paged");
-    c.kv_cache_dtype = args.get_or("--kv-cache-dtype", "auto");
-    c.num_threads = static_cast<int>(args.get_int("--threads", 0));
-    c.backend = args.get_or("--backend", "cpu");
-    c.check_invariants = args.has("--check-invariants");
-    c.enforce_eager = args.has("--enforce-eager");
+EngineConfig engine_config_from(const EngineOptions& o, const ModelConfig& model) {
+    EngineConfig c = o.config;
+    c.scheduler.max_model_len = o.max_model_len > 0 ? o.max_model_len : std::min(model.max_position_embeddings, 8192);
     c.validate();
     return c;
 }

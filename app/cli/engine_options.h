@@ -1,21 +1,28 @@
-// The engine knobs that generate, bench and serve share (DESIGN.md section 4), and how they map onto
-// EngineConfig.
+// The engine knobs that generate, bench, serve and info share (docs/DESIGN.md section 4): one function
+// adds them to a command's CLI::App, one builds the EngineConfig from what was parsed.
 #pragma once
 
-#include "args.h"
 #include "engine_config.h"
 #include "model/model.h"
 
-#include <set>
+#include <CLI/CLI.hpp>
+
 #include <string>
 
 namespace kvscope::cli {
 
-// Flags taking a value / switches, to merge into a subcommand's own.
-std::set<std::string> engine_value_flags();
-std::set<std::string> engine_switch_flags();
+// What the engine flags parse into. The knobs are bound in place in `config`, so their defaults are
+// EngineConfig's (vLLM's where it has one), except max_model_len, which depends on the model.
+struct EngineOptions {
+    std::string model;      // --model: a Hugging Face directory, a .gguf file or dummy:PRESET
+    EngineConfig config;    // every other knob; config.scheduler.max_model_len is set by engine_config_from
+    int max_model_len = 0;  // 0 = not given: the model's context, at most 8192
+};
 
-// Builds the engine config for `model` from the flags (defaults as in vLLM where it has one).
-EngineConfig engine_config_from(const Args& args, const ModelConfig& model);
+// Adds --model (required) and the engine knobs, under "Engine options" in --help, bound to `options`.
+void add_engine_options(CLI::App& app, EngineOptions& options);
+
+// The validated engine config for `model`; throws BadInput naming the knob and value.
+EngineConfig engine_config_from(const EngineOptions& options, const ModelConfig& model);
 
 }  // namespace kvscope::cli

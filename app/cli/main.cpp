@@ -1,40 +1,65 @@
-// kvscope-cli: generate | bench | serve | info (contracts in DESIGN.md section 4).
+// kvscope-cli: generate | bench | serve | info (contracts in docs/DESIGN.md section 4). Each command
+// parses its own options (command_line/: CLI11, `kvscope-cli COMMAND --help` lists them).
 // Exit codes: 0 success, 1 runtime failure, 2 bad input (bad flags, unusable model, impossible config).
 #include "commands.h"
 
+#include "command_line/closest_name.h"
 #include "util/errors.h"
 
 #include <cstdio>
-#include <cstring>
 #include <exception>
 #include <string>
+#include <vector>
 
 namespace {
 
-const char* kUsage =
-    "usage: kvscope-cli <command> --model M [options]\n"
-    "commands:\n"
-    "  generate   run prompts through the continuous-batching engine\n"
-    "  bench      replay a benchmark workload and report vLLM-style metrics\n"
-    "  serve      OpenAI-compatible HTTP server\n"
-    "  info       describe a model and its KV cache figures\n"
-    "models: a Hugging Face directory, a .gguf file, or dummy:PRESET (tiny, smollm-135m, llama-1b, qwen2-0.5b)\n";
+struct Command {
+    const char* name;
+    const char* summary;
+    int (*run)(int argc, char** argv);
+};
+
+const Command kCommands[] = {
+    {"generate", "run prompts through the continuous-batching engine", kvscope::cli::run_generate},
+    {"bench", "replay a benchmark workload and report vLLM-style metrics", kvscope::cli::run_bench},
+    {"serve", "OpenAI-compatible HTTP server", kvscope::cli::run_serve},
+    {"info", "describe a model and its KV cache figures", kvscope::cli::run_info},
+};
+
+std::string usage() {
+    std::string text = "usage: kvscope-cli <command> --model M [options]\ncommands:\n";
+    for (const Command& c : kCommands) {
+        const std::string name = c.name;
+        text += "  " + name + std::string(11 - name.size(), ' ') + c.summary + "\n";
+    }
+    text += "models: a Hugging Face directory, a .gguf file, or dummy:PRESET (tiny, smollm-135m, llama-1b, ...)\n"
+            "`kvscope-cli <command> --help` lists a command's options and the presets.\n";
+    return text;
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
-        std::fputs(kUsage, argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+    const std::string command = argc < 2 ? "" : argv[1];
+    if (command == "--help" || command == "-h") {
+        std::fputs(usage().c_str(), stdout);
+        return 0;
     }
-    const std::string command = argv[1];
-    try {
-        if (command == "generate") return kvscope::cli::run_generate(argc - 1, argv + 1);
-        if (command == "info") return kvscope::cli::run_info(argc - 1, argv + 1);
-        if (command == "bench") return kvscope::cli::run_bench(argc - 1, argv + 1);
-        if (command == "serve") return kvscope::cli::run_serve(argc - 1, argv + 1);
-        std::fprintf(stderr, "kvscope-cli: unknown command '%s'\n%s", command.c_str(), kUsage);
+    const Command* found = nullptr;
+    for (const Command& c : kCommands)
+        if (command == c.name) found = &c;
+    if (!found) {
+        std::vector<std::string> names;
+        for (const Command& c : kCommands) names.push_back(c.name);
+        const auto near = kvscope::command_line::closest_name(command, names);
+        if (command.empty()) std::fprintf(stderr, "kvscope-cli: error: no command given\n");
+        else std::fprintf(stderr, "kvscope-cli: error: unknown command '%s'%s\n", command.c_str(),
+                          near ? (" (did you mean " + *near + "?)").c_str() : "");
+        std::fputs(usage().c_str(), stderr);
         return 2;
+    }
+    try {
+        return found->run(argc - 1, argv + 1);
     } catch (const kvscope::BadInput& e) {
         std::fprintf(stderr, "kvscope-cli %s: error: %s\n", command.c_str(), e.what());
         return 2;

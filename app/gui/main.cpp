@@ -1,4 +1,4 @@
-// kvscope: the GUI. Parses the command line (DESIGN.md section 4), opens the main window, loads the
+// kvscope: the GUI. Parses the command line (docs/DESIGN.md section 4), opens the main window, loads the
 // model on the engine thread, and in script mode replays the script, writes the export and quits.
 // Exit codes: 0 success, 1 runtime failure (script failed, export failed), 2 bad input.
 #include "engine_controller.h"
@@ -17,16 +17,15 @@
 using namespace kvscope::ui;
 
 int main(int argc, char** argv) {
-    QApplication::setHighDpiScaleFactorRoundingPolicy(Qt::HighDpiScaleFactorRoundingPolicy::PassThrough);
-    QApplication app(argc, argv);
+    // The command line is parsed before QApplication exists: it aborts with no display, and --help,
+    // --version and a bad option must answer anywhere (a CI job, an ssh session).
     QApplication::setApplicationName("kvscope");
     QApplication::setOrganizationName("kvscope");
     QApplication::setApplicationVersion("0.1.0");
-
     QCommandLineParser parser;
     parser.setApplicationDescription("Desktop workbench for paged-KV, continuous-batching LLM inference");
-    parser.addHelpOption();
-    parser.addVersionOption();
+    const QCommandLineOption helpOption = parser.addHelpOption();
+    const QCommandLineOption versionOption = parser.addVersionOption();
     QCommandLineOption modelOption("model", "Model: HF directory, .gguf file or dummy:PRESET (default: the last one, "
                                             "else dummy:tiny).", "M");
     QCommandLineOption scriptOption("script", "Replay a session script (see resources/scripts/example.json).", "FILE.json");
@@ -34,7 +33,29 @@ int main(int argc, char** argv) {
     QCommandLineOption quitOption("quit-when-done", "Quit when the script has finished (and the export is written).");
     QCommandLineOption lightOption("light", "Use the light palette.");
     parser.addOptions({modelOption, scriptOption, exportOption, quitOption, lightOption});
-    parser.process(app);
+    QStringList arguments;
+    for (int i = 0; i < argc; ++i) arguments << QString::fromLocal8Bit(argv[i]);
+    if (!parser.parse(arguments)) {
+        std::fprintf(stderr, "kvscope: error: %s\n", qPrintable(parser.errorText()));
+        return 2;
+    }
+    if (parser.isSet(helpOption) || parser.isSet("help-all")) {
+        // With no QApplication yet Qt cannot know the program's name for the usage line.
+        std::fputs(qPrintable(parser.helpText().replace("<executable_name>", "kvscope")), stdout);
+        return 0;
+    }
+    if (parser.isSet(versionOption)) {
+        std::printf("kvscope %s\n", qPrintable(QApplication::applicationVersion()));
+        return 0;
+    }
+    if (!parser.positionalArguments().isEmpty()) {
+        std::fprintf(stderr, "kvscope: error: unexpected argument '%s' (see kvscope --help)\n",
+                     qPrintable(parser.positionalArguments().constFirst()));
+        return 2;
+    }
+
+    QApplication::setHighDpiScaleFactorRoundingPolicy(Qt::HighDpiScaleFactorRoundingPolicy::PassThrough);
+    QApplication app(argc, argv);
 
     const bool scripted = parser.isSet(scriptOption);
     QSettings settings;

@@ -1,6 +1,6 @@
 // kvscope-cli bench end to end on dummy:tiny: exit codes, vLLM key names in the result JSON, one
 // percentile recomputed from the per-request JSONL, --compare naive sections and ratios, --sweep rows,
-// the ShareGPT sample, the result reader, and bad flags exiting 2 with the flag named.
+// the ShareGPT sample, the result reader, --help, and bad flags exiting 2 with the flag named.
 #include "metrics/export.h"
 #include "test_support.h"
 
@@ -187,6 +187,12 @@ private slots:
         QTest::newRow("zero rate") << QStringList{"--request-rate", "0"} << "--request-rate";
         QTest::newRow("unknown dataset") << QStringList{"--dataset", "nope"} << "--dataset";
         QTest::newRow("range ratio") << QStringList{"--range-ratio", "1.5"} << "--range-ratio";
+        QTest::newRow("misspelt flag") << QStringList{"--num-prompt", "3"} << "did you mean --num-prompts?";
+        QTest::newRow("zero prompts") << QStringList{"--num-prompts", "0"} << "--num-prompts: must be >= 1";
+        QTest::newRow("max-num-seqs overflows int") << QStringList{"--max-num-seqs", "99999999999"} << "--max-num-seqs";
+        QTest::newRow("stray argument") << QStringList{"stray"} << "unexpected argument 'stray'";
+        QTest::newRow("bad goodput metric") << QStringList{"--goodput", "ttft:5", "itl:5"} << "--goodput: unknown metric 'itl'";
+        QTest::newRow("negative burstiness") << QStringList{"--burstiness", "-1"} << "--burstiness";
         QTest::newRow("missing sharegpt file") << QStringList{"--dataset", "sharegpt", "--dataset-path", "/nonexistent.json"}
                                                << "/nonexistent.json";
     }
@@ -196,6 +202,15 @@ private slots:
         const CliResult r = run_cli(QStringList{"--model", "dummy:tiny", "--num-prompts", "2"} + args);
         QCOMPARE(r.exit_code, 2);
         QVERIFY2(r.err.contains(named), qPrintable(r.err));
+    }
+
+    // --help lists the workload, run and output options with their defaults, and exits 0 at once.
+    void helpListsOptions() {
+        const CliResult r = run_cli({"--help"});
+        QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+        for (const char* text : {"--num-prompts", "[100]", "--goodput", "METRIC:MS ...", "--request-rate", "[inf]",
+                                 "--percentiles", "[50,90,99]", "--block-size", "--max-num-seqs", "--output-json"})
+            QVERIFY2(r.out.contains(text), text);
     }
 
 private:

@@ -1,6 +1,7 @@
 // kvscope-cli as users and scripts call it: generate --json on the shared model (both formats, all
-// expected.json prompts in one batch), info --json, and bad input of every kind: exit code 2 and a
-// message on stderr that names the file and the problem, never a crash.
+// expected.json prompts in one batch), info --json, --help of every command, and bad input of every
+// kind (model files, flags, numbers out of range, stray arguments): exit code 2 and a message on
+// stderr that names the file or flag and the problem, never a crash.
 #include "random_model.h"
 
 #include <QProcess>
@@ -211,6 +212,99 @@ private slots:
         QCOMPARE(r.code, 2);
         QVERIFY2(r.err.contains(mention), qPrintable("stderr: " + r.err));
         QVERIFY2(r.err.contains("error"), qPrintable(r.err));
+    }
+
+    // Every command's --help (and -h) exits 0 and lists the engine knobs with their defaults.
+    void help_data() {
+        QTest::addColumn<QString>("command");
+        QTest::addColumn<QString>("flag");
+        for (const char* command : {"generate", "info", "bench", "serve"})
+            for (const char* flag : {"--help", "-h"})
+                QTest::addRow("%s %s", command, flag) << command << flag;
+    }
+    void help() {
+        QFETCH(QString, command);
+        QFETCH(QString, flag);
+        const Run r = cli({command, flag});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        QVERIFY(r.err.isEmpty());
+        QStringList expected{"--model", "--block-size", "--max-num-seqs", "--kv-cache-memory", "--max-model-len",
+                             "tokens per KV block", "[16]", "[256]", "at most 8192"};
+        if (command == "serve") expected << "--port" << "[8000]" << "--host" << "127.0.0.1";
+        if (command == "bench") expected << "--num-prompts" << "[100]" << "--goodput" << "--request-rate";
+        if (command == "generate") expected << "--prompt" << "repeatable" << "--max-tokens" << "[128]";
+        for (const QString& e : expected) QVERIFY2(r.out.contains(e), qPrintable(e + " missing from:\n" + r.out));
+    }
+
+    void topLevelHelp() {
+        const Run r = cli({"--help"});
+        QCOMPARE(r.code, 0);
+        for (const char* command : {"generate", "info", "bench", "serve"}) QVERIFY(r.out.contains(command));
+        QCOMPARE(cli({}).code, 2);
+        const Run typo = cli({"genrate"});
+        QCOMPARE(typo.code, 2);
+        QVERIFY2(typo.err.contains("did you mean generate"), qPrintable(typo.err));
+    }
+
+    // Bad flags are refused before anything loads: exit 2, "kvscope-cli COMMAND: error:" and the flag named.
+    void badFlags_data() {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QStringList>("mentions");
+        const QString gguf = models() + "/stories260K-f32.gguf";
+        const QStringList generate{"generate", "--model", gguf, "--prompt", "hi"};
+        QTest::newRow("misspelt flag") << generate + QStringList{"--blok-size", "32"}
+                                       << QStringList{"unknown option --blok-size", "did you mean --block-size?"};
+        QTest::newRow("misspelt flag=value") << QStringList{"info", "--model", gguf, "--max-num-seq=4"}
+                                             << QStringList{"--max-num-seq ", "did you mean --max-num-seqs?"};
+        QTest::newRow("misspelt serve flag") << QStringList{"serve", "--model", gguf, "--prot", "8080"}
+                                             << QStringList{"--prot", "did you mean --port?"};
+        QTest::newRow("misspelt required flag") << QStringList{"info", "--modle", gguf}
+                                                << QStringList{"--modle", "did you mean --model?"};
+        QTest::newRow("missing model") << QStringList{"info"} << QStringList{"--model is required"};
+        QTest::newRow("block size 0") << generate + QStringList{"--block-size", "0"}
+                                      << QStringList{"--block-size", "1..1024"};
+        QTest::newRow("max-num-seqs overflows int")
+            << QStringList{"info", "--model", gguf, "--max-num-seqs", "99999999999"}
+            << QStringList{"--max-num-seqs", "99999999999"};
+        QTest::newRow("port out of range") << QStringList{"serve", "--model", gguf, "--port", "70000"}
+                                           << QStringList{"--port", "0..65535"};
+        QTest::newRow("negative seed") << generate + QStringList{"--seed", "-1"} << QStringList{"--seed"};
+        QTest::newRow("nan temperature") << generate + QStringList{"--temperature", "nan"}
+                                         << QStringList{"--temperature"};
+        QTest::newRow("bad byte size") << QStringList{"info", "--model", gguf, "--kv-cache-memory", "12Q"}
+                                       << QStringList{"--kv-cache-memory", "12Q"};
+        QTest::newRow("missing value") << QStringList{"info", "--model", gguf, "--threads"} << QStringList{"--threads"};
+        QTest::newRow("stray generate") << generate + QStringList{"stray"} << QStringList{"unexpected argument 'stray'"};
+        QTest::newRow("stray info") << QStringList{"info", "--model", gguf, "--json", "stray"}
+                                    << QStringList{"unexpected argument 'stray'"};
+        QTest::newRow("stray serve") << QStringList{"serve", "stray", "--model", gguf} << QStringList{"'stray'"};
+    }
+    void badFlags() {
+        QFETCH(QStringList, args);
+        QFETCH(QStringList, mentions);
+        const Run r = cli(args);
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.startsWith("kvscope-cli " + args.front() + ": error: "), qPrintable(r.err));
+        for (const QString& m : mentions) QVERIFY2(r.err.contains(m), qPrintable(m + " missing from: " + r.err));
+        QVERIFY(r.out.isEmpty());
+    }
+
+    // Byte sizes: plain bytes or binary units (1K = 1024), fractions allowed.
+    void kvCacheMemorySizes_data() {
+        QTest::addColumn<QString>("size");
+        QTest::addColumn<qint64>("bytes");
+        QTest::newRow("bytes") << "1048576" << qint64(1048576);
+        QTest::newRow("64M") << "64M" << (qint64(64) << 20);
+        QTest::newRow("512k") << "512k" << qint64(512) * 1024;
+        QTest::newRow("1.5GiB") << "1.5GiB" << (qint64(3) << 29);
+        QTest::newRow("2GB") << "2GB" << (qint64(2) << 30);
+    }
+    void kvCacheMemorySizes() {
+        QFETCH(QString, size);
+        QFETCH(qint64, bytes);
+        const Run r = cli({"info", "--model", models() + "/stories260K-f32.gguf", "--json", "--kv-cache-memory=" + size});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        QCOMPARE(json::parse(r.out.toStdString())["kv_cache_memory"].get<int64_t>(), int64_t(bytes));
     }
 
     // One prompt too long for max_model_len: reported with exit 2, the other prompt still completes.
