@@ -148,6 +148,10 @@ void LlmEngine::validate_request(const NewRequest& r) const {
         if (t < 0 || t >= model_->config.vocab_size)
             throw BadInput("request " + r.request_id + ": token id " + std::to_string(t) + " is outside the vocabulary (" +
                            std::to_string(model_->config.vocab_size) + ")");
+    for (const auto& [t, bias] : r.sampling_params.logit_bias)
+        if (t < 0 || t >= model_->config.vocab_size)
+            throw BadInput("request " + r.request_id + ": logit_bias token id " + std::to_string(t) +
+                           " is outside the vocabulary (" + std::to_string(model_->config.vocab_size) + ")");
     // A request longer than the whole pool could never run, not even alone.
     const int64_t longest = std::min<int64_t>(max_len, static_cast<int64_t>(len) + r.sampling_params.max_tokens);
     const int64_t need = (longest + kv_->block_size() - 1) / kv_->block_size();
@@ -272,6 +276,8 @@ void LlmEngine::process_sampled(const SchedulerOutput& out, const StepOutput& st
             for (int32_t e : p.stop_token_ids)
                 if (e >= 0 && e < vocab) l[e] = -INFINITY;
         }
+        for (const auto& [id, bias] : p.logit_bias)
+            if (id >= 0 && id < vocab) l[id] += bias;
         const std::span<const int32_t> all(r.all_token_ids);
         const int32_t token = sampler_.sample(l, p, all.first(r.num_prompt_tokens), all.subspan(r.num_prompt_tokens), st.rng);
         outputs.push_back(append_token(st, token));

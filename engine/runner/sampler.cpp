@@ -11,7 +11,7 @@ int32_t argmax(std::span<const float> logits) {
 
 std::optional<SamplingRow> device_sampling_row(const SamplingParams& p, int num_output_tokens, uint64_t seed) {
     if (p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) return std::nullopt;
-    if (num_output_tokens < p.min_tokens) return std::nullopt;
+    if (num_output_tokens < p.min_tokens || !p.logit_bias.empty()) return std::nullopt;
     SamplingRow row;
     row.temperature = p.temperature;
     row.top_k = p.top_k;

@@ -24,6 +24,9 @@ void SamplingParams::validate() const {
     if (n < 1 || n > 64) bad("n must be in [1, 64], got " + std::to_string(n));
     for (const auto& s : stop)
         if (s.empty()) bad("stop strings must not be empty");
+    for (const auto& [id, bias] : logit_bias)
+        if (!std::isfinite(bias) || bias < -100 || bias > 100)
+            bad("logit_bias for token " + std::to_string(id) + " must be in [-100, 100], got " + std::to_string(bias));
 }
 
 }  // namespace kvscope

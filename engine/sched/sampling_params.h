@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kvscope {
@@ -23,6 +24,8 @@ struct SamplingParams {
     std::vector<std::string> stop;       // stop strings (not included in the output text)
     std::vector<int32_t> stop_token_ids;
     bool ignore_eos = false;
+    // OpenAI's logit_bias: (token id, bias in [-100, 100]) added to those logits before sampling.
+    std::vector<std::pair<int32_t, float>> logit_bias;
     int n = 1;  // n > 1: siblings that share the prompt's blocks
 
     // Throws BadInput naming the field and value.
