@@ -3,7 +3,7 @@
 # are missing (so a machine that has them all needs no network). Run as root.
 set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config git qt6-base-dev qt6-base-dev-tools libqcustomplot-dev
-          nlohmann-json3-dev libcli11-dev libpcre2-dev libgl-dev)
+          nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libpcre2-dev libgl-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

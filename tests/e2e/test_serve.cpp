@@ -3,83 +3,20 @@
 // engine's own greedy text (and to expected.json's reference ids), concurrent SSE chat streams, bad
 // requests answered 400 without disturbing the server, Prometheus metrics, and a client that
 // disconnects mid-stream leaving no KV blocks behind. The server is always stopped with SIGTERM.
-#include "test_support.h"
+#include "serve_process.h"
 
 #include "llm_engine.h"
 
-#include <QElapsedTimer>
-#include <QProcess>
-#include <QTcpSocket>
+#include <QFile>
 #include <nlohmann/json.hpp>
 
 #include <memory>
 
 using namespace kvscope;
+using namespace kvscope::test;
 using nlohmann::json;
 
 namespace {
-
-struct Reply {
-    int status = 0;
-    QByteArray head;  // status line and headers
-    QByteArray body;
-};
-
-QByteArray request_bytes(const QByteArray& method, const QByteArray& path, const QByteArray& body) {
-    QByteArray r = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
-    if (!body.isEmpty() || method == "POST")
-        r += "Content-Type: application/json\r\nContent-Length: " + QByteArray::number(body.size()) + "\r\n";
-    return r + "\r\n" + body;
-}
-
-// Reads until the server closes the connection (every response is Connection: close).
-Reply read_reply(QTcpSocket& s, int timeout_ms = 20000) {
-    QByteArray data;
-    QElapsedTimer t;
-    t.start();
-    while (s.state() == QAbstractSocket::ConnectedState && t.elapsed() < timeout_ms) {
-        s.waitForReadyRead(200);
-        data += s.readAll();
-    }
-    data += s.readAll();
-    Reply r;
-    const qsizetype end = data.indexOf("\r\n\r\n");
-    if (end < 0) return r;
-    r.head = data.left(end);
-    r.body = data.mid(end + 4);
-    const QList<QByteArray> status_line = r.head.split('\r').front().split(' ');
-    if (status_line.size() >= 2) r.status = status_line[1].toInt();
-    return r;
-}
-
-Reply http(int port, const QByteArray& method, const QByteArray& path, const QByteArray& body = {}) {
-    QTcpSocket s;
-    s.connectToHost("127.0.0.1", static_cast<quint16>(port));
-    if (!s.waitForConnected(5000)) return {};
-    s.write(request_bytes(method, path, body));
-    s.flush();
-    return read_reply(s);
-}
-
-Reply post(int port, const QByteArray& path, const json& body) {
-    return http(port, "POST", path, QByteArray::fromStdString(body.dump()));
-}
-
-// The "data: ..." payloads of an SSE body, in order.
-QList<QByteArray> sse_events(const QByteArray& body) {
-    QList<QByteArray> events;
-    for (const QByteArray& e : body.split('\n'))
-        if (e.startsWith("data: ")) events << e.mid(6);
-    return events;
-}
-
-// The value of an unlabelled-by-reason sample "kvscope:NAME{...} V"; -1 when absent.
-double metric(const QByteArray& text, const QByteArray& name, const QByteArray& label_part = {}) {
-    for (const QByteArray& line : text.split('\n'))
-        if (line.startsWith("kvscope:" + name + "{") && line.contains(label_part))
-            return line.mid(line.lastIndexOf(' ') + 1).toDouble();
-    return -1;
-}
 
 QString model_path() { return QString::fromStdString(test::models_dir() + "/stories260K-hf"); }
 
@@ -87,42 +24,19 @@ QString model_path() { return QString::fromStdString(test::models_dir() + "/stor
 
 class TestServe : public QObject {
     Q_OBJECT
-    std::unique_ptr<QProcess> server_;
-    QByteArray server_err_;
+    ServeProcess server_;
     int port_ = 0;
 
 private slots:
     void initTestCase() {
-        server_ = std::make_unique<QProcess>();
-        server_->start(QString::fromStdString(test::cli_path()),
-                       {"serve", "--model", model_path(), "--port", "0", "--max-model-len", "512"});
-        QVERIFY2(server_->waitForStarted(10000), "kvscope-cli did not start");
-        QElapsedTimer t;
-        t.start();
-        const QByteArray marker = "listening on http://127.0.0.1:";
-        while (t.elapsed() < 60000 && server_->state() == QProcess::Running) {
-            server_->waitForReadyRead(200);
-            server_err_ += server_->readAllStandardError();
-            const qsizetype at = server_err_.indexOf(marker);
-            if (at >= 0 && server_err_.indexOf('\n', at) > at) {
-                port_ = server_err_.mid(at + marker.size()).split('\n').front().trimmed().toInt();
-                break;
-            }
-        }
-        QVERIFY2(port_ > 0, server_err_.constData());
+        QByteArray error;
+        QVERIFY2(server_.start({"--model", model_path(), "--max-model-len", "512"}, &error), error.constData());
+        port_ = server_.port();
     }
 
     void cleanupTestCase() {
-        if (!server_) return;
-        server_->terminate();  // SIGTERM: the server stops cleanly and exits 0
-        const bool stopped = server_->waitForFinished(10000);
-        if (!stopped) server_->kill();
-        server_->waitForFinished(5000);
-        server_err_ += server_->readAllStandardError();
-        QVERIFY2(stopped, "the server did not stop on SIGTERM");
-        QCOMPARE(server_->exitStatus(), QProcess::NormalExit);
-        QVERIFY2(server_->exitCode() == 0, server_err_.constData());
-        QVERIFY(server_err_.contains("kvscope serve: stopped"));
+        QByteArray error;
+        QVERIFY2(server_.stop(&error), error.constData());
     }
 
     void health() {
@@ -136,7 +50,9 @@ private slots:
         const json j = json::parse(r.body.toStdString());
         QCOMPARE(j["object"].get<std::string>(), std::string("list"));
         QCOMPARE(j["data"].size(), size_t(1));
-        QCOMPARE(QString::fromStdString(j["data"][0]["id"].get<std::string>()), model_path());
+        // The served name defaults to the model's directory name; the path on the server never shows.
+        QCOMPARE(j["data"][0]["id"].get<std::string>(), std::string("stories260K-hf"));
+        QVERIFY2(!r.body.contains(QByteArray::fromStdString(test::models_dir())), r.body.constData());
         QCOMPARE(j["data"][0]["object"].get<std::string>(), std::string("model"));
     }
 
@@ -173,7 +89,7 @@ private slots:
         }
 
         const Reply r = post(port_, "/v1/completions",
-                             {{"prompt", prompt}, {"max_tokens", 20}, {"temperature", 0}, {"model", model_path().toStdString()}});
+                             {{"prompt", prompt}, {"max_tokens", 20}, {"temperature", 0}, {"model", "stories260K-hf"}});
         QVERIFY2(r.status == 200, r.body.constData());
         const json j = json::parse(r.body.toStdString());
         QCOMPARE(j["object"].get<std::string>(), std::string("text_completion"));
@@ -286,7 +202,7 @@ private slots:
                                  "# TYPE kvscope:time_to_first_token_seconds histogram",
                                  "kvscope:time_to_first_token_seconds_bucket{", "le=\"+Inf\"",
                                  "kvscope:e2e_request_latency_seconds_count{",
-                                 "kvscope:time_per_output_token_seconds_sum{"})
+                                 "kvscope:inter_token_latency_seconds_sum{"})
             QVERIFY2(r.body.contains(name), name);
         QVERIFY(metric(r.body, "generation_tokens_total") >= 20);
         QVERIFY(metric(r.body, "time_to_first_token_seconds_count") >= 1);

@@ -61,7 +61,9 @@ std::vector<std::vector<std::string>> EngineLoop::submit(std::vector<NewRequest>
         try {
             for (NewRequest& r : requests) {
                 const int num_prompt_tokens = static_cast<int>(r.prompt_token_ids.size());
+                const SamplingParams params = r.sampling_params;
                 ids.push_back(engine_.add_request(std::move(r)));
+                metrics_.observe_request_params(params.n, params.max_tokens);
                 for (const std::string& id : ids.back()) routes_[id] = Route{stream, num_prompt_tokens, false};
             }
             promise->set_value(std::move(ids));

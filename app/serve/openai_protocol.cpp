@@ -2,7 +2,10 @@
 
 #include "util/errors.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <climits>
+#include <cstdlib>
 #include <cmath>
 
 namespace kvscope::cli {
@@ -11,11 +14,19 @@ namespace {
 
 using nlohmann::json;
 
-constexpr size_t kMaxChoices = 1024;  // prompts x n in one request
-
+// A user's value in an error message: short, and never walked recursively (a value may nest as deep as
+// the parser allows, and may be megabytes long).
 std::string shown(const json& value) {
-    std::string s = dump(value);
-    return s.size() > 40 ? s.substr(0, 37) + "..." : s;
+    switch (value.type()) {
+    case json::value_t::array: return "a list of " + std::to_string(value.size()) + " items";
+    case json::value_t::object: return "an object of " + std::to_string(value.size()) + " fields";
+    case json::value_t::string: {
+        const std::string& text = value.get_ref<const std::string&>();
+        if (text.size() <= 40) return dump(value);
+        return dump(json(text.substr(0, 37))) + "... (" + std::to_string(text.size()) + " bytes)";
+    }
+    default: return dump(value);  // a number, a boolean or null: short
+    }
 }
 
 // The field, or null when absent or JSON null (OpenAI clients send null for "use the default").
@@ -62,15 +73,48 @@ bool get_bool(const json& body, const char* name, bool fallback) {
     return f->get<bool>();
 }
 
-std::vector<std::string> get_stop(const json& body) {
+std::vector<std::string> get_stop(const json& body, const RequestLimits& limits) {
     const json* f = field(body, "stop");
     if (!f) return {};
-    if (f->is_string()) return {f->get<std::string>()};
-    if (!f->is_array()) throw ApiError(400, "stop must be a string or a list of strings", "stop");
-    std::vector<std::string> out;
-    for (const json& s : *f) {
+    auto checked = [&](const json& s) {
         if (!s.is_string()) throw ApiError(400, "stop must be a string or a list of strings, got " + shown(s), "stop");
-        out.push_back(s.get<std::string>());
+        const std::string& text = s.get_ref<const std::string&>();
+        if (text.size() > static_cast<size_t>(limits.max_stop_bytes))
+            throw ApiError(400, "a stop string has " + std::to_string(text.size()) + " bytes; at most " +
+                                    std::to_string(limits.max_stop_bytes) + " are allowed (--max-stop-bytes)", "stop");
+        return text;
+    };
+    if (f->is_string()) return {checked(*f)};
+    if (!f->is_array()) throw ApiError(400, "stop must be a string or a list of strings, got " + shown(*f), "stop");
+    // Every stop string is checked after every token of every choice: their number bounds that cost.
+    if (f->size() > static_cast<size_t>(limits.max_stop))
+        throw ApiError(400, "stop has " + std::to_string(f->size()) + " strings; at most " + std::to_string(limits.max_stop) +
+                                " are allowed (--max-stop)", "stop");
+    std::vector<std::string> out;
+    for (const json& s : *f) out.push_back(checked(s));
+    return out;
+}
+
+// logit_bias: {"token id": bias in [-100, 100], ...}, OpenAI's form.
+std::vector<std::pair<int32_t, float>> get_logit_bias(const json& body, const Model& model, const RequestLimits& limits) {
+    const json* f = field(body, "logit_bias");
+    if (!f) return {};
+    if (!f->is_object()) throw ApiError(400, "logit_bias must be an object of token id -> bias, got " + shown(*f), "logit_bias");
+    if (f->size() > static_cast<size_t>(limits.max_logit_bias))
+        throw ApiError(400, "logit_bias has " + std::to_string(f->size()) + " entries; at most " +
+                                std::to_string(limits.max_logit_bias) + " are allowed (--max-logit-bias)", "logit_bias");
+    std::vector<std::pair<int32_t, float>> out;
+    for (const auto& [key, value] : f->items()) {
+        char* end = nullptr;
+        errno = 0;
+        const long long id = std::strtoll(key.c_str(), &end, 10);
+        const std::string at = "logit_bias[" + shown(json(key)) + "]";
+        if (key.empty() || *end != '\0' || errno == ERANGE || id < 0 || id >= model.config.vocab_size)
+            throw ApiError(400, at + ": keys must be token ids in [0, " + std::to_string(model.config.vocab_size) + ")",
+                           "logit_bias");
+        if (!value.is_number() || !(value.get<double>() >= -100 && value.get<double>() <= 100))
+            throw ApiError(400, at + ": the bias must be a number in [-100, 100], got " + shown(value), "logit_bias");
+        out.emplace_back(static_cast<int32_t>(id), static_cast<float>(value.get<double>()));
     }
     return out;
 }
@@ -93,7 +137,10 @@ void reject_unsupported(const json& body, Endpoint endpoint) {
     }
 }
 
-std::vector<int32_t> token_ids(const json& list, const std::string& name, const Model& model) {
+std::vector<int32_t> token_ids(const json& list, const std::string& name, const Model& model, size_t max_len) {
+    if (list.size() > max_len)
+        throw ApiError(400, name + " has " + std::to_string(list.size()) + " token ids; at most " + std::to_string(max_len) +
+                                " fit", name.substr(0, name.find('[')));
     std::vector<int32_t> ids;
     for (size_t i = 0; i < list.size(); ++i) {
         const std::string at = name + "[" + std::to_string(i) + "]";
@@ -106,28 +153,47 @@ std::vector<int32_t> token_ids(const json& list, const std::string& name, const 
     return ids;
 }
 
+// Limits that apply while prompts are read, before any tokenizing.
+struct PromptBounds {
+    int max_model_len = 0;
+    int64_t max_prompt_bytes = 0;
+};
+
+std::vector<int32_t> encode_bounded(const std::string& text, const std::string& name, const Model& model,
+                                    const PromptBounds& bounds) {
+    if (static_cast<int64_t>(text.size()) > bounds.max_prompt_bytes)
+        throw ApiError(400, name + " has " + std::to_string(text.size()) + " bytes, more than " +
+                                std::to_string(bounds.max_model_len) + " tokens (max_model_len) can hold; at most " +
+                                std::to_string(bounds.max_prompt_bytes) + " bytes are read (--max-prompt-bytes)",
+                       name.substr(0, name.find('[')));
+    return model.tokenizer.encode(text, true);
+}
+
 // prompt: a string, a list of token ids, a list of strings, or a list of token id lists.
-std::vector<std::vector<int32_t>> completion_prompts(const json& body, const Model& model) {
+std::vector<std::vector<int32_t>> completion_prompts(const json& body, const Model& model, const PromptBounds& bounds) {
     const json* p = field(body, "prompt");
     if (!p) throw ApiError(400, "prompt is required", "prompt");
-    if (p->is_string()) return {model.tokenizer.encode(p->get<std::string>(), true)};
+    const size_t max_ids = static_cast<size_t>(bounds.max_model_len);
+    if (p->is_string()) return {encode_bounded(p->get_ref<const std::string&>(), "prompt", model, bounds)};
     if (!p->is_array() || p->empty())
         throw ApiError(400, "prompt must be a string, a list of token ids, or a non-empty list of those", "prompt");
-    if ((*p)[0].is_number()) return {token_ids(*p, "prompt", model)};
+    if ((*p)[0].is_number()) return {token_ids(*p, "prompt", model, max_ids)};
     std::vector<std::vector<int32_t>> prompts;
     for (size_t i = 0; i < p->size(); ++i) {
         const json& item = (*p)[i];
-        if (item.is_string()) prompts.push_back(model.tokenizer.encode(item.get<std::string>(), true));
-        else if (item.is_array()) prompts.push_back(token_ids(item, "prompt[" + std::to_string(i) + "]", model));
-        else throw ApiError(400, "prompt[" + std::to_string(i) + "] must be a string or a list of token ids", "prompt");
+        const std::string at = "prompt[" + std::to_string(i) + "]";
+        if (item.is_string()) prompts.push_back(encode_bounded(item.get_ref<const std::string&>(), at, model, bounds));
+        else if (item.is_array()) prompts.push_back(token_ids(item, at, model, max_ids));
+        else throw ApiError(400, at + " must be a string or a list of token ids", "prompt");
     }
     return prompts;
 }
 
-std::vector<int32_t> chat_prompt(const json& body, const Model& model) {
+std::vector<int32_t> chat_prompt(const json& body, const Model& model, const PromptBounds& bounds) {
     const json* m = field(body, "messages");
     if (!m || !m->is_array() || m->empty()) throw ApiError(400, "messages must be a non-empty list", "messages");
     std::vector<ChatMessage> messages;
+    int64_t content_bytes = 0;
     for (size_t i = 0; i < m->size(); ++i) {
         const std::string at = "messages[" + std::to_string(i) + "]";
         const json& msg = (*m)[i];
@@ -137,7 +203,7 @@ std::vector<int32_t> chat_prompt(const json& body, const Model& model) {
         std::string r = role->get<std::string>();
         if (r == "developer") r = "system";
         if (r != "system" && r != "user" && r != "assistant")
-            throw ApiError(400, at + ".role '" + r + "' is not supported (system, user, assistant)", at + ".role");
+            throw ApiError(400, at + ".role " + shown(*role) + " is not supported (system, user, assistant)", at + ".role");
         std::string content;
         if (const json* c = field(msg, "content")) {
             if (c->is_string()) {
@@ -159,9 +225,18 @@ std::vector<int32_t> chat_prompt(const json& body, const Model& model) {
         } else if (r != "assistant") {
             throw ApiError(400, at + ".content is required", at + ".content");
         }
-        messages.push_back({r, content});
+        content_bytes += static_cast<int64_t>(content.size());
+        if (content_bytes > bounds.max_prompt_bytes)  // before the template copies it all again
+            throw ApiError(400, "messages have more than " + std::to_string(bounds.max_prompt_bytes) + " bytes of content, more than " +
+                                    std::to_string(bounds.max_model_len) + " tokens (max_model_len) can hold (--max-prompt-bytes)",
+                           "messages");
+        messages.push_back({r, std::move(content)});
     }
     const std::string text = model.chat_template.render(messages, true);
+    if (static_cast<int64_t>(text.size()) > bounds.max_prompt_bytes)
+        throw ApiError(400, "the rendered conversation has " + std::to_string(text.size()) + " bytes, more than " +
+                                std::to_string(bounds.max_model_len) + " tokens (max_model_len) can hold (--max-prompt-bytes)",
+                       "messages");
     return model.tokenizer.encode_with_special_tokens(text, !model.chat_template.renders_bos());
 }
 
@@ -169,7 +244,44 @@ std::vector<int32_t> chat_prompt(const json& body, const Model& model) {
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-GenerationJob parse_generation_request(Endpoint endpoint, const json& body, const Model& model, int max_model_len) {
+json parse_json_body(std::string_view body, int max_depth) {
+    struct TooDeep {};
+    try {
+        // The callback sees the depth of every value as the parser reaches it: a body nested 100,000
+        // deep is refused at level max_depth + 1, before anything walks it.
+        return json::parse(body, [max_depth](int depth, json::parse_event_t, json&) {
+            if (depth > max_depth) throw TooDeep{};
+            return true;
+        });
+    } catch (const TooDeep&) {
+        throw ApiError(400, "the JSON body nests deeper than " + std::to_string(max_depth) + " levels (--max-json-depth)");
+    } catch (const json::exception& e) {  // a syntax error, or a number past double's range (1e400)
+        // The library's message quotes the token it stopped at, which may be megabytes long.
+        std::string what = e.what();
+        if (what.size() > 200) what = what.substr(0, 197) + "...";
+        throw ApiError(400, "invalid JSON body: " + what);  // invalid UTF-8 in it is replaced when the error is written
+    }
+}
+
+int64_t max_prompt_bytes(const RequestLimits& limits, const Tokenizer& tokenizer, int max_model_len) {
+    if (limits.max_prompt_bytes > 0) return limits.max_prompt_bytes;
+    size_t longest = 1;
+    for (int32_t id = 0; id < tokenizer.vocab_size(); ++id)
+        longest = std::max({longest, tokenizer.token_to_bytes(id).size(), tokenizer.piece(id).size()});
+    return static_cast<int64_t>(max_model_len) * static_cast<int64_t>(longest) * 2;
+}
+
+std::string openai_error_body(int status, std::string_view message, std::string_view param, std::string_view code) {
+    json e;
+    e["message"] = message;
+    e["type"] = status >= 500 ? "server_error" : "invalid_request_error";
+    e["param"] = param.empty() ? json(nullptr) : json(param);
+    e["code"] = code.empty() ? json(status) : json(code);
+    return dump(json{{"error", e}});
+}
+
+GenerationJob parse_generation_request(Endpoint endpoint, const json& body, const Model& model, int max_model_len,
+                                       const RequestLimits& limits, int64_t prompt_byte_cap) {
     if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
     GenerationJob job;
     job.endpoint = endpoint;
@@ -190,10 +302,11 @@ GenerationJob parse_generation_request(Endpoint endpoint, const json& body, cons
     p.frequency_penalty = static_cast<float>(get_number(body, "frequency_penalty", 0.0));
     p.repetition_penalty = static_cast<float>(get_number(body, "repetition_penalty", 1.0));
     if (const auto seed = get_integer(body, "seed")) p.seed = static_cast<uint64_t>(*seed);
-    p.stop = get_stop(body);
+    p.stop = get_stop(body, limits);
+    p.logit_bias = get_logit_bias(body, model, limits);
     if (const json* ids = field(body, "stop_token_ids")) {
         if (!ids->is_array()) throw ApiError(400, "stop_token_ids must be a list of token ids", "stop_token_ids");
-        p.stop_token_ids = token_ids(*ids, "stop_token_ids", model);
+        p.stop_token_ids = token_ids(*ids, "stop_token_ids", model, static_cast<size_t>(limits.max_logit_bias));
     }
     p.ignore_eos = get_bool(body, "ignore_eos", false);
     p.min_tokens = get_int(body, "min_tokens", 0);
@@ -205,8 +318,17 @@ GenerationJob parse_generation_request(Endpoint endpoint, const json& body, cons
         job.include_usage = get_bool(*so, "include_usage", false);
     }
 
-    if (chat) job.prompts.push_back(chat_prompt(body, model));
-    else job.prompts = completion_prompts(body, model);
+    // The choices bound first: it is known before any prompt is tokenized.
+    const json* prompt_list = chat ? nullptr : field(body, "prompt");
+    const size_t num_prompts =
+        prompt_list && prompt_list->is_array() && !prompt_list->empty() && !(*prompt_list)[0].is_number() ? prompt_list->size() : 1;
+    if (p.n >= 1 && num_prompts * static_cast<size_t>(p.n) > static_cast<size_t>(limits.max_choices))
+        throw ApiError(400, "too many choices: " + std::to_string(num_prompts) + " prompts x n " + std::to_string(p.n) +
+                                " exceeds " + std::to_string(limits.max_choices) + " (--max-choices)", "n");
+
+    const PromptBounds bounds{max_model_len, prompt_byte_cap};
+    if (chat) job.prompts.push_back(chat_prompt(body, model, bounds));
+    else job.prompts = completion_prompts(body, model, bounds);
     const char* prompt_field = chat ? "messages" : "prompt";
     size_t longest = 0;
     for (const auto& prompt : job.prompts) {
@@ -234,9 +356,6 @@ GenerationJob parse_generation_request(Endpoint endpoint, const json& body, cons
                                 "); lower " + max_field, max_field);
     p.max_tokens = static_cast<int>(*max_tokens);
 
-    if (p.n >= 1 && job.prompts.size() * static_cast<size_t>(p.n) > kMaxChoices)
-        throw ApiError(400, "too many choices: " + std::to_string(job.prompts.size()) + " prompts x n " +
-                                std::to_string(p.n) + " exceeds " + std::to_string(kMaxChoices), "n");
     try {
         p.validate();
     } catch (const BadInput& e) {

@@ -1,7 +1,8 @@
 // ServeMetrics: the figures kvscope-cli serve exposes on GET /metrics, in the Prometheus text format
-// with vLLM's metric names under the kvscope: prefix (gauges, counters, latency histograms with vLLM's
-// buckets). Written by the engine thread (as the engine's MetricsSink and after every loop turn), read
-// by connection threads; a mutex guards everything.
+// with vLLM's metric families, labels (model_name, engine) and buckets (vllm/v1/metrics/loggers.py),
+// under the prefix `kvscope:` or, with --metrics-prefix vllm, `vllm:` so that vLLM's dashboards read
+// them unchanged. Written by the engine thread (as the engine's MetricsSink and after every loop turn),
+// read by request threads; a mutex guards everything.
 #pragma once
 
 #include "metrics/metrics_sink.h"
@@ -24,7 +25,15 @@ struct EngineGauges {
     int64_t prefix_cache_hits = 0;     // tokens
 };
 
-// A Prometheus histogram: cumulative counts per upper bound, plus +Inf, sum and count.
+// What vllm:cache_config_info carries as labels.
+struct CacheConfigInfo {
+    int block_size = 0;
+    int num_gpu_blocks = 0;  // vLLM's name for the blocks of the KV pool, wherever it lives
+    std::string cache_dtype;
+    bool enable_prefix_caching = false;
+};
+
+// A Prometheus histogram: counts per upper bound, plus +Inf, sum and count.
 struct Histogram {
     std::vector<double> bounds;
     std::vector<uint64_t> counts;  // per bucket, not cumulative; the last one is +Inf
@@ -37,7 +46,8 @@ struct Histogram {
 
 class ServeMetrics : public MetricsSink {
 public:
-    explicit ServeMetrics(std::string model_name);
+    // prefix: "kvscope" or "vllm".
+    ServeMetrics(std::string model_name, std::string prefix, int max_model_len, CacheConfigInfo cache);
 
     // MetricsSink (engine thread).
     void on_step(const StepStats& stats) override;
@@ -47,22 +57,34 @@ public:
     void set_engine_gauges(const EngineGauges& gauges);
     void add_prompt_tokens(int64_t n);
     void add_generation_tokens(int64_t n);
+    void observe_request_params(int n, int max_tokens);
 
     // Any thread.
     std::string render_prometheus() const;
 
 private:
     std::string model_name_;
+    std::string prefix_;
+    CacheConfigInfo cache_;
     mutable std::mutex mu_;
     EngineGauges gauges_;
     int64_t num_steps_ = 0;
     int64_t prompt_tokens_ = 0;
     int64_t generation_tokens_ = 0;
     std::map<std::string, int64_t> finished_by_reason_;
+    Histogram iteration_tokens_;
     Histogram ttft_;
+    Histogram itl_;           // every gap between consecutive tokens
+    Histogram request_tpot_;  // per request: (e2el - ttft) / (output tokens - 1)
     Histogram e2e_;
-    Histogram tpot_;        // every inter-token gap (vLLM's time_per_output_token_seconds)
     Histogram queue_time_;
+    Histogram inference_time_;
+    Histogram prefill_time_;
+    Histogram decode_time_;
+    Histogram prompt_tokens_per_request_;
+    Histogram generation_tokens_per_request_;
+    Histogram params_n_;
+    Histogram params_max_tokens_;
 };
 
 }  // namespace kvscope::cli

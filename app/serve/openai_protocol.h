@@ -1,10 +1,13 @@
 // The OpenAI wire format of kvscope-cli serve: request bodies of /v1/completions and
-// /v1/chat/completions parsed and validated into a GenerationJob (on the connection thread, before the
-// engine sees anything), and the JSON of responses and stream chunks. Invalid fields raise ApiError
-// naming the field; the server answers it as HTTP 400.
+// /v1/chat/completions parsed and validated into a GenerationJob (on the request's thread, before the
+// engine sees anything), and the JSON of responses, stream chunks and errors. Invalid fields raise
+// ApiError naming the field; the server answers it as HTTP 400. Every limit of RequestLimits is checked
+// before the work it bounds (nesting while parsing, prompt bytes before tokenizing), and messages never
+// print a user's value at length.
 #pragma once
 
 #include "model/model.h"
+#include "serve_limits.h"
 #include "sched/request.h"
 #include "sched/sampling_params.h"
 
@@ -37,9 +40,22 @@ struct GenerationJob {
     bool include_usage = false;  // stream_options.include_usage
 };
 
+// Parses a request body, refusing nesting deeper than max_depth while it parses (a deep body never
+// reaches anything recursive). Throws ApiError (400) naming the problem.
+nlohmann::json parse_json_body(std::string_view body, int max_depth);
+
+// The most prompt bytes that max_model_len tokens of this tokenizer can come from: limits.max_prompt_bytes
+// when set, else max_model_len x the longest token's bytes x 2 (normalizers may shrink text).
+int64_t max_prompt_bytes(const RequestLimits& limits, const Tokenizer& tokenizer, int max_model_len);
+
 // body: the parsed JSON body. max_model_len bounds prompt + max_tokens. Throws ApiError.
 GenerationJob parse_generation_request(Endpoint endpoint, const nlohmann::json& body, const Model& model,
-                                       int max_model_len);
+                                       int max_model_len, const RequestLimits& limits, int64_t prompt_byte_cap);
+
+// {"error": {"message", "type", "param", "code"}}: OpenAI's error shape, for every error response.
+// code: OpenAI's string code where it has one ("invalid_api_key"), else the HTTP status.
+std::string openai_error_body(int status, std::string_view message, std::string_view param = {},
+                              std::string_view code = {});
 
 // What one choice (a prompt x sample) produced so far.
 struct ChoiceState {

@@ -1,0 +1,155 @@
+#include "http_connection.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace kvscope::cli {
+
+namespace {
+
+constexpr size_t kReceiveChunk = 16 * 1024;
+// Chunked bodies carry size lines and CRLFs besides the payload.
+constexpr size_t kFramingSlack = 64 * 1024;
+
+int remaining_ms(HttpClock::time_point deadline) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - HttpClock::now()).count();
+    return left <= 0 ? 0 : static_cast<int>(std::min<long long>(left, 60'000));
+}
+
+std::atomic<int> g_num_open{0};
+
+}  // namespace
+
+HttpConnection::HttpConnection(int fd) : fd(fd) { ++g_num_open; }
+
+HttpConnection::~HttpConnection() {
+    if (fd >= 0) ::close(fd);
+    --g_num_open;
+}
+
+int HttpConnection::num_open() { return g_num_open.load(); }
+
+void HttpConnection::compact() {
+    buffer.erase(0, read_pos);
+    read_pos = 0;
+}
+
+bool HttpConnection::has_whole_head() const {
+    return std::string_view(buffer).substr(read_pos).find("\r\n\r\n") != std::string_view::npos;
+}
+
+bool HttpConnection::receive_available(size_t limit) {
+    char chunk[kReceiveChunk];
+    while (num_buffered() < limit) {
+        const ssize_t n = ::recv(fd, chunk, std::min(sizeof chunk, limit - num_buffered()), 0);
+        if (n > 0) {
+            buffer.append(chunk, static_cast<size_t>(n));
+            continue;
+        }
+        if (n == 0) return false;  // the peer closed
+        if (errno == EINTR) continue;
+        return errno == EAGAIN || errno == EWOULDBLOCK;
+    }
+    return true;
+}
+
+HttpConnectionStream::HttpConnectionStream(HttpConnection& conn, const HttpLimits& limits)
+    : conn_(conn), limits_(limits) {}
+
+void HttpConnectionStream::begin_request() {
+    budget_ = limits_.max_header_bytes + limits_.max_body_bytes + kFramingSlack;
+    body_deadline_ = http_deadline(limits_.body_timeout_s);
+}
+
+bool HttpConnectionStream::wait_for(short events, HttpClock::time_point deadline) const {
+    while (true) {
+        pollfd p{conn_.fd, events, 0};
+        const int r = ::poll(&p, 1, remaining_ms(deadline));
+        if (r > 0) return (p.revents & events) != 0 || (p.revents & (POLLHUP | POLLERR)) == 0;
+        if (r == 0) {
+            if (HttpClock::now() >= deadline) return false;
+            continue;
+        }
+        if (errno != EINTR) return false;
+    }
+}
+
+bool HttpConnectionStream::peer_connected() const {
+    pollfd p{conn_.fd, static_cast<short>(POLLIN | POLLRDHUP), 0};
+    if (::poll(&p, 1, 0) < 0) return errno == EINTR;
+    if (p.revents & (POLLHUP | POLLERR | POLLRDHUP | POLLNVAL)) return false;
+    if (p.revents & POLLIN) {  // data (a pipelined request) or an orderly close
+        char byte;
+        const ssize_t n = ::recv(conn_.fd, &byte, 1, MSG_PEEK);
+        if (n == 0) return false;
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
+    }
+    return true;
+}
+
+bool HttpConnectionStream::is_readable() const {
+    return conn_.num_buffered() > 0 || wait_for(POLLIN, body_deadline_);
+}
+
+bool HttpConnectionStream::is_writable() const { return !failed_ && peer_connected(); }
+
+ssize_t HttpConnectionStream::read(char* ptr, size_t size) {
+    if (failed_) return -1;
+    if (conn_.num_buffered() == 0) {
+        if (budget_ == 0) {  // a body past every limit (a chunked one has no length to refuse up front)
+            failed_ = true;
+            return -1;
+        }
+        conn_.compact();
+        while (conn_.num_buffered() == 0) {
+            if (!wait_for(POLLIN, body_deadline_)) {
+                failed_ = true;
+                return -1;
+            }
+            if (!conn_.receive_available(std::min(budget_, kReceiveChunk)) && conn_.num_buffered() == 0) {
+                failed_ = true;  // closed before the request was whole
+                return -1;
+            }
+        }
+    }
+    const size_t n = std::min({size, conn_.num_buffered(), budget_ > 0 ? budget_ : conn_.num_buffered()});
+    std::memcpy(ptr, conn_.buffer.data() + conn_.read_pos, n);
+    conn_.read_pos += n;
+    budget_ -= std::min(budget_, n);
+    return static_cast<ssize_t>(n);
+}
+
+ssize_t HttpConnectionStream::write(const char* ptr, size_t size) {
+    if (failed_) return -1;
+    size_t sent = 0;
+    const auto deadline = http_deadline(limits_.write_timeout_s);
+    while (sent < size) {
+        const ssize_t n = ::send(conn_.fd, ptr + sent, size - sent, MSG_NOSIGNAL);
+        if (n > 0) {
+            sent += static_cast<size_t>(n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && wait_for(POLLOUT, deadline)) continue;
+        failed_ = true;  // the client went away, or reads nothing
+        return -1;
+    }
+    return static_cast<ssize_t>(sent);
+}
+
+void HttpConnectionStream::get_remote_ip_and_port(std::string& ip, int& port) const {
+    ip = conn_.remote_ip;
+    port = conn_.remote_port;
+}
+
+void HttpConnectionStream::get_local_ip_and_port(std::string& ip, int& port) const {
+    ip = conn_.local_ip;
+    port = conn_.local_port;
+}
+
+}  // namespace kvscope::cli

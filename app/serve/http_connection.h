@@ -1,0 +1,84 @@
+// HttpConnection: one accepted client socket of kvscope-cli serve, and HttpConnectionStream, the
+// httplib::Stream through which cpp-httplib reads its requests and writes its responses. The socket is
+// non-blocking: HttpConnectionGate reads a request's head into `buffer` without a thread; then a worker
+// runs httplib over the stream, which serves the buffered bytes first and waits for the rest with
+// deadlines, so that a slow or silent client costs a bounded time and never a thread for long.
+#pragma once
+
+#include "serve_limits.h"
+
+#include <chrono>
+#include <cstddef>
+#include <httplib.h>
+#include <string>
+
+namespace kvscope::cli {
+
+using HttpClock = std::chrono::steady_clock;
+
+inline HttpClock::time_point http_deadline(double seconds_from_now) {
+    return HttpClock::now() +
+           std::chrono::duration_cast<HttpClock::duration>(std::chrono::duration<double>(seconds_from_now));
+}
+
+struct HttpConnection {
+    explicit HttpConnection(int fd);
+    ~HttpConnection();  // closes the socket
+    HttpConnection(const HttpConnection&) = delete;
+    HttpConnection& operator=(const HttpConnection&) = delete;
+
+    // Bytes received and not consumed yet: buffer[read_pos, size()).
+    size_t num_buffered() const { return buffer.size() - read_pos; }
+    // Drops the consumed bytes (between requests).
+    void compact();
+    // True when the buffered bytes hold a whole request head (up to the blank line).
+    bool has_whole_head() const;
+    // Receives what the socket has without blocking (at most `limit` buffered bytes). Returns false
+    // when the peer closed or the socket failed.
+    bool receive_available(size_t limit);
+    // Connections alive in this process (accepted and not yet closed).
+    static int num_open();
+
+    int fd = -1;
+    std::string buffer;
+    size_t read_pos = 0;
+    std::string remote_ip;
+    int remote_port = 0;
+    std::string local_ip;
+    int local_port = 0;
+    int num_requests = 0;               // served on this connection so far
+    HttpClock::time_point deadline{};   // while held by the gate: when to give up on it
+    bool head_started = false;          // the gate saw a byte of the next request
+};
+
+class HttpConnectionStream final : public httplib::Stream {
+public:
+    HttpConnectionStream(HttpConnection& conn, const HttpLimits& limits);
+
+    // Starts a request: its byte budget (head + body) and the deadline for the body's bytes.
+    void begin_request();
+    // A read or write failed (deadline, budget, peer gone): the connection must be closed.
+    bool failed() const { return failed_; }
+    // Without blocking: false once the client closed its end (a half-close counts) or the socket failed.
+    bool peer_connected() const;
+
+    bool is_readable() const override;
+    bool is_writable() const override;
+    ssize_t read(char* ptr, size_t size) override;
+    ssize_t write(const char* ptr, size_t size) override;
+    void get_remote_ip_and_port(std::string& ip, int& port) const override;
+    void get_local_ip_and_port(std::string& ip, int& port) const override;
+    socket_t socket() const override { return conn_.fd; }
+
+private:
+    // Waits for `events` until the deadline; false on timeout or error.
+    bool wait_for(short events, HttpClock::time_point deadline) const;
+
+    HttpConnection& conn_;
+    const HttpLimits& limits_;
+    size_t budget_ = 0;                  // bytes this request may still read
+    HttpClock::time_point body_deadline_{};
+    bool failed_ = false;
+};
+
+}  // namespace kvscope::cli

@@ -1,0 +1,169 @@
+#include "http_connection_gate.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace kvscope::cli {
+
+namespace {
+
+// How often held connections are checked against their deadlines.
+constexpr int kSweepMs = 200;
+
+}  // namespace
+
+HttpConnectionGate::HttpConnectionGate(const HttpLimits& limits, Dispatch dispatch)
+    : limits_(limits), dispatch_(std::move(dispatch)) {
+    epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+    wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (epoll_fd_ < 0 || wake_fd_ < 0) throw std::runtime_error(std::string("epoll/eventfd: ") + std::strerror(errno));
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = wake_fd_;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+    thread_ = std::thread(&HttpConnectionGate::run, this);
+}
+
+HttpConnectionGate::~HttpConnectionGate() {
+    stop();
+    ::close(epoll_fd_);
+    ::close(wake_fd_);
+}
+
+void HttpConnectionGate::add(std::unique_ptr<HttpConnection> conn) {
+    {
+        std::lock_guard lock(mu_);
+        if (stopping_) return;  // the connection closes here
+        incoming_.push_back(std::move(conn));
+    }
+    const uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof one);
+}
+
+void HttpConnectionGate::stop() {
+    {
+        std::lock_guard lock(mu_);
+        if (stopping_) return;
+        stopping_ = true;
+    }
+    const uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof one);
+    if (thread_.joinable()) thread_.join();
+}
+
+void HttpConnectionGate::run() {
+    std::vector<epoll_event> events(256);
+    auto next_sweep = HttpClock::now();
+    while (true) {
+        const int n = ::epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), kSweepMs);
+        {
+            std::lock_guard lock(mu_);
+            if (stopping_) break;
+        }
+        for (int i = 0; i < n; ++i) {
+            if (events[i].data.fd == wake_fd_) {
+                uint64_t count;
+                (void)!::read(wake_fd_, &count, sizeof count);
+                admit_incoming();
+            } else {
+                on_readable(events[i].data.fd);
+            }
+        }
+        if (HttpClock::now() >= next_sweep) {
+            expire();
+            next_sweep = HttpClock::now() + std::chrono::milliseconds(kSweepMs);
+        }
+    }
+    incoming_.clear();  // stopping_ is set: nobody adds any more
+    while (!held_.empty()) release(held_.begin()->first);
+}
+
+void HttpConnectionGate::admit_incoming() {
+    std::vector<std::unique_ptr<HttpConnection>> batch;
+    {
+        std::lock_guard lock(mu_);
+        batch.swap(incoming_);
+    }
+    for (auto& conn : batch) {
+        if (conn->has_whole_head()) {  // a pipelined request: no need to wait
+            dispatch_(std::move(conn));
+            continue;
+        }
+        conn->head_started = conn->num_buffered() > 0;
+        conn->deadline = http_deadline(conn->head_started ? limits_.header_timeout_s : limits_.keep_alive_timeout_s);
+        const int fd = conn->fd;
+        epoll_event ev{};
+        ev.events = EPOLLIN | EPOLLRDHUP;
+        ev.data.fd = fd;
+        if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            std::fprintf(stderr, "kvscope serve: cannot watch a connection: %s\n", std::strerror(errno));
+            continue;  // closes it
+        }
+        held_.emplace(fd, std::move(conn));
+        num_held_ = static_cast<int>(held_.size());
+    }
+}
+
+void HttpConnectionGate::on_readable(int fd) {
+    auto it = held_.find(fd);
+    if (it == held_.end()) return;
+    HttpConnection& conn = *it->second;
+    // One byte past the limit tells "too large" from "exactly full".
+    const bool open = conn.receive_available(limits_.max_header_bytes + 1);
+    if (conn.has_whole_head()) {
+        std::unique_ptr<HttpConnection> ready = std::move(it->second);
+        ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+        held_.erase(it);
+        num_held_ = static_cast<int>(held_.size());
+        dispatch_(std::move(ready));
+        return;
+    }
+    if (!open) {  // gone before a whole request: nothing to answer
+        release(fd);
+        return;
+    }
+    if (conn.num_buffered() > limits_.max_header_bytes) {
+        reject(fd, "431 Request Header Fields Too Large");
+        return;
+    }
+    if (!conn.head_started && conn.num_buffered() > 0) {
+        // The clock for a whole head starts with its first byte, whatever the idle time before it.
+        conn.head_started = true;
+        conn.deadline = http_deadline(limits_.header_timeout_s);
+    }
+}
+
+void HttpConnectionGate::expire() {
+    const auto now = HttpClock::now();
+    std::vector<int> late;
+    for (const auto& [fd, conn] : held_)
+        if (conn->deadline <= now) late.push_back(fd);
+    for (int fd : late) {
+        if (held_.at(fd)->head_started) reject(fd, "408 Request Timeout");
+        else release(fd);  // an idle keep-alive connection: close it quietly
+    }
+}
+
+void HttpConnectionGate::release(int fd) {
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+    held_.erase(fd);  // closes the socket
+    num_held_ = static_cast<int>(held_.size());
+}
+
+void HttpConnectionGate::reject(int fd, const char* status) {
+    // A fixed answer, best effort and without waiting: this client is not worth a thread.
+    char response[160];
+    const int n = std::snprintf(response, sizeof response,
+                                "HTTP/1.1 %s\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", status);
+    (void)!::send(fd, response, static_cast<size_t>(n), MSG_NOSIGNAL | MSG_DONTWAIT);
+    ::shutdown(fd, SHUT_WR);
+    release(fd);
+}
+
+}  // namespace kvscope::cli

@@ -1,0 +1,275 @@
+#include "http_frontend.h"
+
+#include "openai_protocol.h"
+#include "util/errors.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <arpa/inet.h>
+
+namespace kvscope::cli {
+
+namespace {
+
+// What the worker thread is serving: the handlers' view of their connection.
+thread_local HttpConnectionStream* t_stream = nullptr;
+// Set when a route handler ran: the request was read whole, so the connection may carry another one.
+thread_local bool t_handler_ran = false;
+
+// Our on_accept() returns at once (the gate takes the socket), so httplib's accept loop needs no pool.
+struct InlineTaskQueue final : httplib::TaskQueue {
+    void enqueue(std::function<void()> fn) override { fn(); }
+    void shutdown() override {}
+};
+
+void set_error(httplib::Response& res, int status, const std::string& message, const std::string& code = {}) {
+    res.status = status;
+    res.set_content(openai_error_body(status, message, {}, code), "application/json");
+}
+
+// A refusal before the body was read: the unread body rules out another request on the connection.
+httplib::Server::HandlerResponse refuse(httplib::Response& res, int status, const std::string& message,
+                                        const std::string& code = {}) {
+    set_error(res, status, message, code);
+    res.set_header("Connection", "close");
+    return httplib::Server::HandlerResponse::Handled;
+}
+
+std::string address_of(const sockaddr_storage& addr, int& port) {
+    char text[INET6_ADDRSTRLEN] = {};
+    if (addr.ss_family == AF_INET) {
+        const auto& a = reinterpret_cast<const sockaddr_in&>(addr);
+        ::inet_ntop(AF_INET, &a.sin_addr, text, sizeof text);
+        port = ntohs(a.sin_port);
+    } else if (addr.ss_family == AF_INET6) {
+        const auto& a = reinterpret_cast<const sockaddr_in6&>(addr);
+        ::inet_ntop(AF_INET6, &a.sin6_addr, text, sizeof text);
+        port = ntohs(a.sin6_port);
+    }
+    return text;
+}
+
+}  // namespace
+
+// httplib's Server with its accept hook redirected to the gate, and its request parser reachable for
+// the workers (process_request is protected; process_and_close_socket is its private virtual hook).
+class HttpFrontend::Server final : public httplib::Server {
+public:
+    explicit Server(std::function<void(int)> on_accept) : on_accept_(std::move(on_accept)) {
+        new_task_queue = [] { return new InlineTaskQueue; };
+    }
+    using httplib::Server::process_request;
+    // httplib listens with a backlog of 5: a burst of clients connecting at once overflows it, and the
+    // kernel then drops their handshakes, which stalls them for seconds. Listening again on the bound
+    // socket raises the backlog (to the system's somaxconn).
+    void widen_backlog() { ::listen(svr_sock_, SOMAXCONN); }
+
+private:
+    bool process_and_close_socket(socket_t sock) override {
+        on_accept_(sock);
+        return true;
+    }
+    std::function<void(int)> on_accept_;
+};
+
+HttpFrontend::HttpFrontend(HttpLimits limits)
+    : limits_(limits),
+      server_(std::make_unique<Server>([this](int fd) { on_accept(fd); })),
+      gate_(limits_, [this](std::unique_ptr<HttpConnection> conn) { dispatch(std::move(conn)); }),
+      control_pool_("control", 8),
+      generation_pool_("generation", limits_.max_threads) {
+    Server& s = *server_;
+    s.set_payload_max_length(limits_.max_body_bytes);
+    s.set_keep_alive_max_count(static_cast<size_t>(limits_.keep_alive_max_requests));
+    s.set_keep_alive_timeout(static_cast<time_t>(limits_.keep_alive_timeout_s));
+    // Before the body is read: refuse what would cost memory or time for nothing.
+    s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+        if (req.has_header("Content-Length")) {
+            const std::string& value = req.get_header_value("Content-Length");
+            char* end = nullptr;
+            errno = 0;
+            const unsigned long long length = std::strtoull(value.c_str(), &end, 10);
+            if (value.empty() || *end != '\0' || errno == ERANGE || value[0] == '-')
+                return refuse(res, 400, "invalid Content-Length");
+            if (length > limits_.max_body_bytes)
+                return refuse(res, 413, "the request body has " + std::to_string(length) +
+                                            " bytes; this server takes at most " + std::to_string(limits_.max_body_bytes) +
+                                            " (--max-request-bytes)");
+        }
+        if (const std::string& enc = req.get_header_value("Content-Encoding"); !enc.empty() && enc != "identity") {
+            // A compressed body can inflate past every limit; clients of OpenAI APIs do not send one.
+            return refuse(res, 415, "Content-Encoding '" + enc.substr(0, 32) + "' is not accepted; send the body uncompressed");
+        }
+        if (authorizer_) {
+            if (std::string refusal = authorizer_(req); !refusal.empty()) {
+                res.set_header("WWW-Authenticate", "Bearer");
+                return refuse(res, 401, refusal, "invalid_api_key");
+            }
+        }
+        return httplib::Server::HandlerResponse::Unhandled;
+    });
+    // Errors without a body of their own (no route, a malformed request) get OpenAI's error shape.
+    s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return;
+        if (res.status == 404 && known_paths_.count(req.path)) {
+            set_error(res, 405, "method " + req.method.substr(0, 16) + " is not allowed on " + req.path);
+        } else if (res.status == 404) {
+            set_error(res, 404, "no route for " + req.method.substr(0, 16) + " " + req.path.substr(0, 200));
+        } else {
+            set_error(res, res.status, "the request could not be read (HTTP " + std::to_string(res.status) + ")");
+        }
+    });
+    s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown error";
+        try {
+            std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+            what = e.what();
+        } catch (...) {
+        }
+        std::fprintf(stderr, "kvscope serve: a request failed: %s\n", what.c_str());
+        set_error(res, 500, "internal error: " + what);
+    });
+}
+
+HttpFrontend::~HttpFrontend() {
+    request_stop();
+    gate_.stop();
+    shutdown();
+}
+
+HttpFrontend::Handler HttpFrontend::wrap(Handler handler) {
+    return [handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+        t_handler_ran = true;
+        handler(req, res);
+    };
+}
+
+void HttpFrontend::control_get(const std::string& path, Handler handler) {
+    control_paths_.insert(path);
+    known_paths_.insert(path);
+    server_->Get(path, wrap(std::move(handler)));
+}
+
+void HttpFrontend::post(const std::string& path, Handler handler) {
+    known_paths_.insert(path);
+    server_->Post(path, wrap(std::move(handler)));
+}
+
+void HttpFrontend::set_authorizer(Authorizer authorizer) { authorizer_ = std::move(authorizer); }
+
+void HttpFrontend::bind(const std::string& host, int port) {
+    host_ = host;
+    if (port == 0) {
+        port_ = server_->bind_to_any_port(host);
+        if (port_ < 0) throw BadInput("cannot listen on " + host + " (any port)");
+    } else {
+        if (!server_->bind_to_port(host, port))
+            throw BadInput("cannot listen on " + host + ":" + std::to_string(port) + " (in use, or not an address of this machine)");
+        port_ = port;
+    }
+    server_->widen_backlog();
+}
+
+std::string HttpFrontend::url() const {
+    const bool v6 = host_.find(':') != std::string::npos;
+    return "http://" + (v6 ? "[" + host_ + "]" : host_) + ":" + std::to_string(port_);
+}
+
+void HttpFrontend::run() {
+    server_->listen_after_bind();  // returns once stop() closed the listening socket
+    gate_.stop();
+}
+
+void HttpFrontend::request_stop() {
+    if (stopping_.exchange(true)) return;
+    server_->stop();
+}
+
+void HttpFrontend::shutdown() {
+    stopping_ = true;
+    {
+        std::lock_guard lock(active_mu_);
+        for (int fd : active_fds_) ::shutdown(fd, SHUT_RD);  // a body read in progress fails now
+    }
+    control_pool_.shutdown();
+    generation_pool_.shutdown();
+}
+
+bool HttpFrontend::client_connected() { return !t_stream || t_stream->peer_connected(); }
+
+void HttpFrontend::on_accept(int fd) {
+    auto conn = std::make_unique<HttpConnection>(fd);
+    if (HttpConnection::num_open() > limits_.max_connections) {
+        static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
+        (void)!::send(fd, busy, sizeof busy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        return;  // closes it
+    }
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // SSE tokens leave at once
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) conn->remote_ip = address_of(addr, conn->remote_port);
+    len = sizeof addr;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) conn->local_ip = address_of(addr, conn->local_port);
+    gate_.add(std::move(conn));
+}
+
+bool HttpFrontend::is_control(const HttpConnection& conn) const {
+    // Only to pick a thread pool: the request target, the second word of the request line. httplib
+    // parses the request itself.
+    std::string_view head = std::string_view(conn.buffer).substr(conn.read_pos);
+    head = head.substr(0, head.find("\r\n"));
+    const size_t a = head.find(' ');
+    if (a == std::string_view::npos || head.substr(0, a) != "GET") return false;
+    std::string_view target = head.substr(a + 1);
+    target = target.substr(0, std::min(target.find(' '), target.find('?')));
+    return control_paths_.count(std::string(target)) > 0;
+}
+
+void HttpFrontend::dispatch(std::unique_ptr<HttpConnection> conn) {
+    HttpWorkerPool& pool = is_control(*conn) ? control_pool_ : generation_pool_;
+    // std::function needs a copyable callable: hand the connection over through a shared_ptr.
+    auto holder = std::make_shared<std::unique_ptr<HttpConnection>>(std::move(conn));
+    pool.submit([this, holder] { serve(std::move(*holder)); });
+}
+
+void HttpFrontend::serve(std::unique_ptr<HttpConnection> conn) {
+    {
+        std::lock_guard lock(active_mu_);
+        active_fds_.insert(conn->fd);
+    }
+    HttpConnectionStream stream(*conn, limits_);
+    t_stream = &stream;
+    bool keep = true;
+    while (keep) {
+        ++conn->num_requests;
+        const bool last = stopping_ || conn->num_requests >= limits_.keep_alive_max_requests;
+        bool client_closes = false;
+        t_handler_ran = false;
+        stream.begin_request();
+        const bool written = server_->process_request(stream, last, client_closes, nullptr);
+        // A request that no handler took (refused before its body, or malformed) may have left body
+        // bytes unread: the connection cannot carry another request.
+        keep = written && !stream.failed() && !client_closes && !last && t_handler_ran && !stopping_;
+        if (keep && !conn->has_whole_head()) break;  // wait for the next request in the gate
+    }
+    t_stream = nullptr;
+    {
+        std::lock_guard lock(active_mu_);
+        active_fds_.erase(conn->fd);
+    }
+    if (keep) {
+        conn->compact();
+        gate_.add(std::move(conn));
+    }
+    // else: the connection closes here
+}
+
+}  // namespace kvscope::cli

@@ -1,0 +1,221 @@
+#include "openai_server.h"
+
+#include "metrics/export.h"
+#include "util/errors.h"
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <random>
+
+namespace kvscope::cli {
+
+namespace {
+
+using nlohmann::json;
+
+// How long a request thread waits for outputs before it looks whether its client is still there.
+constexpr std::chrono::milliseconds kPollInterval{50};
+
+void send_json(httplib::Response& res, int status, const json& body) {
+    res.status = status;
+    res.set_content(dump(body), "application/json");
+}
+
+void send_error(httplib::Response& res, int status, const std::string& message, const std::string& param = {}) {
+    res.status = status;
+    res.set_content(openai_error_body(status, message, param), "application/json");
+}
+
+// Runs a route, answering the errors it raises in OpenAI's shape.
+template <class Fn>
+void answering_errors(httplib::Response& res, Fn&& fn) {
+    try {
+        fn();
+    } catch (const ApiError& e) {
+        send_error(res, e.status, e.what(), e.param);
+    } catch (const BadInput& e) {  // the engine rejected the request
+        send_error(res, 400, e.what());
+    } catch (const ServerStopping& e) {
+        send_error(res, 503, e.what());
+    }
+}
+
+// Compares without an early exit, so that the time taken says nothing about how much of the key matched.
+bool same_secret(std::string_view given, std::string_view key) {
+    if (given.size() != key.size()) return false;
+    unsigned char diff = 0;
+    for (size_t i = 0; i < key.size(); ++i) diff |= static_cast<unsigned char>(given[i] ^ key[i]);
+    return diff == 0;
+}
+
+// What one generation request is waiting for: its choices, filled from the engine's outputs.
+struct Generation {
+    Endpoint endpoint;
+    ResponseHead head;
+    bool include_usage = false;
+    int64_t prompt_tokens = 0;
+    std::shared_ptr<OutputStream> stream;
+    std::vector<std::string> ids;            // choice i's engine request id
+    std::map<std::string, size_t> index_of;  // engine request id -> choice index
+    std::vector<ChoiceState> choices;
+    size_t remaining = 0;
+
+    // Takes the outputs that arrived (waiting up to `timeout`); calls on_output(choice, delta) for each.
+    template <class OnOutput>
+    void collect(std::chrono::milliseconds timeout, OnOutput&& on_output) {
+        for (RequestOutput& o : stream->wait(timeout)) {
+            auto it = index_of.find(o.request_id);
+            if (it == index_of.end()) continue;
+            ChoiceState& c = choices[it->second];
+            c.text += o.text_delta;
+            c.num_tokens += static_cast<int>(o.new_token_ids.size());
+            if (o.finished && !c.finished) {
+                c.finished = true;
+                c.finish_reason = o.finish_reason;
+                --remaining;
+            }
+            on_output(it->second, o);
+        }
+    }
+
+    int64_t completion_tokens() const {
+        int64_t n = 0;
+        for (const ChoiceState& c : choices) n += c.num_tokens;
+        return n;
+    }
+};
+
+std::string sse(const std::string& data) { return "data: " + data + "\n\n"; }
+
+}  // namespace
+
+OpenAiServer::OpenAiServer(const Model& model, OpenAiServerOptions options, EngineLoop& loop, const ServeMetrics& metrics)
+    : model_(model), options_(std::move(options)),
+      prompt_byte_cap_(max_prompt_bytes(options_.limits, model.tokenizer, options_.max_model_len)), loop_(loop),
+      metrics_(metrics), created_(static_cast<int64_t>(std::time(nullptr))), id_salt_(std::random_device{}()) {}
+
+std::string OpenAiServer::next_id(const char* prefix) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s%08llx%08llx", prefix, static_cast<unsigned long long>(id_salt_ & 0xffffffffu),
+                  static_cast<unsigned long long>(next_id_++));
+    return buf;
+}
+
+std::string OpenAiServer::authorize(const httplib::Request& req) const {
+    if (options_.api_key.empty() || !req.path.starts_with("/v1")) return "";
+    const std::string& header = req.get_header_value("Authorization");
+    if (header.empty()) return "no API key: send the header 'Authorization: Bearer <key>'";
+    if (!header.starts_with("Bearer ") || !same_secret(header.substr(7), options_.api_key)) return "incorrect API key";
+    return "";
+}
+
+void OpenAiServer::install(HttpFrontend& frontend) {
+    frontend.set_authorizer([this](const httplib::Request& req) { return authorize(req); });
+    frontend.control_get("/health", [](const httplib::Request&, httplib::Response& res) {
+        res.status = 200;
+        res.set_content("", "text/plain; charset=utf-8");
+    });
+    frontend.control_get("/version", [](const httplib::Request&, httplib::Response& res) {
+        send_json(res, 200, {{"version", kvscope_version()}, {"engine", "kvscope"}});
+    });
+    frontend.control_get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+        res.set_content(metrics_.render_prometheus(), "text/plain; version=0.0.4; charset=utf-8");
+    });
+    frontend.control_get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+        // The served name only: the model's path on this machine is none of a client's business.
+        const json card = {{"id", options_.served_name}, {"object", "model"},   {"created", created_},
+                           {"owned_by", "kvscope"},       {"root", options_.served_name}, {"parent", nullptr},
+                           {"max_model_len", options_.max_model_len}};
+        send_json(res, 200, {{"object", "list"}, {"data", json::array({card})}});
+    });
+    frontend.post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+        answering_errors(res, [&] { generate(Endpoint::COMPLETIONS, req, res); });
+    });
+    frontend.post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+        answering_errors(res, [&] { generate(Endpoint::CHAT, req, res); });
+    });
+}
+
+void OpenAiServer::generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+    const json body = parse_json_body(req.body, options_.limits.max_json_depth);
+    const GenerationJob job =
+        parse_generation_request(endpoint, body, model_, options_.max_model_len, options_.limits, prompt_byte_cap_);
+    if (!job.model.empty() && job.model != options_.served_name && job.model != model_.name)
+        throw ApiError(404, "the model " + dump(nlohmann::json(job.model.substr(0, 100))) + " does not exist (this server has '" +
+                                options_.served_name + "')", "model");
+
+    auto gen = std::make_shared<Generation>();
+    gen->endpoint = endpoint;
+    gen->head = {next_id(endpoint == Endpoint::CHAT ? "chatcmpl-" : "cmpl-"), static_cast<int64_t>(std::time(nullptr)),
+                 options_.served_name};
+    gen->include_usage = job.include_usage;
+    gen->stream = std::make_shared<OutputStream>();
+    std::vector<NewRequest> requests;
+    for (size_t p = 0; p < job.prompts.size(); ++p) {
+        requests.push_back({gen->head.id + "-" + std::to_string(p), job.prompts[p], job.params, job.priority, ""});
+        gen->prompt_tokens += static_cast<int64_t>(job.prompts[p].size());
+    }
+    // Choice i = prompt p, sample j, in that order (OpenAI's index for a batch of prompts with n).
+    for (const auto& list : loop_.submit(std::move(requests), gen->stream))  // BadInput -> 400
+        for (const std::string& id : list) {
+            gen->index_of[id] = gen->ids.size();
+            gen->ids.push_back(id);
+        }
+    gen->choices.resize(gen->ids.size());
+    gen->remaining = gen->choices.size();
+
+    if (!job.stream) {
+        while (gen->remaining > 0) {
+            gen->collect(kPollInterval, [](size_t, const RequestOutput&) {});
+            // A client that went away frees its requests' KV blocks now.
+            if (gen->remaining > 0 && !HttpFrontend::client_connected()) {
+                loop_.abort(gen->ids);
+                send_error(res, 499, "the client closed the connection");
+                return;
+            }
+        }
+        send_json(res, 200, generation_response(endpoint, gen->head, gen->choices, gen->prompt_tokens));
+        return;
+    }
+
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("X-Accel-Buffering", "no");  // proxies: pass events on as they come
+    auto opened = std::make_shared<bool>(false);
+    res.set_chunked_content_provider(
+        "text/event-stream; charset=utf-8",
+        [this, gen, opened](size_t, httplib::DataSink& sink) {
+            auto write = [&](const json& chunk) {
+                const std::string event = sse(dump(chunk));
+                return sink.write(event.data(), event.size());
+            };
+            if (!*opened) {
+                *opened = true;
+                if (gen->endpoint == Endpoint::CHAT)
+                    for (size_t i = 0; i < gen->choices.size(); ++i)
+                        if (!write(stream_chunk(gen->endpoint, gen->head, i, "", gen->choices[i], true))) return false;
+            }
+            bool ok = true;
+            gen->collect(kPollInterval, [&](size_t i, const RequestOutput& o) {
+                if (ok && (!o.text_delta.empty() || o.finished))
+                    ok = write(stream_chunk(gen->endpoint, gen->head, i, o.text_delta, gen->choices[i]));
+            });
+            if (!ok || !sink.is_writable()) return false;  // the releaser aborts what is left
+            if (gen->remaining == 0) {
+                if (gen->include_usage && !write(stream_usage_chunk(gen->endpoint, gen->head, gen->prompt_tokens,
+                                                                    gen->completion_tokens())))
+                    return false;
+                const std::string done = sse("[DONE]");
+                if (!sink.write(done.data(), done.size())) return false;
+                sink.done();
+            }
+            return true;
+        },
+        [this, gen](bool success) {
+            // A stream that ended early (client gone, write failed): free its requests' KV blocks.
+            if (!success && gen->remaining > 0) loop_.abort(gen->ids);
+        });
+}
+
+}  // namespace kvscope::cli
