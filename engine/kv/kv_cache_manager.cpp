@@ -58,12 +58,17 @@ int KvCacheManager::num_blocks_needed(const Request& request, int num_new_tokens
     return std::max(0, cdiv(num_tokens, block_size_) - num_held - int(new_computed.block_ids.size()));
 }
 
-bool KvCacheManager::can_fit(const Request& request, int num_new_tokens,
-                             const ComputedBlocks& new_computed, int num_lookahead_tokens) const {
+int KvCacheManager::num_blocks_to_allocate(const Request& request, int num_new_tokens,
+                                           const ComputedBlocks& new_computed, int num_lookahead_tokens) const {
     // Hit blocks with ref_cnt 0 sit in the free queue: touching them takes them out of it.
     int num_evictable_hits = 0;
     for (int32_t id : new_computed.block_ids) num_evictable_hits += block_pool().block(id).ref_cnt == 0;
-    return num_blocks_needed(request, num_new_tokens, new_computed, num_lookahead_tokens) + num_evictable_hits <=
+    return num_blocks_needed(request, num_new_tokens, new_computed, num_lookahead_tokens) + num_evictable_hits;
+}
+
+bool KvCacheManager::can_fit(const Request& request, int num_new_tokens,
+                             const ComputedBlocks& new_computed, int num_lookahead_tokens) const {
+    return num_blocks_to_allocate(request, num_new_tokens, new_computed, num_lookahead_tokens) <=
            pool_->num_free_blocks();
 }
 

@@ -36,7 +36,12 @@ public:
     // (+ num_lookahead_tokens), beyond those the request already holds.
     int num_blocks_needed(const Request& request, int num_new_tokens, const ComputedBlocks& new_computed = {},
                           int num_lookahead_tokens = 0) const;
-    // Whether allocate_slots would succeed (hit blocks sitting in the free queue count as used).
+    // Blocks that allocate_slots would take out of the free queue (vLLM's get_num_blocks_to_allocate):
+    // num_blocks_needed plus the hits that sit in it (ref_cnt 0, cached-free), which num_free_blocks()
+    // counts as free. Compare this, not num_blocks_needed, with num_free_blocks().
+    int num_blocks_to_allocate(const Request& request, int num_new_tokens, const ComputedBlocks& new_computed = {},
+                               int num_lookahead_tokens = 0) const;
+    // Whether allocate_slots would succeed: num_blocks_to_allocate <= num_free_blocks().
     bool can_fit(const Request& request, int num_new_tokens, const ComputedBlocks& new_computed = {},
                  int num_lookahead_tokens = 0) const;
     // Takes the hits, then appends enough new blocks to the request's (append-only) block table for
