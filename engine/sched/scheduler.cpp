@@ -21,18 +21,8 @@ void Scheduler::set_config(const SchedulerConfig& config) {
 
 void Scheduler::add_request(Request* request) {
     request->status = RequestStatus::WAITING;
-    insert_waiting(request, false);
-}
-
-void Scheduler::insert_waiting(Request* request, bool front) {
-    if (policy_->name() == "fcfs") {
-        // Preempted requests go first again: they were admitted before anything still waiting.
-        front ? waiting_.push_front(request) : waiting_.push_back(request);
-        return;
-    }
-    auto pos = std::upper_bound(waiting_.begin(), waiting_.end(), request,
-                                [this](const Request* a, const Request* b) { return policy_->before(*a, *b); });
-    waiting_.insert(pos, request);
+    const size_t pos = policy_->arrival_position(waiting_, *request);
+    waiting_.insert(waiting_.begin() + static_cast<std::ptrdiff_t>(pos), request);
 }
 
 void Scheduler::finish_request(Request* request, FinishReason reason) {
@@ -52,7 +42,8 @@ void Scheduler::preempt(size_t index, SchedulerOutput& out) {
     ++r->num_preemptions;
     ++num_preemptions_;
     out.preempted.push_back(r);
-    insert_waiting(r, true);
+    const size_t pos = policy_->requeue_position(waiting_, *r);
+    waiting_.insert(waiting_.begin() + static_cast<std::ptrdiff_t>(pos), r);
 }
 
 void Scheduler::enforce_seat_limit(SchedulerOutput& out) {

@@ -49,7 +49,6 @@ public:
 protected:
     // Moves running_[index] back to the waiting queue, freeing its blocks.
     void preempt(size_t index, SchedulerOutput& out);
-    void insert_waiting(Request* request, bool front);
     // max_num_seqs may be lowered while requests run: the policy's victims wait again (recompute).
     void enforce_seat_limit(SchedulerOutput& out);
     // The first chunk of a request that has not started (or restarts after preemption).
