@@ -2,34 +2,35 @@
 
 #include "cpu/cpu_backend.h"
 #include "cpu/thread_pool.h"
-#if KVSCOPE_HAVE_CUDA
-#include "cuda/cuda_backend.h"
-#endif
+#include "cuda_loader.h"
 
+#include <cstdio>
+#include <mutex>
 #include <stdexcept>
 
 namespace kvscope {
 
 namespace {
 
-// A usable CUDA backend, or null with the reason.
-std::unique_ptr<Backend> try_cuda(std::string& why_not) {
-#if KVSCOPE_HAVE_CUDA
-    return make_cuda_backend(0, &why_not);
-#else
-    why_not = "this build has no CUDA backend (configured with KVSCOPE_CUDA=OFF or without a CUDA toolkit)";
-    return nullptr;
-#endif
-}
-
 std::unique_ptr<Backend> make_cpu(int num_threads) {
     return std::make_unique<cpu::CpuBackend>(num_threads > 0 ? num_threads : cpu::default_num_threads());
+}
+
+std::string threads(int n) { return std::to_string(n) + (n == 1 ? " thread" : " threads"); }
+
+// Once per process, however many engines are built with "auto" (bench --compare builds two, the GUI one
+// per model load).
+void report_cpu_fallback(const std::string& why_not) {
+    static std::once_flag once;
+    std::call_once(once, [&] {
+        std::fprintf(stderr, "kvscope: backend auto: CUDA not available, using the CPU: %s\n", why_not.c_str());
+    });
 }
 
 }  // namespace
 
 bool cuda_backend_built() {
-#if KVSCOPE_HAVE_CUDA
+#if KVSCOPE_CUDA_LIBRARY_BUILT
     return true;
 #else
     return false;
@@ -42,24 +43,31 @@ std::unique_ptr<Backend> make_backend(const std::string& name, int num_threads, 
     };
     if (name == "cpu") {
         auto b = make_cpu(num_threads);
-        set_note("cpu: " + std::to_string(b->num_threads()) + " threads");
+        set_note("cpu: " + threads(b->num_threads()));
         return b;
     }
     if (name != "cuda" && name != "auto")
         throw std::invalid_argument("unknown backend '" + name + "' (cpu, cuda, auto)");
-    std::string why_not;
-    if (auto b = try_cuda(why_not)) {
-#if KVSCOPE_HAVE_CUDA
-        const auto& info = static_cast<cuda::CudaBackend&>(*b).device_info();
-        set_note("cuda: " + info.name + " (device " + std::to_string(info.device) + ", sm_" +
-                 std::to_string(info.cc_major) + std::to_string(info.cc_minor) + ")");
-#endif
+    std::string text;
+    if (auto b = load_cuda_backend(0, &text)) {
+        set_note("cuda: " + text);
         return b;
     }
-    if (name == "cuda") throw std::invalid_argument("backend cuda is not available: " + why_not);
+    if (name == "cuda") throw std::invalid_argument("backend cuda is not available: " + text);
+    report_cpu_fallback(text);
     auto b = make_cpu(num_threads);
-    set_note("cpu: " + std::to_string(b->num_threads()) + " threads (" + why_not + ")");
+    set_note("cpu: " + threads(b->num_threads()) + " (CUDA not available: " + text + ")");
     return b;
+}
+
+std::vector<BackendAvailability> available_backends() {
+    const CudaAvailability& cuda = cuda_availability();
+    const std::string cpu = threads(cpu::default_num_threads());
+    return {
+        {"cpu", true, cpu, ""},
+        {"cuda", cuda.available, cuda.available ? cuda.text : "", cuda.available ? "" : cuda.text},
+        {"auto", true, cuda.available ? "cuda: " + cuda.text : "cpu: " + cpu, ""},
+    };
 }
 
 }  // namespace kvscope

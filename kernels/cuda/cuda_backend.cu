@@ -15,6 +15,7 @@
 #include "cuda/sampling.cuh"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 namespace kvscope {
@@ -370,18 +371,39 @@ void CudaBackend::destroy_graph(int graph) {
 
 }  // namespace cuda
 
+int cuda_device_count(std::string* why_not) {
+    int count = 0;
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        if (why_not)
+            *why_not = std::string("no CUDA device: ") + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")";
+        return 0;
+    }
+    if (count == 0 && why_not) *why_not = "no CUDA device: the driver reports 0 devices";
+    return count;
+}
+
+std::string describe_cuda_device(int device) {
+    cudaDeviceProp prop{};
+    const cudaError_t err = cudaGetDeviceProperties(&prop, device);
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        return "device " + std::to_string(device) + " (" + cudaGetErrorName(err) + ")";
+    }
+    char memory[32];
+    std::snprintf(memory, sizeof memory, "%.1f GiB", prop.totalGlobalMem / 1073741824.0);
+    return std::string(prop.name) + " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) + ", " + memory + ")";
+}
+
 std::unique_ptr<Backend> make_cuda_backend(int device, std::string* why_not) {
     auto fail = [&](const std::string& reason) -> std::unique_ptr<Backend> {
         if (why_not) *why_not = reason;
         return nullptr;
     };
-    int count = 0;
-    const cudaError_t err = cudaGetDeviceCount(&count);
-    if (err != cudaSuccess) {
-        cudaGetLastError();
-        return fail(std::string("no CUDA device: ") + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
-    }
-    if (count == 0) return fail("no CUDA device: the driver reports 0 devices");
+    std::string none;
+    const int count = cuda_device_count(&none);
+    if (count == 0) return fail(none);
     if (device < 0 || device >= count)
         return fail("no CUDA device " + std::to_string(device) + ": " + std::to_string(count) + " present");
     try {

@@ -142,4 +142,11 @@ private:
 // has no kernels for, a failure while creating the context). Defined only in builds with CUDA.
 std::unique_ptr<Backend> make_cuda_backend(int device, std::string* why_not);
 
+// The number of devices the driver reports, or 0 with *why_not set ("no CUDA device: ..."). Creates no
+// CUDA context.
+int cuda_device_count(std::string* why_not);
+
+// "NVIDIA H200 (sm_90, 139.8 GiB)", from the device's properties; creates no CUDA context.
+std::string describe_cuda_device(int device);
+
 }  // namespace kvscope
