@@ -5,11 +5,13 @@
 // backend's are within 1e-4). CUDA graphs: the same decode steps with and without graphs give the same
 // greedy tokens (stories260K, dummy:tiny; batches on and between the capture sizes), and a replayed step
 // equals the op-by-op run of the same padded step bit for bit. The device sampler: seeded requests give
-// the same tokens alone and batched, and again.
+// the same tokens alone and batched, and again. The same greedy run through libkvscope-cuda.so, the way
+// the executables load the backend.
 // Skips, with the reason, when built without CUDA or when no device is present.
 #include "shared_models.h"
 #include "prefill_logits.h"
 
+#include "backend_factory.h"
 #include "llm_engine.h"
 #include "runner/model_runner.h"
 #if KVSCOPE_HAVE_CUDA
@@ -136,6 +138,36 @@ private slots:
         QCOMPARE(engine.kv_cache_manager().num_free_blocks(), engine.kv_cache_manager().num_blocks());
         if (eager) QCOMPARE(engine.model_runner().num_graph_replays(), int64_t(0));
         else QVERIFY2(engine.model_runner().num_graph_replays() > 50, capture_error(engine).c_str());
+    }
+
+    // The engine as the executables build it: backend "cuda" by name, so through libkvscope-cuda.so opened
+    // at run time (kernels/cuda_loader.h) rather than the kvscope_cuda this test links.
+    void throughTheLibrary() {
+        const auto list = available_backends();
+        QVERIFY2(list[1].name == "cuda" && list[1].available, list[1].reason.c_str());
+        qInfo("cuda: %s", list[1].description.c_str());
+        const json expected = test::read_json(test::models_dir() + "/expected.json");
+        EngineConfig config;
+        config.backend = "cuda";
+        config.scheduler.max_model_len = 512;
+        config.check_invariants = true;
+        LlmEngine engine(test::load_stories("gguf"), config);
+        QCOMPARE(engine.backend().name(), std::string("cuda"));
+        SamplingParams greedy;
+        greedy.temperature = 0;
+        greedy.max_tokens = 100;
+        std::vector<std::string> ids;
+        for (const auto& c : expected["cases"]) {
+            NewRequest r;
+            r.prompt_token_ids = c["prompt_ids"].get<std::vector<int32_t>>();
+            r.sampling_params = greedy;
+            ids.push_back(engine.add_request(std::move(r)).front());
+        }
+        while (engine.has_unfinished_requests()) engine.step();
+        for (size_t i = 0; i < ids.size(); ++i)
+            QCOMPARE(engine.request_output_token_ids(ids[i]),
+                     expected["cases"][i]["continuation_ids"].get<std::vector<int32_t>>());
+        QVERIFY(engine.model_runner().num_graph_replays() > 50);
     }
 
     // The same greedy decode with graphs and op by op. max_model_len 256 keeps the eager attention plan
