@@ -90,6 +90,9 @@ void LlmEngine::build_pool(const EngineConfig& c) {
 }
 
 void LlmEngine::reconfigure(const EngineConfig& next) {
+    // A transaction: everything is checked before anything changes. A configuration that cannot hold
+    // every unfinished request is refused whole (BadInput naming the request and the shortfall), and
+    // the engine goes on as it was; one that can, loses nothing (drained requests resume by recompute).
     next.validate();
     if (next.scheduler.max_model_len != config_.scheduler.max_model_len)
         throw BadInput("max_model_len cannot change while the engine runs (reload the model)");
@@ -100,39 +103,58 @@ void LlmEngine::reconfigure(const EngineConfig& next) {
                          next.num_blocks != config_.num_blocks || next.mode != config_.mode ||
                          next_kv_dtype != kv_cache_dtype() ||
                          next.scheduler.enable_prefix_caching != config_.scheduler.enable_prefix_caching;
-    if (rebuild) {
-        // Drain: every running request gives its blocks back and waits to be recomputed.
-        const double drained_at = now();
-        for (const Request* r : scheduler_->running())
-            requests_.at(r->request_id).metrics.preemption_times.push_back(drained_at);
-        scheduler_->preempt_all();
-        std::string event = "rebuild:";
-        if (next.block_size != config_.block_size)
-            event += " block_size " + std::to_string(config_.block_size) + " -> " + std::to_string(next.block_size);
-        if (next.mode != config_.mode) event += " mode " + config_.mode + " -> " + next.mode;
-        if (next_kv_dtype != kv_cache_dtype())
-            event += " kv_cache_dtype " + kv_cache_dtype_name(kv_cache_dtype()) + " -> " + kv_cache_dtype_name(next_kv_dtype);
-        if (next.kv_cache_memory != config_.kv_cache_memory || next.num_blocks != config_.num_blocks)
-            event += " kv budget";
-        if (next.scheduler.enable_prefix_caching != config_.scheduler.enable_prefix_caching)
-            event += next.scheduler.enable_prefix_caching ? " prefix caching on" : " prefix caching off";
-        const int old_blocks = kv_->num_blocks();
-        try {
-            build_pool(next);
-        } catch (...) {
-            build_pool(config_);  // the old geometry worked: keep it
-            throw;
-        }
-        pending_event_ = event + " (" + std::to_string(old_blocks) + " -> " + std::to_string(kv_->num_blocks()) +
-                         " blocks)";
-        for (auto& [id, st] : requests_) validate_request({id, st.request->all_token_ids, st.request->sampling_params, 0, ""});
-    } else {
+    if (!rebuild) {
         scheduler_->set_config(next.scheduler);
         runner_->ensure_capacity(next.scheduler.max_num_batched_tokens,
                                  std::min(next.scheduler.max_num_seqs, next.scheduler.max_num_batched_tokens));
         runner_->set_cuda_graphs(!next.enforce_eager, next.scheduler.max_model_len);
+        config_ = next;
+        return;
     }
+    const int next_num_blocks = compute_num_blocks(next, next_kv_dtype);  // BadInput: the budget holds no block
+    for (const auto& [id, st] : requests_)
+        if (!st.request->is_finished())
+            check_fits_pool(id, st.request->num_prompt_tokens, st.request->sampling_params.max_tokens, next,
+                            next_num_blocks, " after the change; nothing was changed");
+
+    // Drain: every running request gives its blocks back and waits to be recomputed.
+    const double drained_at = now();
+    for (const Request* r : scheduler_->running())
+        requests_.at(r->request_id).metrics.preemption_times.push_back(drained_at);
+    scheduler_->preempt_all();
+    std::string event = "rebuild:";
+    if (next.block_size != config_.block_size)
+        event += " block_size " + std::to_string(config_.block_size) + " -> " + std::to_string(next.block_size);
+    if (next.mode != config_.mode) event += " mode " + config_.mode + " -> " + next.mode;
+    if (next_kv_dtype != kv_cache_dtype())
+        event += " kv_cache_dtype " + kv_cache_dtype_name(kv_cache_dtype()) + " -> " + kv_cache_dtype_name(next_kv_dtype);
+    if (next.kv_cache_memory != config_.kv_cache_memory || next.num_blocks != config_.num_blocks) event += " kv budget";
+    if (next.scheduler.enable_prefix_caching != config_.scheduler.enable_prefix_caching)
+        event += next.scheduler.enable_prefix_caching ? " prefix caching on" : " prefix caching off";
+    const int old_blocks = kv_->num_blocks();
+    try {
+        build_pool(next);
+    } catch (...) {
+        build_pool(config_);  // the old geometry worked (device memory, say, ran out for the new one): keep it
+        throw;
+    }
+    pending_event_ = event + " (" + std::to_string(old_blocks) + " -> " + std::to_string(kv_->num_blocks()) + " blocks)";
     config_ = next;
+}
+
+void LlmEngine::check_fits_pool(const std::string& id, int prompt_len, int max_tokens, const EngineConfig& c,
+                                int num_blocks, const char* context) const {
+    // A request longer than the whole pool could never run, not even alone; in naive mode every request
+    // reserves max_model_len slots.
+    const int max_len = c.scheduler.max_model_len;
+    const int64_t longest = std::min<int64_t>(max_len, static_cast<int64_t>(prompt_len) + max_tokens);
+    const int64_t need = c.mode == "naive" ? (max_len + c.block_size - 1) / c.block_size
+                                           : (longest + c.block_size - 1) / c.block_size;
+    if (need > num_blocks)
+        throw BadInput("request " + id + ": needs " + std::to_string(need) + " KV blocks of " +
+                       std::to_string(c.block_size) + " tokens" + (c.mode == "naive" ? " (naive mode reserves max_model_len)" : "") +
+                       " but the pool has " + std::to_string(num_blocks) + context +
+                       " (raise the KV cache memory or lower max_model_len)");
 }
 
 void LlmEngine::validate_request(const NewRequest& r) const {
@@ -152,14 +174,7 @@ void LlmEngine::validate_request(const NewRequest& r) const {
         if (t < 0 || t >= model_->config.vocab_size)
             throw BadInput("request " + r.request_id + ": logit_bias token id " + std::to_string(t) +
                            " is outside the vocabulary (" + std::to_string(model_->config.vocab_size) + ")");
-    // A request longer than the whole pool could never run, not even alone.
-    const int64_t longest = std::min<int64_t>(max_len, static_cast<int64_t>(len) + r.sampling_params.max_tokens);
-    const int64_t need = (longest + kv_->block_size() - 1) / kv_->block_size();
-    const int64_t naive_need = (max_len + kv_->block_size() - 1) / kv_->block_size();
-    if (need > kv_->num_blocks() || (config_.mode == "naive" && naive_need > kv_->num_blocks()))
-        throw BadInput("request " + r.request_id + ": needs " + std::to_string(config_.mode == "naive" ? naive_need : need) +
-                       " KV blocks but the pool has " + std::to_string(kv_->num_blocks()) +
-                       " (raise --kv-cache-memory or lower --max-model-len)");
+    check_fits_pool(r.request_id, len, r.sampling_params.max_tokens, config_, kv_->num_blocks(), "");
 }
 
 std::vector<std::string> LlmEngine::add_request(NewRequest r) {

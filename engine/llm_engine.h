@@ -69,8 +69,10 @@ public:
     std::vector<RequestOutput> step();
     bool has_unfinished_requests() const;
 
-    // Applies a new configuration between steps. Scheduler knobs apply at the next step; a change of
-    // block_size, KV budget, block count or mode drains and rebuilds the pool.
+    // Applies a new configuration between steps, as a transaction. Scheduler knobs apply at the next
+    // step; a change of block_size, KV budget, block count, KV type, prefix caching or mode drains and
+    // rebuilds the pool. Throws BadInput, and changes nothing, when the new configuration is invalid or
+    // its pool could not hold every unfinished request.
     void reconfigure(const EngineConfig& config);
 
     void set_metrics_sink(MetricsSink* sink) { sink_ = sink; }
@@ -111,6 +113,9 @@ private:
     void build_pool(const EngineConfig& config);
     std::unique_ptr<Scheduler> make_scheduler(const EngineConfig& config);
     void validate_request(const NewRequest& r) const;
+    // Throws BadInput when a request of this length could never run in a pool of num_blocks under c.
+    void check_fits_pool(const std::string& id, int prompt_len, int max_tokens, const EngineConfig& c, int num_blocks,
+                         const char* context) const;
     void prepare_input(const SchedulerOutput& out);
     void process_sampled(const SchedulerOutput& out, const StepOutput& step, std::vector<RequestOutput>& outputs);
     RequestOutput append_token(RequestState& st, int32_t token);

@@ -223,6 +223,87 @@ private slots:
         expect_all_blocks_free(engine);
     }
 
+    // Reconfiguration is a transaction: a configuration whose pool cannot hold every unfinished request
+    // is refused before anything changes (config, pool geometry, requests), and the run goes on to the
+    // same outputs. Cases: paged -> naive with fewer blocks than max_model_len needs (the drained requests
+    // would wait forever), and a budget too small for the longest request.
+    void refusedReconfigurationChangesNothing_data() {
+        QTest::addColumn<QString>("change");
+        QTest::newRow("naive without room for max_model_len") << "naive";
+        QTest::newRow("pool smaller than one request") << "tiny pool";
+    }
+    void refusedReconfigurationChangesNothing() {
+        QFETCH(QString, change);
+        EngineConfig c = base_config();
+        c.num_blocks = 40;  // paged: plenty for 16-token requests; naive needs 512 / 16 = 32 per request
+        c.block_size = 16;
+        LlmEngine engine(stories(), c);
+        auto prompts = mixed_prompts(7);
+        prompts.resize(12);
+        int refusals = 0;
+        const auto out = run_all(engine, prompts, greedy(16), [&](LlmEngine& e, int64_t step) {
+            if (step != 2) return;
+            EngineConfig next = e.config();
+            if (change == "naive") {
+                next.mode = "naive";
+                next.num_blocks = 24;
+            } else {
+                next.num_blocks = 2;  // 32 tokens: the 120-token prompts cannot fit
+            }
+            const int blocks_before = e.num_blocks();
+            const auto running_before = e.scheduler().running().size();
+            try {
+                e.reconfigure(next);
+            } catch (const BadInput& err) {
+                ++refusals;
+                QVERIFY2(QString(err.what()).contains("nothing was changed"), err.what());
+            }
+            QCOMPARE(e.config().mode, std::string("paged"));
+            QCOMPARE(e.num_blocks(), blocks_before);
+            QCOMPARE(e.scheduler().running().size(), running_before);  // nothing was drained
+        });
+        QCOMPARE(refusals, 1);
+        for (size_t i = 0; i < prompts.size(); ++i) QCOMPARE(out[i], alone_outputs()[i]);
+        expect_all_blocks_free(engine);
+    }
+
+    // Accepted switches under load change no greedy output: paged -> naive (with room) -> paged, a KV
+    // budget change, and prefix caching on and off, while requests run.
+    void acceptedSwitchesUnderLoadLoseNothing() {
+        EngineConfig c = base_config();
+        LlmEngine engine(stories(), c);
+        auto prompts = mixed_prompts(7);
+        prompts.resize(16);
+        const auto out = run_all(engine, prompts, greedy(16), [&](LlmEngine& e, int64_t step) {
+            EngineConfig next = e.config();
+            if (step == 2) next.mode = "naive";
+            if (step == 5) next.mode = "paged";
+            if (step == 7) next.kv_cache_memory = 8 << 20;
+            if (step == 9) next.scheduler.enable_prefix_caching = true;
+            if (step == 11) next.scheduler.enable_prefix_caching = false;
+            if (step == 2 || step == 5 || step == 7 || step == 9 || step == 11) e.reconfigure(next);
+        });
+        for (size_t i = 0; i < prompts.size(); ++i) QCOMPARE(out[i], alone_outputs()[i]);
+        expect_all_blocks_free(engine);
+    }
+
+    // A request that finished at max_model_len but is not released yet (the server and the GUI release
+    // after delivering outputs) must not make a rebuild throw.
+    void finishedUnreleasedRequestDoesNotBlockRebuild() {
+        EngineConfig c = base_config();
+        c.scheduler.max_model_len = 64;
+        LlmEngine engine(stories(), c);
+        std::vector<int32_t> prompt{1};
+        for (int i = 0; i < 40; ++i) prompt.push_back(3 + i);
+        const std::string id = engine.add_request({"", prompt, greedy(100), 0, ""}).front();
+        while (engine.has_unfinished_requests()) engine.step();
+        QCOMPARE(engine.request_info(id)->finish_reason, FinishReason::LENGTH);
+        EngineConfig next = engine.config();
+        next.block_size = 32;
+        engine.reconfigure(next);  // no throw
+        QCOMPARE(engine.kv_cache_manager().block_size(), 32);
+    }
+
     // --kv-cache-dtype changed while requests run: float16 doubles the blocks of the same budget (a
     // drain-and-rebuild, every request recomputed), a new name for the same type rebuilds nothing, and
     // back to float32 the requests still finish with every token and every block returned.
