@@ -1,5 +1,8 @@
 #include "bench_results_model.h"
 
+#include "json_bridge.h"
+#include "metrics/export.h"
+
 #include <QFile>
 #include <QFileInfo>
 #include <QJsonArray>
@@ -68,6 +71,15 @@ QJsonObject BenchResultsModel::resultToJson(const BenchResult& r) {
     o["spec"] = r.spec.toJson();
     o["config"] = r.config;
     o["mode"] = r.config.value("mode");
+    // Per request, as `kvscope-cli bench --output-requests` writes them (the same records and keys).
+    QJsonArray requests;
+    for (size_t i = 0; i < r.requests.size(); ++i) {
+        nlohmann::json j = request_to_json(r.requests[i], i < r.submitTimes.size() ? r.submitTimes[i] : -1.0,
+                                           i < r.errors.size() ? r.errors[i] : "");
+        j["index"] = i;
+        requests.append(toQJsonObject(j));
+    }
+    if (!requests.isEmpty()) o["requests"] = requests;
     return o;
 }
 
@@ -79,7 +91,7 @@ BenchResult BenchResultsModel::resultFromJson(const QJsonObject& o, const QStrin
     r.config = o.value("config").toObject();
     if (!r.config.contains("mode") && o.contains("mode")) r.config["mode"] = o.value("mode");
     r.summary = o;
-    for (const char* nested : {"name", "spec", "config"}) r.summary.remove(nested);
+    for (const char* nested : {"name", "spec", "config", "requests"}) r.summary.remove(nested);
     return r;
 }
 

@@ -8,6 +8,7 @@
 #include <QMetaType>
 #include <QString>
 
+#include <string>
 #include <vector>
 
 namespace kvscope::ui {
@@ -34,7 +35,9 @@ struct BenchResult {
     BenchSpec spec;
     QJsonObject summary;  // vLLM keys: completed, mean_ttft_ms, p99_itl_ms, output_throughput, ...
     QJsonObject config;   // engine config at the end of the run
-    std::vector<RequestMetrics> requests;
+    std::vector<RequestMetrics> requests;  // workload order, arrival by the benchmark driver's rule
+    std::vector<double> submitTimes;       // when each entered the engine (-1: refused)
+    std::vector<std::string> errors;       // "" or why it failed
     QString source;       // "" = this session; else the JSON file it was loaded from
 };
 

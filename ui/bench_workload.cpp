@@ -5,15 +5,9 @@
 #include "model/model.h"
 #include "util/errors.h"
 
-#include <atomic>
-
 namespace kvscope::ui {
 
-namespace {
-std::atomic<int> g_runCounter{0};
-}
-
-std::vector<BenchArrival> makeBenchWorkload(const BenchSpec& spec, const Model& model, int maxModelLen) {
+BenchPlan makeBenchPlan(const BenchSpec& spec, const Model& model, int maxModelLen) {
     WorkloadOptions w;
     w.dataset = spec.dataset.toStdString();
     w.dataset_path = spec.datasetPath.toStdString();
@@ -25,27 +19,20 @@ std::vector<BenchArrival> makeBenchWorkload(const BenchSpec& spec, const Model& 
     w.prefix_len = spec.dataset == "shared-prefix" ? spec.prefixLen : 0;
     w.max_model_len = maxModelLen;
     w.seed = spec.seed;
-    const auto workload = make_workload(w, model.tokenizer, model.config.vocab_size);
-    const auto offsets = arrival_offsets(int(workload.size()), spec.requestRate, spec.burstiness, spec.seed);
-    const int run = ++g_runCounter;
-    std::vector<BenchArrival> out;
-    out.reserve(workload.size());
-    for (size_t i = 0; i < workload.size(); ++i) {
-        const BenchRequest& r = workload[i];
+    BenchPlan plan;
+    plan.workload = make_workload(w, model.tokenizer, model.config.vocab_size);
+    for (size_t i = 0; i < plan.workload.size(); ++i) {
+        const BenchRequest& r = plan.workload[i];
         if (int(r.prompt_token_ids.size()) + r.output_len > maxModelLen)
             throw BadInput("benchmark: request " + std::to_string(i) + " needs " +
                            std::to_string(r.prompt_token_ids.size() + size_t(r.output_len)) +
                            " tokens, more than max_model_len " + std::to_string(maxModelLen));
-        BenchArrival a;
-        a.requestId = QString("bench-%1-%2").arg(run).arg(i);
-        a.promptTokenIds = r.prompt_token_ids;
-        a.sampling.temperature = 0.0f;  // greedy, forced length: like `vllm bench serve` with ignore_eos
-        a.sampling.ignore_eos = true;
-        a.sampling.max_tokens = r.output_len;
-        a.arrivalOffset = i < offsets.size() ? offsets[i] : 0.0;
-        out.push_back(std::move(a));
     }
-    return out;
+    // `kvscope-cli bench`'s defaults for what the panel does not set: greedy, one warm-up request.
+    plan.options.arrival_offsets = arrival_offsets(int(plan.workload.size()), spec.requestRate, spec.burstiness, spec.seed);
+    plan.options.max_concurrency = spec.maxConcurrency;
+    plan.options.seed = spec.seed;
+    return plan;
 }
 
 }  // namespace kvscope::ui

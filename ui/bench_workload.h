@@ -1,12 +1,11 @@
-// The requests of one benchmark run as the engine worker feeds them: the workloads and arrivals of
-// `kvscope-cli bench` (engine/bench: random, shared-prefix, sharegpt; gamma arrivals with burstiness),
-// each with its request id, sampling and arrival offset. Deterministic for a seed; engine thread.
+// A benchmark as the GUI describes it (BenchSpec) turned into what the engine's BenchDriver runs: the
+// workload of `kvscope-cli bench` (engine/bench: random, shared-prefix, sharegpt) and its options
+// (gamma arrivals with burstiness, max concurrency, seed, one warm-up request). Deterministic for a
+// seed; the same spec gives the same requests as the CLI's flags of the same values.
 #pragma once
 
+#include "bench/bench_driver.h"
 #include "bench_spec.h"
-#include "sched/sampling_params.h"
-
-#include <QString>
 
 #include <vector>
 
@@ -16,14 +15,12 @@ struct Model;
 
 namespace kvscope::ui {
 
-struct BenchArrival {
-    QString requestId;  // "bench-<run>-<index>"
-    std::vector<int32_t> promptTokenIds;
-    SamplingParams sampling;
-    double arrivalOffset = 0;  // seconds after the run starts
+struct BenchPlan {
+    std::vector<BenchRequest> workload;
+    BenchOptions options;
 };
 
 // Throws BadInput when the spec cannot run (lengths beyond max_model_len, no prompts).
-std::vector<BenchArrival> makeBenchWorkload(const BenchSpec& spec, const Model& model, int maxModelLen);
+BenchPlan makeBenchPlan(const BenchSpec& spec, const Model& model, int maxModelLen);
 
 }  // namespace kvscope::ui

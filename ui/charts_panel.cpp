@@ -1,5 +1,7 @@
 #include "charts_panel.h"
 
+#include "metrics/summary.h"
+
 #include "latency_histogram_chart.h"
 #include "latency_summary.h"
 #include "request_timeline_plot.h"
@@ -230,7 +232,7 @@ void ChartsPanel::appendRequests() {
     // The scatter's lines and the histogram mark the same percentiles of the same values.
     for (size_t k = 0; k < 3; ++k) {
         const std::vector<double>& values = m_latencyMs[k];
-        const double p50 = percentile(values, 50), p99 = percentile(values, 99);
+        const double p50 = kvscope::percentile(values, 50), p99 = kvscope::percentile(values, 99);
         for (size_t j = 0; j < 2; ++j) {
             QCPItemStraightLine* l = m_percentileLines[2 * k + j];
             l->point1->setCoords(0, j == 0 ? p50 : p99);

@@ -35,6 +35,7 @@ EngineController::EngineController(QObject* parent) : QObject(parent) {
         emit requestRejected(id, message);
     });
     connect(m_worker, &EngineWorker::errorOccurred, this, &EngineController::errorOccurred);
+    connect(m_worker, &EngineWorker::reconfigureRefused, this, &EngineController::reconfigureRefused);
     connect(m_worker, &EngineWorker::configApplied, this, [this](const EngineConfig& c) {
         m_config = c;
         emit configChanged(c);

@@ -57,6 +57,7 @@ signals:
     void updateApplied();
     void becameIdle();
     void errorOccurred(const QString& message);
+    void reconfigureRefused(const QString& message);
     void benchmarkProgressed(int finished, int total);
     void benchmarkFinished(const kvscope::ui::BenchResult& result);
 

@@ -1,15 +1,18 @@
 #include "engine_worker.h"
 
 #include "bench_workload.h"
-#include "latency_summary.h"
+#include "json_bridge.h"
+#include "bench/bench_driver.h"
 #include "kv/kv_cache_dtype.h"
 #include "llm_engine.h"
+#include "metrics/export.h"
 #include "model/model.h"
 #include "util/errors.h"
 
 #include <QJsonObject>
 
 #include <algorithm>
+#include <cmath>
 
 namespace kvscope::ui {
 
@@ -17,14 +20,21 @@ namespace {
 constexpr qint64 kUpdateIntervalMs = 16;
 }
 
-struct EngineWorker::BenchState {
-    BenchSpec spec;
-    std::vector<BenchArrival> requests;  // by arrival
-    size_t nextIndex = 0;
-    double startTime = 0;  // engine seconds
-    int inFlight = 0;
-    int done = 0;
-    std::vector<RequestMetrics> metrics;
+// The engine as the benchmark driver's target: requests enter through the engine like a pane's, so the
+// request table and the block map show them.
+class EngineWorker::BenchTargetAdapter final : public BenchTarget {
+public:
+    explicit BenchTargetAdapter(EngineWorker& worker) : m_worker(worker) {}
+    double now() const override { return m_worker.m_engine->now(); }
+    void submit(NewRequest request) override {
+        const std::string id = request.request_id;
+        m_worker.m_engine->add_request(std::move(request));  // BadInput: the driver records the failure
+        m_worker.pendingFor(id).status = RequestStatus::WAITING;
+        m_worker.scheduleStep();
+    }
+
+private:
+    EngineWorker& m_worker;
 };
 
 EngineWorker::EngineWorker(QObject* parent) : QObject(parent), m_benchTimer(this) {
@@ -146,8 +156,8 @@ void EngineWorker::reconfigure(const EngineConfig& config) {
         scheduleStep();
         publish(true);
     } catch (const std::exception& e) {
-        emit errorOccurred(QString::fromStdString(e.what()));
-        emit configApplied(m_engine->config());
+        emit configApplied(m_engine->config());  // the knobs go back to what runs
+        emit reconfigureRefused(QString::fromStdString(e.what()));
     }
 }
 
@@ -164,15 +174,17 @@ void EngineWorker::runBenchmark(const BenchSpec& spec) {
         return;
     }
     try {
-        auto b = std::make_unique<BenchState>();
-        b->spec = spec;
-        b->requests = makeBenchWorkload(spec, *m_model, m_engine->config().scheduler.max_model_len);
-        b->startTime = m_engine->now();
-        m_bench = std::move(b);
-        emit benchmarkProgressed(0, int(m_bench->requests.size()));
+        BenchPlan plan = makeBenchPlan(spec, *m_model, m_engine->config().scheduler.max_model_len);
+        plan.options.progress = [this](int done, int total) { emit benchmarkProgressed(done, total); };
+        const int total = int(plan.workload.size());
+        m_bench = std::make_unique<BenchDriver>(std::move(plan.workload), std::move(plan.options),
+                                                "bench-" + std::to_string(++m_benchRuns) + "-");
+        m_benchSpec = spec;
+        emit benchmarkProgressed(0, total);
         feedBenchmark();
         scheduleStep();
     } catch (const std::exception& e) {
+        m_bench.reset();
         emit errorOccurred(QString::fromStdString(e.what()));
         emit benchmarkFinished(BenchResult{});
         publish(true);
@@ -181,51 +193,36 @@ void EngineWorker::runBenchmark(const BenchSpec& spec) {
 
 void EngineWorker::cancelBenchmark() {
     if (!m_bench) return;
-    for (size_t i = 0; i < m_bench->nextIndex; ++i) abortOne(m_bench->requests[i].requestId);
-    m_bench->nextIndex = m_bench->requests.size();
+    for (const std::string& id : m_bench->in_flight_ids()) abortOne(QString::fromStdString(id));
     finishBenchmark();
 }
 
 void EngineWorker::feedBenchmark() {
     if (!m_bench) return;
-    BenchState& b = *m_bench;
-    const double elapsed = m_engine->now() - b.startTime;
-    while (b.nextIndex < b.requests.size()) {
-        const BenchArrival& r = b.requests[b.nextIndex];
-        if (b.spec.maxConcurrency > 0 && b.inFlight >= b.spec.maxConcurrency) return;
-        if (r.arrivalOffset > elapsed) {
-            m_benchTimer.start(std::max(0, int((r.arrivalOffset - elapsed) * 1e3)));
-            return;
-        }
-        SubmitCommand c;
-        c.requestId = r.requestId;
-        c.promptTokenIds = r.promptTokenIds;
-        c.sampling = r.sampling;
-        addRequest(c);
-        ++b.inFlight;
-        ++b.nextIndex;
+    BenchTargetAdapter target(*this);
+    const std::optional<double> nextDue = m_bench->admit(target);
+    if (m_bench->done()) {
+        finishBenchmark();
+        return;
     }
+    if (nextDue) m_benchTimer.start(std::max(0, int(std::ceil((*nextDue - m_engine->now()) * 1e3))));
 }
 
 void EngineWorker::finishBenchmark() {
     if (!m_bench) return;
+    const BenchRun run = m_bench->result(m_engine->now());
     BenchResult result;
-    result.spec = m_bench->spec;
-    result.requests = std::move(m_bench->metrics);
-    const double duration = m_engine->now() - m_bench->startTime;
-    result.summary = summarizeRequests(result.requests, duration);
-    result.summary["num_prompts"] = int(m_bench->requests.size());
-    const EngineConfig& c = m_engine->config();
-    result.config = QJsonObject{{"block_size", c.block_size},
-                                {"max_num_seqs", c.scheduler.max_num_seqs},
-                                {"max_num_batched_tokens", c.scheduler.max_num_batched_tokens},
-                                {"policy", QString::fromStdString(c.scheduler.policy)},
-                                {"enable_prefix_caching", c.scheduler.enable_prefix_caching},
-                                {"max_model_len", c.scheduler.max_model_len},
-                                {"mode", QString::fromStdString(c.mode)},
-                                {"num_blocks", m_engine->num_blocks()},
-                                {"kv_cache_dtype", QString::fromStdString(kv_cache_dtype_name(m_engine->kv_cache_dtype()))},
-                                {"model", QString::fromStdString(m_model->source)}};
+    result.spec = m_benchSpec;
+    result.requests = run.requests;
+    result.submitTimes = run.submit_times;
+    result.errors = run.errors;
+    result.summary = toQJsonObject(run.summary.to_json());
+    result.summary["num_prompts"] = m_bench->num_requests();
+    EngineConfig c = m_engine->config();
+    c.kv_cache_dtype = kv_cache_dtype_name(m_engine->kv_cache_dtype());  // what auto resolved to
+    result.config = toQJsonObject(engine_config_to_json(c));
+    result.config["num_blocks"] = m_engine->num_blocks();
+    result.config["model"] = QString::fromStdString(m_model->source);
     m_bench.reset();
     m_benchTimer.stop();
     emit benchmarkFinished(result);
@@ -281,13 +278,7 @@ void EngineWorker::on_request_finished(const RequestMetrics& metrics) {
     p.numOutputTokens = metrics.num_output_tokens;
     p.numCachedTokens = metrics.num_cached_tokens;
     p.numPreemptions = metrics.num_preemptions;
-    if (m_bench && metrics.request_id.rfind("bench-", 0) == 0) {
-        m_bench->metrics.push_back(metrics);
-        --m_bench->inFlight;
-        ++m_bench->done;
-        emit benchmarkProgressed(m_bench->done, int(m_bench->requests.size()));
-        if (m_bench->done == int(m_bench->requests.size())) finishBenchmark();
-    }
+    if (m_bench) m_bench->on_request_finished(metrics);  // its own requests only; feedBenchmark() follows the step
 }
 
 RequestProgress& EngineWorker::pendingFor(const std::string& id) {

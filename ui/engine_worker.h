@@ -18,6 +18,7 @@
 #include <memory>
 
 namespace kvscope {
+class BenchDriver;
 class LlmEngine;
 struct Model;
 }
@@ -52,11 +53,13 @@ signals:
     void requestRejected(const QString& requestId, const QString& message);
     void errorOccurred(const QString& message);
     void configApplied(const kvscope::EngineConfig& config);
+    // A reconfiguration was refused whole (the engine runs on with the configuration configApplied gave).
+    void reconfigureRefused(const QString& message);
     void benchmarkProgressed(int finished, int total);
     void benchmarkFinished(const kvscope::ui::BenchResult& result);
 
 private:
-    struct BenchState;
+    class BenchTargetAdapter;
 
     void on_step(const StepStats& stats) override;
     void on_request_finished(const RequestMetrics& metrics) override;
@@ -85,7 +88,11 @@ private:
     // Snapshots are recycled once the GUI drops them (no allocation per frame).
     std::vector<std::shared_ptr<KvCacheSnapshot>> m_snapshotPool;
 
-    std::unique_ptr<BenchState> m_bench;
+    // The running benchmark: the engine's BenchDriver (the CLI's rules), fed from m_benchTimer and
+    // after every step.
+    std::unique_ptr<BenchDriver> m_bench;
+    BenchSpec m_benchSpec;
+    int m_benchRuns = 0;
     QTimer m_benchTimer;
 };
 

@@ -91,6 +91,7 @@ MainWindow::MainWindow(QWidget* parent)
     });
     connect(m_controller, &EngineController::configChanged, m_tuning, &TuningPanel::setConfig);
     connect(m_tuning, &TuningPanel::configEdited, m_controller, &EngineController::reconfigure);
+    connect(m_controller, &EngineController::reconfigureRefused, m_tuning, &TuningPanel::showRefusal);
     connect(m_controller, &EngineController::errorOccurred, this,
             [this](const QString& message) { statusBar()->showMessage(message, 10000); });
     connect(m_controller, &EngineController::snapshotUpdated, m_blockMap, &BlockMapWidget::setSnapshot);

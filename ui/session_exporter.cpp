@@ -1,8 +1,11 @@
 #include "session_exporter.h"
 
 #include "bench_results_model.h"
+#include "json_bridge.h"
 #include "latency_summary.h"
 #include "session_data.h"
+
+#include "metrics/export.h"
 
 #include <QDateTime>
 #include <QDir>
@@ -14,21 +17,6 @@
 #include <qcustomplot.h>
 
 namespace kvscope::ui {
-
-QJsonObject engineConfigJson(const EngineConfig& c) {
-    return {{"block_size", c.block_size},
-            {"max_num_seqs", c.scheduler.max_num_seqs},
-            {"max_num_batched_tokens", c.scheduler.max_num_batched_tokens},
-            {"policy", QString::fromStdString(c.scheduler.policy)},
-            {"enable_prefix_caching", c.scheduler.enable_prefix_caching},
-            {"max_model_len", c.scheduler.max_model_len},
-            {"long_prefill_token_threshold", c.scheduler.long_prefill_token_threshold},
-            {"kv_cache_memory", double(c.kv_cache_memory)},
-            {"num_blocks", c.num_blocks},
-            {"mode", QString::fromStdString(c.mode)},
-            {"kv_cache_dtype", QString::fromStdString(c.kv_cache_dtype)},
-            {"num_threads", c.num_threads}};
-}
 
 namespace {
 
@@ -109,17 +97,15 @@ bool writeFile(const QString& path, const QByteArray& bytes, QString* error) {
     return true;
 }
 
-QString csvField(const QString& s) {
-    if (!s.contains(',') && !s.contains('"') && !s.contains('\n')) return s;
-    return '"' + QString(s).replace("\"", "\"\"") + '"';
-}
+QString csvField(const QString& s) { return QString::fromStdString(csv_quote(s.toStdString())); }
 
 }  // namespace
 
 QJsonObject sessionJson(const SessionExportInputs& in) {
     const SessionData& s = *in.session;
     QJsonObject o;
-    o["kvscope_version"] = "0.1.0";
+    o["kvscope_version"] = QString::fromStdString(kvscope_version());
+    o["git_revision"] = QString::fromStdString(git_revision());
     o["date"] = QDateTime::currentDateTime().toString(Qt::ISODate);
     o["model"] = QJsonObject{{"spec", in.model.spec},
                              {"name", in.model.name},
@@ -130,7 +116,7 @@ QJsonObject sessionJson(const SessionExportInputs& in) {
                              {"kv_bytes_per_token", double(in.model.kvBytesPerToken)},
                              {"kv_cache_dtype", in.model.kvCacheDtype},
                              {"chat_template", in.model.chatTemplate}};
-    o["config"] = engineConfigJson(in.config);
+    o["config"] = toQJsonObject(engine_config_to_json(in.config));
     // vLLM `bench serve` keys over every finished request of the session, at the top level.
     const QJsonObject summary = summarizeRequests(s.finishedMetrics());
     for (auto it = summary.begin(); it != summary.end(); ++it) o[it.key()] = it.value();

@@ -30,7 +30,6 @@ struct SessionExportInputs {
     QJsonObject gui;  // gui_max_stall_ms and friends
 };
 
-QJsonObject engineConfigJson(const EngineConfig& c);
 QJsonObject sessionJson(const SessionExportInputs& in);
 // Returns false with *error naming the file that could not be written.
 bool exportSession(const QString& dir, const SessionExportInputs& in, QString* error);

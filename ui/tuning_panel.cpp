@@ -152,7 +152,13 @@ void TuningPanel::setConfig(const EngineConfig& c) {
     m_mode->setCurrentText(QString::fromStdString(c.mode));
     m_kvDtype->setCurrentText(QString::fromStdString(c.kv_cache_dtype));
     m_kvMiB->setValue(int(std::max<int64_t>(1, c.kv_cache_memory >> 20)));
+    m_status->setStyleSheet("color: palette(placeholder-text);");
     m_status->setText(tr("Applied. max_model_len %1. Changes apply at the next step.").arg(c.scheduler.max_model_len));
+}
+
+void TuningPanel::showRefusal(const QString& message) {
+    m_status->setStyleSheet("color: #e05a6a;");
+    m_status->setText(tr("Not applied: %1. The knobs are back at the running configuration.").arg(message));
 }
 
 void TuningPanel::edited() {

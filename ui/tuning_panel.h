@@ -34,6 +34,8 @@ public slots:
     void setMode(const QString& mode);
     void setKvCacheMiB(int mib);
     void setKvCacheDtype(const QString& dtype);
+    // The engine refused the last change (and runs on as before): shown under the knobs until the next one.
+    void showRefusal(const QString& message);
 
 signals:
     void configEdited(const kvscope::EngineConfig& config);

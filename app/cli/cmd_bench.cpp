@@ -166,10 +166,7 @@ nlohmann::json metadata(const BenchArgs& a, const Model& model, LlmEngine& engin
     m["git_revision"] = git_revision();
     m["kvscope_version"] = kvscope_version();
     m["machine"] = machine_info(engine.backend().num_threads());
-    m["metric_definitions"] = {{"ttft", "first token time - arrival time"}, {"e2el", "finish time - arrival time"},
-                               {"tpot", "(e2el - ttft) / (output tokens - 1), per request"},
-                               {"itl", "every gap between consecutive tokens, pooled over requests"},
-                               {"arrival", "when the request was due (it waits for the running step like at a server)"}};
+    m["metric_definitions"] = metric_definitions();
     return m;
 }
 

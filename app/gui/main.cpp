@@ -7,6 +7,8 @@
 #include "stall_monitor.h"
 #include "theme.h"
 
+#include "metrics/export.h"
+
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QSettings>
@@ -21,7 +23,7 @@ int main(int argc, char** argv) {
     // --version and a bad option must answer anywhere (a CI job, an ssh session).
     QApplication::setApplicationName("kvscope");
     QApplication::setOrganizationName("kvscope");
-    QApplication::setApplicationVersion("0.1.0");
+    QApplication::setApplicationVersion(QString::fromStdString(kvscope::kvscope_version() + " (" + kvscope::git_revision() + ")"));
     QCommandLineParser parser;
     parser.setApplicationDescription("Desktop workbench for paged-KV, continuous-batching LLM inference");
     const QCommandLineOption helpOption = parser.addHelpOption();

@@ -33,13 +33,6 @@ std::ofstream open_out(const std::string& path) {
     return out;
 }
 
-std::string csv_quote(const std::string& s) {
-    if (s.find_first_of(",\"\n") == std::string::npos) return s;
-    std::string q = "\"";
-    for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-    return q + "\"";
-}
-
 std::string csv_value(const nlohmann::json& v) {
     if (v.is_null()) return "";
     if (v.is_string()) return v.get<std::string>();
@@ -47,6 +40,41 @@ std::string csv_value(const nlohmann::json& v) {
 }
 
 }  // namespace
+
+std::string csv_quote(const std::string& s) {
+    if (s.find_first_of(",\"\n") == std::string::npos) return s;
+    std::string q = "\"";
+    for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return q + "\"";
+}
+
+nlohmann::json metric_definitions() {
+    return {
+        {"arrival", "When the request was due (benchmarks: a request due while a step runs waits for it, as at a "
+                    "server; one held back by --max-concurrency arrives when it is submitted); elsewhere when it "
+                    "entered the engine."},
+        {"ttft", "Time to first token: first output token time - arrival time (includes queueing and prefill)."},
+        {"tpot", "Time per output token (vLLM): (E2EL - TTFT) / (output_tokens - 1), per request."},
+        {"itl", "Inter-token latency (vLLM): every gap between consecutive output tokens, pooled over requests."},
+        {"e2el", "End-to-end latency: finish time - arrival time."},
+        {"queue_time", "First scheduled time - arrival time."},
+        {"request_phases", "Request timeline lanes: queued = arrival to first scheduled; prefill = one span per step that "
+                           "computes prompt tokens (or recomputes them after a preemption), until the token it samples; "
+                           "decode = from that token to the finish; preempted = preemption (also the drain of a KV pool "
+                           "rebuild) to the next prefill chunk."},
+        {"request_throughput", "Completed requests / benchmark duration (req/s)."},
+        {"output_throughput", "Output tokens / duration (tok/s)."},
+        {"total_token_throughput", "(Input + output tokens) / duration (tok/s)."},
+        {"kv_cache_usage", "KV blocks held by running requests / all blocks (kvscope:kv_cache_usage_perc)."},
+        {"kv_waste", "Reserved KV slots that hold no token / reserved slots (internal fragmentation of the last "
+                     "block in paged mode, the unused max_model_len tail in naive mode)."},
+        {"batch_occupancy", "Requests scheduled in a step against max_num_seqs."},
+        {"token_budget", "Prefill + decode tokens scheduled in a step against max_num_batched_tokens."},
+        {"prefix_cache_hit_rate",
+         "Prompt tokens served from the prefix cache / prompt tokens queried (vLLM's PrefixCacheStats)."},
+        {"gui_max_stall_ms", "Longest lateness of a 5 ms GUI-thread timer: how long the event loop was blocked at worst."},
+    };
+}
 
 nlohmann::json machine_info(int threads, const std::string& gpu) {
     return {{"cpu_model", cpu_model()},

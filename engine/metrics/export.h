@@ -26,6 +26,10 @@ nlohmann::json machine_info(int threads, const std::string& gpu = "none");
 // vLLM's date format: 20250131-142501 (local time).
 std::string result_date();
 nlohmann::json engine_config_to_json(const EngineConfig& c);
+// What every exported figure means (written into every export and shown in the GUI's help).
+nlohmann::json metric_definitions();
+// A CSV field: quoted (with doubled quotes) when it holds a comma, a quote or a newline.
+std::string csv_quote(const std::string& s);
 
 // One run as written in a result file: label, mode, engine_config, the vLLM keys and "engine" figures.
 struct ResultRun {

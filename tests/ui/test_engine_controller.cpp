@@ -4,10 +4,12 @@
 // request comes back as a signal and the engine keeps serving.
 #include "chat_pane.h"
 #include "engine_controller.h"
+#include "tuning_panel.h"
 #include "llm_engine.h"
 #include "model/model.h"
 #include "test_support.h"
 
+#include <QLabel>
 #include <QSignalSpy>
 #include <QtTest>
 
@@ -198,6 +200,38 @@ private slots:
         QVERIFY(waitIdle(controller));
         QCOMPARE(controller.session()->request(id)->numOutputTokens > 0, true);
         QCOMPARE(controller.session()->request(badId)->finishReason, FinishReason::ERROR);
+    }
+
+    // A change the engine must refuse (naive mode needs max_model_len's blocks per request and the pool
+    // has fewer): the tuning panel shows why, and its knobs go back to the configuration that runs.
+    void refusedChangeIsShownAndTheKnobsGoBack() {
+        EngineController controller;
+        QVERIFY(loadInto(controller));
+        TuningPanel panel;
+        connect(&controller, &EngineController::configChanged, &panel, &TuningPanel::setConfig);
+        connect(&controller, &EngineController::reconfigureRefused, &panel, &TuningPanel::showRefusal);
+        panel.setConfig(controller.config());
+        QSignalSpy refused(&controller, &EngineController::reconfigureRefused);
+        EngineConfig next = controller.config();
+        next.mode = "naive";
+        next.kv_cache_memory = 0;
+        next.num_blocks = 8;  // 512 / 16 = 32 blocks needed per naive request
+        SubmitCommand c;
+        c.useChatTemplate = false;
+        c.promptText = "Once upon a time";
+        c.sampling.max_tokens = 200;
+        c.sampling.temperature = 0;
+        c.sampling.ignore_eos = true;
+        const QString id = controller.submitRequest(c, "test");
+        controller.reconfigure(next);
+        QVERIFY(refused.wait(10000));
+        QVERIFY(refused.at(0).at(0).toString().contains("nothing was changed"));
+        QTRY_COMPARE(panel.config().mode, std::string("paged"));
+        bool shown = false;
+        for (QLabel* l : panel.findChildren<QLabel*>()) shown |= l->text().startsWith("Not applied");
+        QVERIFY(shown);
+        QVERIFY(waitIdle(controller));
+        QCOMPARE(controller.session()->request(id)->numOutputTokens, 200);
     }
 
 private:

@@ -5,6 +5,7 @@
 #include "latency_histogram.h"
 #include "latency_histogram_chart.h"
 #include "latency_summary.h"
+#include "metrics/summary.h"
 #include "session_data.h"
 
 #include <QtTest>
@@ -131,8 +132,8 @@ private slots:
         QCOMPARE(chart.histogram(0).binWidth, 20.0);
         QCOMPARE(chart.bars(0)->width(), 20.0);
         QCOMPARE(chart.bars(0)->data()->constBegin()->key, 30.0);  // bars centred on their bins
-        QCOMPARE(chart.p50Line(0)->point1->coords().x(), percentile(ttftMs, 50));
-        QCOMPARE(chart.p99Line(0)->point1->coords().x(), percentile(ttftMs, 99));
+        QCOMPARE(chart.p50Line(0)->point1->coords().x(), kvscope::percentile(ttftMs, 50));
+        QCOMPARE(chart.p99Line(0)->point1->coords().x(), kvscope::percentile(ttftMs, 99));
         QVERIFY(chart.p99Line(0)->visible());
         // TPOT: 9 requests with 4..12 ms (the one-token request has none).
         const std::vector<double> tpots = barCounts(chart.bars(1));
