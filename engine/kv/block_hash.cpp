@@ -75,7 +75,14 @@ void update_block_hashes(Request& request, int block_size) {
     if (!hashes.empty() && (hashes.size() > num_full_blocks ||
                             hashes[0] != hash_of_block(request, 0, block_size, std::nullopt)))
         hashes.clear();
-    hashes.reserve(num_full_blocks);
+    extend_block_hashes(request, block_size);
+}
+
+void extend_block_hashes(Request& request, int block_size) {
+    auto& hashes = request.block_hashes;
+    const size_t num_full_blocks = size_t(request.num_tokens() / block_size);
+    // No reserve(num_full_blocks): called as each block fills, an exact reserve would reallocate and copy
+    // every hash every time; push_back grows geometrically.
     for (size_t i = hashes.size(); i < num_full_blocks; ++i) {
         std::optional<BlockHash> parent;
         if (i > 0) parent = hashes[i - 1];

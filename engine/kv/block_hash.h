@@ -26,5 +26,9 @@ BlockHash hash_block_tokens(std::optional<BlockHash> parent, std::span<const int
 // not record the block size, so the first block's hash is re-derived and compared (cost: hashing
 // block_size tokens per call).
 void update_block_hashes(Request& request, int block_size);
+// update_block_hashes without the staleness check: hashes only the full blocks not hashed yet. For a
+// caller that knows the existing hashes are for this block size and salt (the KV cache manager, once it
+// has checked them for a request that holds blocks: the block size cannot change while blocks are held).
+void extend_block_hashes(Request& request, int block_size);
 
 }  // namespace kvscope

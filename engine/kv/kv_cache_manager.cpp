@@ -53,17 +53,27 @@ int KvCacheManager::num_blocks_needed(const Request& request, int num_new_tokens
                                       const ComputedBlocks& new_computed, int num_lookahead_tokens) const {
     auto it = requests_.find(request.request_id);
     const int num_held = it == requests_.end() ? 0 : int(it->second.blocks.size());
+    return num_blocks_beyond(num_held, request, num_new_tokens, new_computed, num_lookahead_tokens);
+}
+
+int KvCacheManager::num_blocks_beyond(int num_held, const Request& request, int num_new_tokens,
+                                      const ComputedBlocks& new_computed, int num_lookahead_tokens) const {
     const int num_tokens =
         request.num_computed_tokens + new_computed.num_computed_tokens + num_new_tokens + num_lookahead_tokens;
     return std::max(0, cdiv(num_tokens, block_size_) - num_held - int(new_computed.block_ids.size()));
 }
 
+// Hit blocks with ref_cnt 0 sit in the free queue: touching them takes them out of it.
+int KvCacheManager::num_evictable_hits(const ComputedBlocks& new_computed) const {
+    int n = 0;
+    for (int32_t id : new_computed.block_ids) n += block_pool().block(id).ref_cnt == 0;
+    return n;
+}
+
 int KvCacheManager::num_blocks_to_allocate(const Request& request, int num_new_tokens,
                                            const ComputedBlocks& new_computed, int num_lookahead_tokens) const {
-    // Hit blocks with ref_cnt 0 sit in the free queue: touching them takes them out of it.
-    int num_evictable_hits = 0;
-    for (int32_t id : new_computed.block_ids) num_evictable_hits += block_pool().block(id).ref_cnt == 0;
-    return num_blocks_needed(request, num_new_tokens, new_computed, num_lookahead_tokens) + num_evictable_hits;
+    return num_blocks_needed(request, num_new_tokens, new_computed, num_lookahead_tokens) +
+           num_evictable_hits(new_computed);
 }
 
 bool KvCacheManager::can_fit(const Request& request, int num_new_tokens,
@@ -72,19 +82,27 @@ bool KvCacheManager::can_fit(const Request& request, int num_new_tokens,
            pool_->num_free_blocks();
 }
 
+// The scheduler calls this once per running request per step, so it looks the request up once and
+// only appends to its table (a decode usually adds nothing: one new block every block_size steps).
 bool KvCacheManager::allocate_slots(Request& request, int num_new_tokens, const ComputedBlocks& new_computed,
                                     int num_lookahead_tokens) {
     if (num_new_tokens < 0) throw std::invalid_argument("allocate_slots: num_new_tokens < 0");
     std::vector<KvCacheBlock*> hits = resolve_hits(request, new_computed);
-    if (!can_fit(request, num_new_tokens, new_computed, num_lookahead_tokens)) return false;
-    const int num_new_blocks = num_blocks_needed(request, num_new_tokens, new_computed, num_lookahead_tokens);
-    RequestBlocks& rb = requests_[request.request_id];
+    auto it = requests_.find(request.request_id);
+    const int num_held = it == requests_.end() ? 0 : int(it->second.blocks.size());
+    const int num_new_blocks = num_blocks_beyond(num_held, request, num_new_tokens, new_computed, num_lookahead_tokens);
+    if (num_new_blocks + num_evictable_hits(new_computed) > pool_->num_free_blocks()) return false;  // can_fit
+    if (it == requests_.end()) it = requests_.try_emplace(request.request_id).first;
+    RequestBlocks& rb = it->second;
     // Touch before taking new blocks, or get_new_blocks could evict a hit.
     pool_->touch(hits);
-    for (KvCacheBlock* b : hits) rb.blocks.push_back(b);
-    for (KvCacheBlock* b : pool_->get_new_blocks(num_new_blocks)) rb.blocks.push_back(b);
-    rb.block_ids.clear();
-    for (KvCacheBlock* b : rb.blocks) rb.block_ids.push_back(b->block_id);
+    auto append = [&rb](KvCacheBlock* b) {
+        rb.blocks.push_back(b);
+        rb.block_ids.push_back(b->block_id);
+    };
+    for (KvCacheBlock* b : hits) append(b);
+    if (num_new_blocks > 0)
+        for (KvCacheBlock* b : pool_->get_new_blocks(num_new_blocks)) append(b);
     if (!hits.empty()) rb.num_cached_blocks = int(hits.size());
     const int num_computed = request.num_computed_tokens + new_computed.num_computed_tokens;
     record_fill(rb, num_computed + num_new_tokens);
@@ -123,7 +141,14 @@ void KvCacheManager::record_fill(RequestBlocks& rb, int num_filled_tokens) {
 void KvCacheManager::cache_blocks(Request& request, RequestBlocks& rb, int num_tokens_to_cache) {
     const int num_full_blocks = num_tokens_to_cache / block_size_;
     if (num_full_blocks <= rb.num_cached_blocks) return;
-    update_block_hashes(request, block_size_);
+    // The full check (re-hashing the first block) once per holding of blocks; the block size cannot
+    // change until the request is freed, so after that only new blocks are hashed.
+    if (rb.hashes_checked) {
+        extend_block_hashes(request, block_size_);
+    } else {
+        update_block_hashes(request, block_size_);
+        rb.hashes_checked = true;
+    }
     pool_->cache_full_blocks(request, rb.blocks, rb.num_cached_blocks, num_full_blocks, block_size_);
     rb.num_cached_blocks = num_full_blocks;
 }

@@ -90,8 +90,13 @@ private:
         std::vector<int32_t> block_ids;
         int num_filled_tokens = 0;   // num_computed_tokens + new tokens at the last allocate_slots
         int num_cached_blocks = 0;   // leading blocks already handed to cache_full_blocks
+        bool hashes_checked = false; // request.block_hashes were checked for this block size and salt
     };
 
+    // num_blocks_needed for a request that holds num_held blocks.
+    int num_blocks_beyond(int num_held, const Request& request, int num_new_tokens, const ComputedBlocks& new_computed,
+                          int num_lookahead_tokens) const;
+    int num_evictable_hits(const ComputedBlocks& new_computed) const;
     std::vector<KvCacheBlock*> resolve_hits(const Request& request, const ComputedBlocks& hits);
     void record_fill(RequestBlocks& rb, int num_filled_tokens);
     void cache_blocks(Request& request, RequestBlocks& rb, int num_tokens_to_cache);

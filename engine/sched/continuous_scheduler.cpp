@@ -6,6 +6,8 @@ namespace kvscope {
 
 SchedulerOutput ContinuousScheduler::schedule() {
     SchedulerOutput out;
+    // At most everyone running and waiting, within the seats: no regrowth at hundreds of requests.
+    out.scheduled.reserve(std::min(running_.size() + waiting_.size(), static_cast<size_t>(config_.max_num_seqs)));
     int budget = config_.max_num_batched_tokens;
     enforce_seat_limit(out);
     take_seats_by_priority(out);
