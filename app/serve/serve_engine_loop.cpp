@@ -1,5 +1,7 @@
 #include "serve_engine_loop.h"
 
+#include "util/errors.h"
+
 #include <cstdio>
 #include <future>
 
@@ -95,6 +97,51 @@ void EngineLoop::abort(std::vector<std::string> request_ids) {
     }
 }
 
+void EngineLoop::call(std::function<void()> command) {
+    auto promise = std::make_shared<std::promise<void>>();
+    std::future<void> done = promise->get_future();
+    post([command = std::move(command), promise] {
+        try {
+            command();
+            promise->set_value();
+        } catch (...) {
+            promise->set_exception(std::current_exception());
+        }
+    });
+    try {
+        done.get();
+    } catch (const std::future_error&) {  // the loop stopped before it ran the command
+        throw ServerStopping("the server is shutting down");
+    }
+}
+
+std::string EngineLoop::reconfigure(std::function<EngineConfig(const LlmEngine&)> choose) {
+    std::string refusal;
+    call([&] {
+        try {
+            engine_.reconfigure(choose(engine_));
+        } catch (const BadInput& e) {
+            refusal = e.what();
+            if (refusal.empty()) refusal = "refused";
+        }
+        publish_gauges();
+    });
+    return refusal;
+}
+
+std::string EngineLoop::reconfigure(const EngineConfig& config) {
+    return reconfigure([config](const LlmEngine&) { return config; });
+}
+
+void EngineLoop::inspect(std::function<void(const LlmEngine&)> read) {
+    call([&] { read(engine_); });
+}
+
+StepFailures EngineLoop::step_failures() const {
+    std::lock_guard lock(failures_mu_);
+    return failures_;
+}
+
 void EngineLoop::run() {
     while (true) {
         std::vector<std::function<void()>> commands;
@@ -118,6 +165,12 @@ void EngineLoop::run() {
                 deliver(engine_.step());
             } catch (const std::exception& e) {
                 std::fprintf(stderr, "kvscope serve: engine step failed: %s\n", e.what());
+                {
+                    std::lock_guard lock(failures_mu_);
+                    ++failures_.count;
+                    if (dynamic_cast<const std::logic_error*>(&e)) ++failures_.logic_errors;
+                    failures_.last_message = e.what();
+                }
                 finish_all(FinishReason::ERROR);
             }
         }

@@ -2,6 +2,7 @@
 // and abort requests through a command queue; the loop runs the commands, steps while any request is
 // unfinished, hands every RequestOutput to the OutputStream of the connection that submitted it, and
 // sleeps on a condition variable when there is nothing to do. Everything else here is thread-safe.
+// Tests (kvscope-soak) also reconfigure the engine and read its state through the loop, between steps.
 #pragma once
 
 #include "llm_engine.h"
@@ -40,6 +41,14 @@ private:
     std::vector<RequestOutput> queue_;
 };
 
+// The engine steps that threw (the loop finished every request with reason error). With
+// EngineConfig::check_invariants, a broken scheduler or pool invariant throws std::logic_error.
+struct StepFailures {
+    int64_t count = 0;
+    int64_t logic_errors = 0;  // std::logic_error: a broken invariant, a bug
+    std::string last_message;
+};
+
 class EngineLoop {
 public:
     // The engine must outlive the loop; metrics (the engine's sink) too.
@@ -58,6 +67,17 @@ public:
     // Aborts every request (each stream gets a final output with reason abort) and joins the thread.
     void stop();
 
+    // After start(). Applies the configuration that `choose` returns, on the engine thread between two
+    // steps (LlmEngine::reconfigure, a transaction); `choose` sees the engine as it is at that moment.
+    // Returns "" when the change was applied, else the refusal (BadInput's message: nothing changed).
+    // Throws ServerStopping after stop().
+    std::string reconfigure(std::function<EngineConfig(const LlmEngine&)> choose);
+    std::string reconfigure(const EngineConfig& config);
+    // After start(). Runs `read` on the engine thread between two steps and waits for it: the way to
+    // read engine state while the loop runs. Throws ServerStopping after stop().
+    void inspect(std::function<void(const LlmEngine&)> read);
+    StepFailures step_failures() const;
+
 private:
     struct Route {
         std::shared_ptr<OutputStream> stream;
@@ -67,6 +87,8 @@ private:
 
     void run();
     void post(std::function<void()> command);
+    // Posts `command` and waits until the engine thread has run it.
+    void call(std::function<void()> command);
     void deliver(std::vector<RequestOutput> outputs);
     void finish_all(FinishReason reason);
     void publish_gauges();
@@ -81,6 +103,9 @@ private:
     bool stopping_ = false;                        // guarded by mu_
 
     std::map<std::string, Route> routes_;  // engine thread only: unfinished request id -> its connection
+
+    mutable std::mutex failures_mu_;
+    StepFailures failures_;  // guarded by failures_mu_
 };
 
 }  // namespace kvscope::cli
