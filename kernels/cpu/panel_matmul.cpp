@@ -84,7 +84,9 @@ void tile(const float* x, int64_t K, const Panels& w, int64_t p0, float* out, in
             } else if (valid > 0) {  // the last panel's rows past w.rows are padding
                 float tmp[kPanelRows];
                 store16(tmp, acc[t][p]);
-                std::memcpy(out + t * ldo + c, tmp, valid * sizeof(float));
+                // A loop: with memcpy, GCC 12 compiling for AVX2 or the baseline warns of a negative length
+                // (-Wstringop-overflow) on a path that valid > 0 rules out.
+                for (int64_t j = 0; j < valid; ++j) out[t * ldo + c + j] = tmp[j];
             }
         }
 }
