@@ -69,6 +69,9 @@ class Backend {
 public:
     virtual ~Backend() = default;
     virtual std::string name() const = 0;
+    // Which build of the backend's kernels runs, for display: the CPU backend's kernel set ("avx512", "avx2",
+    // "baseline", "native"; cpu/cpu_kernel_sets.h); "" where a backend has one build.
+    virtual std::string kernel_set() const { return ""; }
     virtual bool supports(DType weight_type) const = 0;
     // Element types the KV cache may hold (KvCacheLayout::kv_dtype): F32 everywhere; CPU also F16/BF16.
     virtual bool supports_kv_dtype(DType t) const { return t == DType::F32; }

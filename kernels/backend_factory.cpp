@@ -1,6 +1,6 @@
 #include "backend_factory.h"
 
-#include "cpu/cpu_backend.h"
+#include "cpu/cpu_kernel_sets.h"
 #include "cpu/thread_pool.h"
 #include "cuda_loader.h"
 
@@ -13,7 +13,7 @@ namespace kvscope {
 namespace {
 
 std::unique_ptr<Backend> make_cpu(int num_threads) {
-    return std::make_unique<cpu::CpuBackend>(num_threads > 0 ? num_threads : cpu::default_num_threads());
+    return cpu::make_cpu_backend(num_threads > 0 ? num_threads : cpu::default_num_threads());
 }
 
 std::string threads(int n) { return std::to_string(n) + (n == 1 ? " thread" : " threads"); }

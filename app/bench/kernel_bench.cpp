@@ -5,8 +5,9 @@
 //   kvscope-kernel-bench [--threads N] [--min-time SECONDS]
 #include "command_line/command_line.h"
 #include "command_line/option_checks.h"
-#include "cpu/cpu_backend.h"
+#include "cpu/cpu_kernel_sets.h"
 #include "cpu/quant.h"
+#include "cpu/thread_pool.h"
 
 #include <algorithm>
 #include <chrono>
@@ -16,8 +17,10 @@
 #include <cstring>
 #include <functional>
 #include <iterator>
+#include <memory>
 #include <numeric>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -61,10 +64,17 @@ int main(int argc, char** argv) {
         ->type_name("SECONDS")->check(command_line::real_in(0));
     if (auto exit_code = command_line::parse_command_line(*app, argc, argv)) return *exit_code;
 
-    CpuBackend backend(threads);
+    std::unique_ptr<Backend> cpu_backend;
+    try {
+        cpu_backend = make_cpu_backend(threads);
+    } catch (const std::invalid_argument& e) {  // KVSCOPE_CPU_VARIANT names a set this CPU cannot run
+        std::fprintf(stderr, "kvscope-kernel-bench: error: %s\n", e.what());
+        return 2;
+    }
+    Backend& backend = *cpu_backend;
     std::mt19937 rng(1234);
-    std::printf("kvscope kernel bench: cpu backend, %d threads, median of repeats (>= %.2f s each)\n\n", threads,
-                min_time);
+    std::printf("kvscope kernel bench: cpu backend (kernels %s), %d threads, median of repeats (>= %.2f s each)\n\n",
+                describe_cpu_kernel_set(backend.kernel_set()).c_str(), threads, min_time);
 
     // ---- matmul at SmolLM2-135M's shapes: hidden 576, 9 q heads / 3 kv heads of 64, MLP 1536, vocab 49152.
     struct Shape {

@@ -6,7 +6,8 @@
 // the weights; llama-bench's default is f16, so pass -ctk f16 for a like-for-like run.
 #include "command_line/command_line.h"
 #include "command_line/option_checks.h"
-#include "cpu/cpu_backend.h"
+#include "cpu/cpu_kernel_sets.h"
+#include "cpu/thread_pool.h"
 #include "kv/kv_cache_dtype.h"
 #include "model/model.h"
 #include "runner/model_runner.h"
@@ -17,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -61,7 +63,8 @@ int main(int argc, char** argv) {
     if (auto exit_code = command_line::parse_command_line(*app, argc, argv)) return *exit_code;
     try {
         auto model = load_model(spec);
-        cpu::CpuBackend backend(threads);
+        const std::unique_ptr<Backend> cpu_backend = cpu::make_cpu_backend(threads);
+        Backend& backend = *cpu_backend;
         const int block_size = 16, max_len = pp + tg + 16;
         const int num_blocks = (max_len + block_size - 1) / block_size;
         const DType kv_dtype = resolve_kv_cache_dtype(kv_cache_dtype, model->config.weight_dtype, backend);
@@ -79,7 +82,8 @@ int main(int argc, char** argv) {
             runner.execute(in);
         };
         run(0, std::min(pp, 16));  // warm-up: page in the weights, grow scratch
-        std::printf("model %s, %d threads, backend %s, KV cache %s\n", spec.c_str(), threads, backend.name().c_str(),
+        std::printf("model %s, %d threads, backend %s (kernels %s), KV cache %s\n", spec.c_str(), threads,
+                    backend.name().c_str(), cpu::describe_cpu_kernel_set(backend.kernel_set()).c_str(),
                     kv_cache_dtype_name(kv_dtype).c_str());
         std::vector<double> pp_rates, tg_rates;
         for (int r = 0; r < reps; ++r) {
@@ -93,6 +97,9 @@ int main(int argc, char** argv) {
         report(("pp" + std::to_string(pp)).c_str(), pp_rates);
         report(("tg" + std::to_string(tg)).c_str(), tg_rates);
     } catch (const BadInput& e) {
+        std::fprintf(stderr, "kvscope-model-bench: error: %s\n", e.what());
+        return 2;
+    } catch (const std::invalid_argument& e) {  // KVSCOPE_CPU_VARIANT names a set this CPU cannot run
         std::fprintf(stderr, "kvscope-model-bench: error: %s\n", e.what());
         return 2;
     }

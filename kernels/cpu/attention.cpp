@@ -10,7 +10,7 @@
 #include <type_traits>
 #include <vector>
 
-namespace kvscope::cpu {
+namespace KVSCOPE_CPU_NAMESPACE {
 
 namespace {
 
@@ -335,4 +335,4 @@ void paged_attention(ThreadPool& pool, std::vector<std::vector<float>>& scratch,
     }
 }
 
-}  // namespace kvscope::cpu
+}  // namespace KVSCOPE_CPU_NAMESPACE

@@ -4,11 +4,14 @@
 #pragma once
 
 #include "backend.h"
+#include "cpu/kernel_set.h"
 #include "cpu/thread_pool.h"
 
 #include <vector>
 
-namespace kvscope::cpu {
+KVSCOPE_CPU_KERNEL_SET_ONLY("cpu/attention.h");
+
+namespace KVSCOPE_CPU_NAMESPACE {
 
 // The cache holds layout.kv_dtype (F32, F16 or BF16); F32 K/V are rounded to it on the way in, and
 // widened back to F32 as attention reads them.
@@ -21,4 +24,4 @@ void paged_attention(ThreadPool& pool, std::vector<std::vector<float>>& scratch,
                      const AttentionMetadata& meta, const KvCacheLayout& layout, const void* kv_cache, int layer,
                      int num_heads, float scale, float* out);
 
-}  // namespace kvscope::cpu
+}  // namespace KVSCOPE_CPU_NAMESPACE

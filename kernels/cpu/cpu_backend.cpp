@@ -1,6 +1,7 @@
 #include "cpu/cpu_backend.h"
 
 #include "cpu/attention.h"
+#include "cpu/cpu_features.h"
 #include "cpu/panel_matmul.h"
 #include "cpu/quant.h"
 #include "cpu/simd.h"
@@ -15,7 +16,7 @@
 #include <sys/mman.h>
 #endif
 
-namespace kvscope::cpu {
+namespace KVSCOPE_CPU_NAMESPACE {
 
 namespace {
 // Elementwise work below this many values runs on the calling thread: waking workers costs more.
@@ -36,7 +37,16 @@ void parallel_chunks(ThreadPool& pool, int64_t n, Fn&& fn) {
 }
 }  // namespace
 
+#define KVSCOPE_STRINGIFY(x) #x
+#define KVSCOPE_NAME_OF(x) KVSCOPE_STRINGIFY(x)
+
+std::unique_ptr<Backend> make_cpu_backend(int num_threads) { return std::make_unique<CpuBackend>(num_threads); }
+
+uint32_t compiled_cpu_features() { return cpu_features_of_this_translation_unit(); }
+
 CpuBackend::CpuBackend(int num_threads) : pool_(num_threads) {}
+
+std::string CpuBackend::kernel_set() const { return KVSCOPE_NAME_OF(KVSCOPE_CPU_KERNEL_SET); }
 
 CpuBackend::~CpuBackend() {
     for (void* p : packed_weights_) deallocate(p);
@@ -172,4 +182,4 @@ void CpuBackend::gather_rows(const float* x, const int32_t* rows, int n, int dim
         std::memcpy(out + static_cast<size_t>(i) * dim, x + static_cast<size_t>(rows[i]) * dim, dim * sizeof(float));
 }
 
-}  // namespace kvscope::cpu
+}  // namespace KVSCOPE_CPU_NAMESPACE

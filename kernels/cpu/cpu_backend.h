@@ -1,16 +1,21 @@
 // The CPU backend: multithreaded F32 kernels over weights in F32, F16, BF16, Q8_0 and Q4_K.
 // Owns its thread pool and per-thread scratch; scratch grows on the first steps only, so a forward
-// pass in steady state allocates nothing. Engine thread only.
+// pass in steady state allocates nothing. Engine thread only. Compiled once per CPU kernel set
+// (cpu/kernel_set.h); other code makes one through cpu/cpu_kernel_sets.h.
 #pragma once
 
 #include "backend.h"
+#include "cpu/kernel_set.h"
 #include "cpu/matmul.h"
 #include "cpu/thread_pool.h"
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
-namespace kvscope::cpu {
+KVSCOPE_CPU_KERNEL_SET_ONLY("cpu/cpu_backend.h");
+
+namespace KVSCOPE_CPU_NAMESPACE {
 
 class CpuBackend final : public Backend {
 public:
@@ -18,6 +23,7 @@ public:
     ~CpuBackend() override;
 
     std::string name() const override { return "cpu"; }
+    std::string kernel_set() const override;
     bool supports(DType) const override { return true; }
     bool supports_kv_dtype(DType t) const override { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
     int num_threads() const override { return pool_.size(); }
@@ -43,8 +49,6 @@ public:
     void argmax(const float* logits, int n, int vocab, int32_t* out) override;
     void gather_rows(const float* x, const int32_t* rows, int n, int dim, float* out) override;
 
-    ThreadPool& pool() { return pool_; }
-
 private:
     ThreadPool pool_;
     MatmulScratch matmul_scratch_;
@@ -52,4 +56,10 @@ private:
     std::vector<void*> packed_weights_;
 };
 
-}  // namespace kvscope::cpu
+// This kernel set's entry points, the only symbols its object file exports (kernels/CMakeLists.txt);
+// cpu_kernel_sets.cpp lists every set's.
+std::unique_ptr<Backend> make_cpu_backend(int num_threads);
+// The CpuFeature bits (cpu/cpu_features.h) this set is compiled for: what a CPU must have to run it.
+uint32_t compiled_cpu_features();
+
+}  // namespace KVSCOPE_CPU_NAMESPACE

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace kvscope::cpu {
+namespace KVSCOPE_CPU_NAMESPACE {
 
 namespace {
 
@@ -193,4 +193,4 @@ void matmul(ThreadPool& pool, MatmulScratch& scratch, const float* x, int n, con
             for (int64_t r = 0; r < N; ++r) out[t * N + r] += bias[r];
 }
 
-}  // namespace kvscope::cpu
+}  // namespace KVSCOPE_CPU_NAMESPACE

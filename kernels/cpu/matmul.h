@@ -14,12 +14,15 @@
 #pragma once
 
 #include "backend.h"
+#include "cpu/kernel_set.h"
 #include "cpu/quant.h"
 #include "cpu/thread_pool.h"
 
 #include <vector>
 
-namespace kvscope::cpu {
+KVSCOPE_CPU_KERNEL_SET_ONLY("cpu/matmul.h");
+
+namespace KVSCOPE_CPU_NAMESPACE {
 
 struct MatmulScratch {
     std::vector<std::vector<float>> per_thread;  // dequantized weight tiles
@@ -29,4 +32,4 @@ struct MatmulScratch {
 void matmul(ThreadPool& pool, MatmulScratch& scratch, const float* x, int n, const WeightView& w,
             const float* bias, float* out);
 
-}  // namespace kvscope::cpu
+}  // namespace KVSCOPE_CPU_NAMESPACE

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace kvscope::cpu {
+namespace KVSCOPE_CPU_NAMESPACE {
 
 namespace {
 
@@ -138,4 +138,4 @@ void matmul_q8_0(ThreadPool& pool, std::vector<BlockQ8Act>& xq, const float* x, 
     });
 }
 
-}  // namespace kvscope::cpu
+}  // namespace KVSCOPE_CPU_NAMESPACE

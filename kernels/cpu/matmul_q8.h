@@ -6,15 +6,18 @@
 #pragma once
 
 #include "backend.h"
+#include "cpu/kernel_set.h"
 #include "cpu/quant.h"
 #include "cpu/thread_pool.h"
 
 #include <vector>
 
-namespace kvscope::cpu {
+KVSCOPE_CPU_KERNEL_SET_ONLY("cpu/matmul_q8.h");
+
+namespace KVSCOPE_CPU_NAMESPACE {
 
 //                                                x [n, w.cols]; out [n, w.rows]; xq: scratch
 void matmul_q8_0(ThreadPool& pool, std::vector<BlockQ8Act>& xq, const float* x, int n, const WeightView& w,
                  float* out);
 
-}  // namespace kvscope::cpu
+}  // namespace KVSCOPE_CPU_NAMESPACE

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <type_traits>
 
-namespace kvscope::cpu {
+namespace KVSCOPE_CPU_NAMESPACE {
 
 namespace {
 
@@ -191,4 +191,4 @@ void matmul_panels(ThreadPool& pool, const float* x, int n, const WeightView& w,
     }
 }
 
-}  // namespace kvscope::cpu
+}  // namespace KVSCOPE_CPU_NAMESPACE

@@ -13,12 +13,15 @@
 #pragma once
 
 #include "backend.h"
+#include "cpu/kernel_set.h"
 #include "cpu/thread_pool.h"
 
 #include <cstddef>
 #include <cstdint>
 
-namespace kvscope::cpu {
+KVSCOPE_CPU_KERNEL_SET_ONLY("cpu/panel_matmul.h");
+
+namespace KVSCOPE_CPU_NAMESPACE {
 
 constexpr int kPanelRows = 16;
 
@@ -33,4 +36,4 @@ WeightView pack_panels(ThreadPool& pool, const WeightView& w, void* dst);
 // out[n, N] = x[n, K] @ w^T for w packed by pack_panels.
 void matmul_panels(ThreadPool& pool, const float* x, int n, const WeightView& w, float* out);
 
-}  // namespace kvscope::cpu
+}  // namespace KVSCOPE_CPU_NAMESPACE

@@ -8,7 +8,7 @@
 #include <immintrin.h>
 #endif
 
-namespace kvscope::cpu {
+namespace KVSCOPE_CPU_NAMESPACE {
 
 namespace {
 
@@ -168,4 +168,4 @@ void quantize_activations_q8(const float* src, BlockQ8Act* dst, int64_t n) {
     }
 }
 
-}  // namespace kvscope::cpu
+}  // namespace KVSCOPE_CPU_NAMESPACE

@@ -2,11 +2,12 @@
 // packing and the embedding) and quantize (F16, BF16, Q8_0, Q4_K; used to make test and dummy models).
 #pragma once
 
+#include "cpu/kernel_set.h"
 #include "dtype.h"
 
 #include <cstdint>
 
-namespace kvscope::cpu {
+namespace KVSCOPE_CPU_NAMESPACE {
 
 // dst[0..n) = row as F32. src points at the row start; n is a multiple of the type's block size.
 void dequantize_row(DType type, const void* src, float* dst, int64_t n);
@@ -23,4 +24,4 @@ struct BlockQ8Act {
 // dst[0 .. n / 32) from src[0 .. n); n a multiple of 32.
 void quantize_activations_q8(const float* src, BlockQ8Act* dst, int64_t n);
 
-}  // namespace kvscope::cpu
+}  // namespace KVSCOPE_CPU_NAMESPACE

@@ -2,6 +2,7 @@
 // AVX2, and plain code elsewhere, from the same source. Loaders turn 16 stored weights into F32 lanes.
 #pragma once
 
+#include "cpu/kernel_set.h"
 #include "dtype.h"
 
 #include <cstdint>
@@ -10,7 +11,9 @@
 #include <immintrin.h>
 #endif
 
-namespace kvscope::cpu {
+KVSCOPE_CPU_KERNEL_SET_ONLY("cpu/simd.h");
+
+namespace KVSCOPE_CPU_NAMESPACE {
 
 typedef float v16f __attribute__((vector_size(64)));
 typedef uint16_t v16u16 __attribute__((vector_size(32)));
@@ -128,4 +131,4 @@ inline float f16_scale(uint16_t h) {
 #endif
 }
 
-}  // namespace kvscope::cpu
+}  // namespace KVSCOPE_CPU_NAMESPACE

@@ -106,8 +106,8 @@ private slots:
         QCOMPARE(runner.capture_sizes(), (std::vector<int>{1, 2, 4, 8, 16, 32, 64, 128, 256}));
         runner.set_cuda_graphs(false, 256);
         QVERIFY(runner.capture_sizes().empty());
-        cpu::CpuBackend cpu(1);
-        ModelRunner plain(*model, cpu, 64, 16, 2048, 6);
+        const std::unique_ptr<Backend> cpu_backend = cpu::make_cpu_backend(1);
+        ModelRunner plain(*model, *cpu_backend, 64, 16, 2048, 6);
         plain.set_cuda_graphs(true, 256);
         QVERIFY(plain.capture_sizes().empty());  // a backend without graphs never captures
     }

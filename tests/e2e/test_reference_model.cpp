@@ -117,7 +117,8 @@ private slots:
         auto gguf = test::load_stories("gguf");
         const std::string dir = test::models_dir() + "/reference_logits";
         const json index = test::read_json(dir + "/index.json");
-        cpu::CpuBackend backend(2);
+        const std::unique_ptr<Backend> cpu_backend = cpu::make_cpu_backend(2);
+        Backend& backend = *cpu_backend;
         float worst = 0;
         for (const auto& entry : index) {
             std::vector<int32_t> tokens = entry["prompt_ids"].get<std::vector<int32_t>>();

@@ -3,17 +3,20 @@
 // NaN before each run (an output the kernel forgets to write fails), errors measured as normalized MSE
 // and max abs error. Each case runs the backend at 1, 2 and 3 threads; results must not depend on the
 // thread count (every output element is computed by one thread in one order), so runs replay exactly.
+// Every case runs on each CPU kernel set of the build that this CPU runs (cpu/cpu_kernel_sets.h: avx512,
+// avx2 and baseline in a portable build), as global data: "matmul(avx2:F16 n=1 ...)" checks the avx2 set.
 #include "test_support.h"
 
-#include "cpu/cpu_backend.h"
-#include "cpu/panel_matmul.h"
+#include "cpu/cpu_kernel_sets.h"
 #include "cpu/quant.h"
 #include "cpu/reference.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -150,6 +153,8 @@ StoredWeights store(const std::vector<float>& w, DType dtype, int64_t rows, int6
 }
 
 constexpr DType kAllDTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_K};
+// The types the CPU backend repacks into panels for its matmul (cpu/panel_matmul.h).
+bool panel_packable(DType dt) { return dt == DType::F32 || dt == DType::F16 || dt == DType::BF16; }
 
 }  // namespace
 
@@ -157,17 +162,41 @@ class TestBackendOps : public QObject {
     Q_OBJECT
 
     uint64_t seed_ = 0;
-    std::unique_ptr<CpuBackend> backends_[std::size(kThreadCounts)];
+    // Per kernel set, a backend at each of kThreadCounts, made on first use.
+    std::map<std::string, std::array<std::unique_ptr<Backend>, std::size(kThreadCounts)>> backends_;
     std::vector<float> cache_;  // the paged KV cache of the attention cases
 
+    // The kernel set of the running case (the global data row).
+    std::string kernel_set() const {
+        QFETCH_GLOBAL(QString, kernel_set);
+        return kernel_set.toStdString();
+    }
+    // The running case's kernel set at kThreadCounts[i] threads.
+    Backend& backend(size_t i) {
+        const std::string set = kernel_set();
+        auto& made = backends_[set];
+        if (!made[0])
+            for (size_t t = 0; t < std::size(kThreadCounts); ++t) {
+                made[t] = make_cpu_backend(kThreadCounts[t], set);
+                if (made[t]->num_threads() != kThreadCounts[t] || made[t]->kernel_set() != set)
+                    qFatal("backend of kernel set %s at %d threads: got %s at %d", set.c_str(), kThreadCounts[t],
+                           made[t]->kernel_set().c_str(), made[t]->num_threads());
+            }
+        return *made[i];
+    }
+
 private slots:
-    void initTestCase() {
-        seed_ = test::test_seed(20250601);
-        for (size_t i = 0; i < std::size(kThreadCounts); ++i) {
-            backends_[i] = std::make_unique<CpuBackend>(kThreadCounts[i]);
-            QCOMPARE(backends_[i]->num_threads(), kThreadCounts[i]);
+    void initTestCase_data() {
+        QTest::addColumn<QString>("kernel_set");
+        for (const CpuKernelSet& set : cpu_kernel_sets()) {
+            const std::string name(set.name);
+            if (cpu_runs(set))
+                QTest::newRow(name.c_str()) << QString::fromStdString(name);
+            else
+                qInfo("CPU kernel set %s not checked: this CPU cannot run it", name.c_str());
         }
     }
+    void initTestCase() { seed_ = test::test_seed(20250601); }
 
     // ---- matmul: every dtype, decode-sized and prefill-sized row counts, odd shapes, with/without bias.
     void matmul_data() {
@@ -202,10 +231,10 @@ private slots:
         std::mt19937_64 rng(case_seed(seed_));
         StoredWeights w = store(random_floats(rng, static_cast<size_t>(N) * K), static_cast<DType>(dtype), N, K);
         const WeightView row_major = w.view;
-        std::vector<uint8_t> packed;
-        if (panels) {  // what CpuBackend::repack_matmul_weight gives the engine
-            packed.resize(panel_bytes(w.view));
-            w.view = pack_panels(backends_[1]->pool(), w.view, packed.data());
+        std::unique_ptr<Backend> packer;  // owns the panels until the case ends
+        if (panels) {  // what the engine runs on: the weight repacked by the backend at load
+            packer = make_cpu_backend(2, kernel_set());
+            w.view = packer->repack_matmul_weight(w.view);
             QCOMPARE(w.view.layout, WeightLayout::panels16);
         }
         const std::vector<float> x = random_floats(rng, static_cast<size_t>(n) * K);
@@ -222,7 +251,7 @@ private slots:
         std::vector<float> first;
         for (size_t i = 0; i < std::size(kThreadCounts); ++i) {
             std::vector<float> out(ref.size(), kNaN);
-            backends_[i]->matmul(x.data(), n, w.view, bias_ptr, out.data());
+            backend(i).matmul(x.data(), n, w.view, bias_ptr, out.data());
             const Diff d = diff(out.data(), ref.data(), static_cast<int64_t>(out.size()));
             QVERIFY2(d.within(1e-5 * ref_max, 1e-11), describe(d, out.data(), ref.data(), kThreadCounts[i]));
             if (i == 0)
@@ -234,7 +263,7 @@ private slots:
         // (the engine's outputs must not depend on what else is in the batch).
         std::vector<float> alone(N);
         for (int t = 0; t < n; ++t) {
-            backends_[1]->matmul(x.data() + static_cast<size_t>(t) * K, 1, w.view, bias_ptr, alone.data());
+            backend(1).matmul(x.data() + static_cast<size_t>(t) * K, 1, w.view, bias_ptr, alone.data());
             QVERIFY2(std::memcmp(alone.data(), first.data() + static_cast<size_t>(t) * N, N * sizeof(float)) == 0,
                      qPrintable(QString("row %1 of %2 differs from the row run alone").arg(t).arg(n)));
         }
@@ -256,7 +285,7 @@ private slots:
         const std::vector<float> x = random_floats(rng, static_cast<size_t>(n) * K);
         std::vector<float> ref(static_cast<size_t>(n) * N), out(ref.size(), kNaN);
         matmul_ref(x.data(), n, w, nullptr, ref.data());
-        backends_[1]->matmul(x.data(), n, w, nullptr, out.data());
+        backend(1).matmul(x.data(), n, w, nullptr, out.data());
         double ref_max = 0;
         for (float r : ref) ref_max = std::max(ref_max, static_cast<double>(std::fabs(r)));
         const Diff d = diff(out.data(), ref.data(), static_cast<int64_t>(out.size()));
@@ -379,8 +408,8 @@ private slots:
                 slot_mapping.push_back(static_cast<int64_t>(table[p / B]) * B + p % B);
             }
         }
-        backends_[std::size(kThreadCounts) - 1]->write_kv(k_new.data(), v_new.data(), slot_mapping.data(), num_tokens,
-                                                          layout, cache.data(), layer);
+        backend(std::size(kThreadCounts) - 1).write_kv(k_new.data(), v_new.data(), slot_mapping.data(), num_tokens,
+                                                       layout, cache.data(), layer);
 
         // write_kv: each new token's slot holds exactly its values (rounded to the cache's type), and nothing
         // else was written (the cache holds exactly as many non-NaN values as tokens were placed).
@@ -421,7 +450,7 @@ private slots:
         std::vector<float> first;
         for (size_t i = 0; i < std::size(kThreadCounts); ++i) {
             std::vector<float> out(ref.size(), kNaN);
-            backends_[i]->paged_attention(q.data(), meta, layout, cache.data(), layer, H, scale, out.data());
+            backend(i).paged_attention(q.data(), meta, layout, cache.data(), layer, H, scale, out.data());
             const Diff d = diff(out.data(), ref.data(), static_cast<int64_t>(out.size()));
             QVERIFY2(d.within(1e-5, 1e-10), describe(d, out.data(), ref.data(), kThreadCounts[i]));
             if (i == 0)
@@ -441,7 +470,7 @@ private slots:
         if (cache_.size() < layout.total_elems()) cache_.resize(layout.total_elems());
         const std::span<float> cache(cache_.data(), layout.total_elems());
         std::fill(cache.begin(), cache.end(), kNaN);
-        backends_[0]->write_kv(k.data(), v.data(), slot_ids, 3, layout, cache.data(), 0);
+        backend(0).write_kv(k.data(), v.data(), slot_ids, 3, layout, cache.data(), 0);
         const auto written = std::count_if(cache.begin(), cache.end(), [](float x) { return !std::isnan(x); });
         QCOMPARE(static_cast<int64_t>(written), int64_t(2 * 2 * 8 * 2));
         QCOMPARE(cache[layout.offset(0, 1, 3, 1, 1) + 7], v[(2 * 0 + 1) * 8 + 7]);  // token 0 -> slot 13
@@ -472,7 +501,7 @@ private slots:
         rms_norm_ref(x.data(), w.data(), n, dim, eps, ref.data());
         for (size_t i = 0; i < std::size(kThreadCounts); ++i) {
             std::vector<float> out(x.size(), kNaN);
-            backends_[i]->rms_norm(x.data(), w.data(), n, dim, eps, out.data());
+            backend(i).rms_norm(x.data(), w.data(), n, dim, eps, out.data());
             const Diff d = diff(out.data(), ref.data(), static_cast<int64_t>(out.size()));
             QVERIFY2(d.within(1e-5, 1e-11), describe(d, out.data(), ref.data(), kThreadCounts[i]));
         }
@@ -515,7 +544,7 @@ private slots:
         rope_ref(q_ref.data(), k_ref.data(), positions.data(), n, num_heads, num_kv_heads, p);
         for (size_t i = 0; i < std::size(kThreadCounts); ++i) {
             std::vector<float> q = q0, k = k0;
-            backends_[i]->rope(q.data(), k.data(), positions.data(), n, num_heads, num_kv_heads, p);
+            backend(i).rope(q.data(), k.data(), positions.data(), n, num_heads, num_kv_heads, p);
             const Diff dq = diff(q.data(), q_ref.data(), static_cast<int64_t>(q.size()));
             QVERIFY2(dq.within(1e-5, 1e-11), "q: " + describe(dq, q.data(), q_ref.data(), kThreadCounts[i]));
             const Diff dk = diff(k.data(), k_ref.data(), static_cast<int64_t>(k.size()));
@@ -545,10 +574,10 @@ private slots:
         add_ref(x_ref.data(), gate.data(), n);
         // Each value alone (n = 1 calls): what every thread count and chunking must reproduce bit for bit.
         std::vector<float> alone(n);
-        for (qlonglong j = 0; j < n; ++j) backends_[0]->silu_mul(&gate[j], &up[j], 1, &alone[j]);
+        for (qlonglong j = 0; j < n; ++j) backend(0).silu_mul(&gate[j], &up[j], 1, &alone[j]);
         for (size_t i = 0; i < std::size(kThreadCounts); ++i) {
             std::vector<float> out(n, kNaN);
-            backends_[i]->silu_mul(gate.data(), up.data(), n, out.data());
+            backend(i).silu_mul(gate.data(), up.data(), n, out.data());
             for (qlonglong j = 0; j < n; ++j)
                 QVERIFY2(std::memcmp(&out[j], &alone[j], sizeof(float)) == 0,
                          qPrintable(QString("silu_mul threads=%1 [%2]: %3 in a batch, %4 alone")
@@ -560,7 +589,7 @@ private slots:
                                         .arg(kThreadCounts[i]).arg(j).arg(gate[j]).arg(up[j]).arg(out[j], 0, 'g', 9)
                                         .arg(ref[j], 0, 'g', 9)));
             std::vector<float> x = up;
-            backends_[i]->add(x.data(), gate.data(), n);
+            backend(i).add(x.data(), gate.data(), n);
             QVERIFY2(bitwise_equal(x, x_ref), qPrintable(QString("add threads=%1 differs").arg(kThreadCounts[i])));
         }
     }
@@ -596,7 +625,7 @@ private slots:
                                     table_f.data() + static_cast<size_t>(ids[t]) * cols, cols * 4) == 0);
         for (size_t i = 0; i < std::size(kThreadCounts); ++i) {
             std::vector<float> out(ref.size(), kNaN);
-            backends_[i]->embedding(table.view, ids.data(), n, out.data());
+            backend(i).embedding(table.view, ids.data(), n, out.data());
             const Diff d = diff(out.data(), ref.data(), static_cast<int64_t>(out.size()));
             QVERIFY2(bitwise_equal(out, ref), describe(d, out.data(), ref.data(), kThreadCounts[i]));
         }
@@ -624,7 +653,7 @@ private slots:
         QCOMPARE(ref, expected);
         for (size_t i = 0; i < std::size(kThreadCounts); ++i) {
             int32_t out = -1;
-            backends_[i]->argmax(row.data(), 1, static_cast<int>(row.size()), &out);
+            backend(i).argmax(row.data(), 1, static_cast<int>(row.size()), &out);
             QCOMPARE(out, expected);
         }
     }
@@ -641,7 +670,7 @@ private slots:
         argmax_ref(logits.data(), n, vocab, ref.data());
         for (size_t i = 0; i < std::size(kThreadCounts); ++i) {
             std::vector<int32_t> out(n, -1);
-            backends_[i]->argmax(logits.data(), n, vocab, out.data());
+            backend(i).argmax(logits.data(), n, vocab, out.data());
             QCOMPARE(out, ref);
         }
     }
@@ -666,7 +695,7 @@ private slots:
         gather_rows_ref(x.data(), rows.data(), n, dim, ref.data());
         for (size_t i = 0; i < std::size(kThreadCounts); ++i) {
             std::vector<float> out(ref.size(), kNaN);
-            backends_[i]->gather_rows(x.data(), rows.data(), n, dim, out.data());
+            backend(i).gather_rows(x.data(), rows.data(), n, dim, out.data());
             QVERIFY(bitwise_equal(out, ref));
         }
     }

@@ -2,7 +2,7 @@
 // paged forward pass with a scattered (reversed) block table.
 #pragma once
 
-#include "cpu/cpu_backend.h"
+#include "cpu/cpu_kernel_sets.h"
 #include "model/model.h"
 #include "runner/model_runner.h"
 
@@ -30,8 +30,7 @@ inline std::vector<float> prefill_logits(Backend& backend, const Model& model, c
 // The same on a 2-thread CPU backend.
 inline std::vector<float> prefill_logits(const Model& model, const std::vector<int32_t>& tokens, int first,
                                          int block_size = 16) {
-    cpu::CpuBackend backend(2);
-    return prefill_logits(backend, model, tokens, first, block_size);
+    return prefill_logits(*cpu::make_cpu_backend(2), model, tokens, first, block_size);
 }
 
 }  // namespace kvscope::test

@@ -8,11 +8,12 @@
 // the engine's split between device-sampled and host-sampled rows can be tested.
 #pragma once
 
-#include "cpu/cpu_backend.h"
+#include "cpu/cpu_kernel_sets.h"
 #include "runner/sampler.h"
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <vector>
 
@@ -21,67 +22,68 @@ namespace kvscope::test {
 class RecordingBackend final : public Backend {
 public:
     explicit RecordingBackend(int threads = 2, bool device_sampler = false)
-        : cpu_(threads), device_sampler_(device_sampler) {}
+        : cpu_(cpu::make_cpu_backend(threads)), device_sampler_(device_sampler) {}
 
     std::string name() const override { return "recording-cpu"; }
-    bool supports(DType t) const override { return cpu_.supports(t); }
-    int num_threads() const override { return cpu_.num_threads(); }
+    std::string kernel_set() const override { return cpu_->kernel_set(); }
+    bool supports(DType t) const override { return cpu_->supports(t); }
+    int num_threads() const override { return cpu_->num_threads(); }
 
     void* allocate(size_t bytes) override {
         refuse_while_capturing("allocate");
-        return cpu_.allocate(bytes);
+        return cpu_->allocate(bytes);
     }
     void deallocate(void* ptr) override {
         refuse_while_capturing("deallocate");
-        cpu_.deallocate(ptr);
+        cpu_->deallocate(ptr);
     }
     void copy_to_device(void* dst, const void* src, size_t bytes) override {
         refuse_while_capturing("copy_to_device");
-        cpu_.copy_to_device(dst, src, bytes);
+        cpu_->copy_to_device(dst, src, bytes);
     }
     void copy_to_host(void* dst, const void* src, size_t bytes) override {
         refuse_while_capturing("copy_to_host");
-        cpu_.copy_to_host(dst, src, bytes);
+        cpu_->copy_to_host(dst, src, bytes);
     }
-    WeightView upload_weight(const WeightView& w) override { return cpu_.upload_weight(w); }
-    const float* upload_vector(const float* data, size_t n) override { return cpu_.upload_vector(data, n); }
+    WeightView upload_weight(const WeightView& w) override { return cpu_->upload_weight(w); }
+    const float* upload_vector(const float* data, size_t n) override { return cpu_->upload_vector(data, n); }
 
     void embedding(const WeightView& table, const int32_t* ids, int n, float* out) override {
-        run([this, table, ids, n, out] { cpu_.embedding(table, ids, n, out); });
+        run([this, table, ids, n, out] { cpu_->embedding(table, ids, n, out); });
     }
     void rms_norm(const float* x, const float* weight, int n, int dim, float eps, float* out) override {
-        run([this, x, weight, n, dim, eps, out] { cpu_.rms_norm(x, weight, n, dim, eps, out); });
+        run([this, x, weight, n, dim, eps, out] { cpu_->rms_norm(x, weight, n, dim, eps, out); });
     }
     void matmul(const float* x, int n, const WeightView& w, const float* bias, float* out) override {
-        run([this, x, n, w, bias, out] { cpu_.matmul(x, n, w, bias, out); });
+        run([this, x, n, w, bias, out] { cpu_->matmul(x, n, w, bias, out); });
     }
     void rope(float* q, float* k, const int32_t* positions, int n, int num_heads, int num_kv_heads,
               const RopeParams& p) override {
-        run([this, q, k, positions, n, num_heads, num_kv_heads, p] { cpu_.rope(q, k, positions, n, num_heads, num_kv_heads, p); });
+        run([this, q, k, positions, n, num_heads, num_kv_heads, p] { cpu_->rope(q, k, positions, n, num_heads, num_kv_heads, p); });
     }
     void write_kv(const float* k, const float* v, const int64_t* slot_mapping, int n, const KvCacheLayout& layout,
                   void* kv_cache, int layer) override {
         run([this, k, v, slot_mapping, n, layout, kv_cache, layer] {
-            cpu_.write_kv(k, v, slot_mapping, n, layout, kv_cache, layer);
+            cpu_->write_kv(k, v, slot_mapping, n, layout, kv_cache, layer);
         });
     }
     void paged_attention(const float* q, const AttentionMetadata& meta, const KvCacheLayout& layout,
                          const void* kv_cache, int layer, int num_heads, float scale, float* out) override {
         run([this, q, meta, layout, kv_cache, layer, num_heads, scale, out] {
-            cpu_.paged_attention(q, meta, layout, kv_cache, layer, num_heads, scale, out);
+            cpu_->paged_attention(q, meta, layout, kv_cache, layer, num_heads, scale, out);
         });
     }
     void silu_mul(const float* gate, const float* up, int64_t n, float* out) override {
-        run([this, gate, up, n, out] { cpu_.silu_mul(gate, up, n, out); });
+        run([this, gate, up, n, out] { cpu_->silu_mul(gate, up, n, out); });
     }
     void add(float* x, const float* y, int64_t n) override {
-        run([this, x, y, n] { cpu_.add(x, y, n); });
+        run([this, x, y, n] { cpu_->add(x, y, n); });
     }
     void argmax(const float* logits, int n, int vocab, int32_t* out) override {
-        run([this, logits, n, vocab, out] { cpu_.argmax(logits, n, vocab, out); });
+        run([this, logits, n, vocab, out] { cpu_->argmax(logits, n, vocab, out); });
     }
     void gather_rows(const float* x, const int32_t* rows, int n, int dim, float* out) override {
-        run([this, x, rows, n, dim, out] { cpu_.gather_rows(x, rows, n, dim, out); });
+        run([this, x, rows, n, dim, out] { cpu_->gather_rows(x, rows, n, dim, out); });
     }
 
     bool supports_sampling() const override { return device_sampler_; }
@@ -139,7 +141,7 @@ private:
         if (capturing_) throw std::logic_error(std::string("RecordingBackend: ") + what + " during a capture");
     }
 
-    cpu::CpuBackend cpu_;
+    std::unique_ptr<Backend> cpu_;  // a CpuBackend of the chosen kernel set
     bool device_sampler_ = false;
     Sampler sampler_;
     int num_sampled_steps_ = 0;
