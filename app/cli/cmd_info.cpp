@@ -1,12 +1,13 @@
 // kvscope-cli info: what a model is (architecture, parameters, weight bytes by type, context length,
-// tokenizer, chat template) and what the KV cache can hold for a budget: blocks, tokens, and the
-// maximum concurrency at max_model_len.
+// tokenizer, chat template), what the KV cache can hold for a budget: blocks, tokens, and the
+// maximum concurrency at max_model_len, and which CPU kernel set runs it.
 #include "commands.h"
 #include "engine_options.h"
 
 #include "command_line/command_line.h"
 
 #include "backend_factory.h"
+#include "cpu/cpu_kernel_sets.h"
 #include "kv/kv_cache_dtype.h"
 #include "llm_engine.h"
 #include "util/errors.h"
@@ -36,8 +37,12 @@ int run_info(int argc, char** argv) {
     std::unique_ptr<Backend> backend;
     try {
         backend = make_backend(ec.backend, 1);
-    } catch (const std::invalid_argument&) {
+    } catch (const std::invalid_argument& e) {
+        // Only an absent GPU is described anyway; a CPU that cannot run the CPU kernel set that
+        // KVSCOPE_CPU_VARIANT asks for is the user's error.
+        if (ec.backend != "cuda") throw BadInput(std::string("backend: ") + e.what());
     }
+    const std::string kernel_set = backend ? backend->kernel_set() : "";
     const DType kv_dtype =
         backend ? resolve_kv_cache_dtype(ec.kv_cache_dtype, weight_dtype, *backend)
                 : resolve_kv_cache_dtype(ec.kv_cache_dtype, weight_dtype, ec.backend, [](DType t) { return t == DType::F32; });
@@ -82,6 +87,7 @@ int run_info(int argc, char** argv) {
     j["num_blocks"] = num_blocks;
     j["kv_capacity_tokens"] = num_blocks * ec.block_size;
     j["max_concurrency_at_max_model_len"] = static_cast<double>(num_blocks) / blocks_per_seq;
+    if (!kernel_set.empty()) j["cpu_kernels"] = kernel_set;
     if (json) {
         std::cout << j.dump() << "\n";
         return 0;
@@ -106,6 +112,7 @@ int run_info(int argc, char** argv) {
                 static_cast<long long>(bytes_per_block), static_cast<long long>(num_blocks * ec.block_size));
     std::printf("max concurrency   %.2f requests at max_model_len %d\n",
                 static_cast<double>(num_blocks) / blocks_per_seq, max_model_len);
+    if (!kernel_set.empty()) std::printf("cpu kernels       %s\n", cpu::describe_cpu_kernel_set(kernel_set).c_str());
     return 0;
 }
 
