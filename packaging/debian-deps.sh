@@ -2,8 +2,9 @@
 # Installs, with apt, the Debian 12 packages that kvscope needs to build and test, and only those that
 # are missing (so a machine that has them all needs no network). Run as root.
 set -euo pipefail
+# qemu-user: tests/packaging runs a portable kvscope-cli on emulated CPUs without AVX-512 or AVX.
 packages=(cmake ninja-build g++ pkg-config git qt6-base-dev qt6-base-dev-tools libqcustomplot-dev
-          nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libpcre2-dev libgl-dev)
+          nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libpcre2-dev libgl-dev qemu-user)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
