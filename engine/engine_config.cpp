@@ -7,6 +7,29 @@
 
 namespace kvscope {
 
+std::string_view to_string(BatchingMode mode) { return mode == BatchingMode::NAIVE ? "naive" : "paged"; }
+
+std::string_view to_string(BackendKind kind) {
+    switch (kind) {
+    case BackendKind::CUDA: return "cuda";
+    case BackendKind::AUTO: return "auto";
+    default: return "cpu";
+    }
+}
+
+BackendKind parse_backend_kind(std::string_view name) {
+    if (name == "cpu") return BackendKind::CPU;
+    if (name == "cuda") return BackendKind::CUDA;
+    if (name == "auto") return BackendKind::AUTO;
+    throw BadInput("backend must be cpu, cuda or auto, got '" + std::string(name.substr(0, 64)) + "'");
+}
+
+BatchingMode parse_batching_mode(std::string_view name) {
+    if (name == "paged") return BatchingMode::PAGED;
+    if (name == "naive") return BatchingMode::NAIVE;
+    throw BadInput("mode must be paged or naive, got '" + std::string(name.substr(0, 64)) + "'");
+}
+
 void EngineConfig::validate() const {
     scheduler.validate();
     auto bad = [](const std::string& what) { throw BadInput("invalid engine setting: " + what); };
@@ -14,11 +37,8 @@ void EngineConfig::validate() const {
         bad("block_size must be a power of two from 1 to 256, got " + std::to_string(block_size));
     if (kv_cache_memory < 0) bad("kv_cache_memory must be >= 0, got " + std::to_string(kv_cache_memory));
     if (num_blocks < 0) bad("num_blocks must be >= 0, got " + std::to_string(num_blocks));
-    if (mode != "paged" && mode != "naive") bad("mode must be paged or naive, got '" + mode + "'");
     if (!is_kv_cache_dtype_name(kv_cache_dtype))
         bad("kv_cache_dtype must be auto, float32, float16 or bfloat16, got '" + kv_cache_dtype + "'");
-    if (backend != "cpu" && backend != "cuda" && backend != "auto")
-        bad("backend must be cpu, cuda or auto, got '" + backend + "'");
     if (num_threads < 0 || num_threads > 256) bad("threads must be in 0..256, got " + std::to_string(num_threads));
 }
 

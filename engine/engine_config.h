@@ -6,18 +6,32 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace kvscope {
+
+// paged: paged KV cache + continuous batching. naive: the seed article's baseline, static batches that
+// each reserve max_model_len contiguous slots per request.
+enum class BatchingMode { PAGED, NAIVE };
+std::string_view to_string(BatchingMode mode);  // "paged" | "naive"
+// Throws BadInput naming the value.
+BatchingMode parse_batching_mode(std::string_view name);
+
+// cpu, cuda, or auto (CUDA when its library loads and a device is present, else the CPU).
+enum class BackendKind { CPU, CUDA, AUTO };
+std::string_view to_string(BackendKind kind);  // "cpu" | "cuda" | "auto", make_backend()'s names
+// Throws BadInput naming the value.
+BackendKind parse_backend_kind(std::string_view name);
 
 struct EngineConfig {
     SchedulerConfig scheduler;
     int block_size = 16;          // power of two, 1..256
     int64_t kv_cache_memory = 0;  // bytes for the KV pool; 0 = default (see resolve())
     int num_blocks = 0;           // explicit block count (tests); overrides kv_cache_memory
-    std::string mode = "paged";   // paged | naive
+    BatchingMode mode = BatchingMode::PAGED;
     std::string kv_cache_dtype = "auto";  // auto | float32 | float16 | bfloat16 (kv/kv_cache_dtype.h)
     int num_threads = 0;          // CPU threads; 0 = all cores
-    std::string backend = "cpu";  // cpu | cuda | auto (CUDA when built and a device is present)
+    BackendKind backend = BackendKind::CPU;
     uint64_t seed = 0;            // seeds requests without their own seed
     bool enforce_eager = false;   // run every step op by op: no CUDA graphs for decode steps (vLLM's name)
     bool check_invariants = false;  // check scheduler and pool invariants after every step (tests)

@@ -14,7 +14,8 @@
 namespace kvscope {
 
 LlmEngine::LlmEngine(std::shared_ptr<const Model> model, const EngineConfig& config, std::unique_ptr<Backend> backend)
-    : model_(std::move(model)), config_(config), backend_(std::move(backend)), t0_(std::chrono::steady_clock::now()),
+    : model_(std::move(model)), config_(config), backend_(std::move(backend)),
+      output_processor_(model_->tokenizer, config.scheduler.max_model_len), t0_(std::chrono::steady_clock::now()),
       seed_rng_(config.seed) {
     config_.validate();
     if (config_.scheduler.max_model_len > model_->config.max_position_embeddings)
@@ -22,7 +23,7 @@ LlmEngine::LlmEngine(std::shared_ptr<const Model> model, const EngineConfig& con
                        " exceeds the model's context length " + std::to_string(model_->config.max_position_embeddings));
     if (!backend_) {
         try {
-            backend_ = make_backend(config_.backend, config_.num_threads);
+            backend_ = make_backend(std::string(to_string(config_.backend)), config_.num_threads);
         } catch (const std::invalid_argument& e) {
             throw BadInput(std::string("backend: ") + e.what());
         }
@@ -58,7 +59,7 @@ int LlmEngine::compute_num_blocks(const EngineConfig& c, DType kv_dtype) const {
 
 std::unique_ptr<Scheduler> LlmEngine::make_scheduler(const EngineConfig& c) {
     SchedulerConfig sc = c.scheduler;
-    if (c.mode == "naive") {
+    if (c.mode == BatchingMode::NAIVE) {
         sc.enable_prefix_caching = false;  // the baseline has no prefix cache
         return std::make_unique<NaiveScheduler>(*kv_, sc);
     }
@@ -68,7 +69,7 @@ std::unique_ptr<Scheduler> LlmEngine::make_scheduler(const EngineConfig& c) {
 void LlmEngine::build_pool(const EngineConfig& c) {
     const DType kv_dtype = resolve_kv_dtype(c);
     const int num_blocks = compute_num_blocks(c, kv_dtype);
-    const bool caching = c.scheduler.enable_prefix_caching && c.mode == "paged";
+    const bool caching = c.scheduler.enable_prefix_caching && c.mode == BatchingMode::PAGED;
     if (!kv_ || kv_->enable_caching() != caching)
         kv_ = std::make_unique<KvCacheManager>(num_blocks, c.block_size, caching);
     else
@@ -125,7 +126,8 @@ void LlmEngine::reconfigure(const EngineConfig& next) {
     std::string event = "rebuild:";
     if (next.block_size != config_.block_size)
         event += " block_size " + std::to_string(config_.block_size) + " -> " + std::to_string(next.block_size);
-    if (next.mode != config_.mode) event += " mode " + config_.mode + " -> " + next.mode;
+    if (next.mode != config_.mode)
+        event += std::string(" mode ") + std::string(to_string(config_.mode)) + " -> " + std::string(to_string(next.mode));
     if (next_kv_dtype != kv_cache_dtype())
         event += " kv_cache_dtype " + kv_cache_dtype_name(kv_cache_dtype()) + " -> " + kv_cache_dtype_name(next_kv_dtype);
     if (next.kv_cache_memory != config_.kv_cache_memory || next.num_blocks != config_.num_blocks) event += " kv budget";
@@ -148,11 +150,11 @@ void LlmEngine::check_fits_pool(const std::string& id, int prompt_len, int max_t
     // reserves max_model_len slots.
     const int max_len = c.scheduler.max_model_len;
     const int64_t longest = std::min<int64_t>(max_len, static_cast<int64_t>(prompt_len) + max_tokens);
-    const int64_t need = c.mode == "naive" ? (max_len + c.block_size - 1) / c.block_size
+    const int64_t need = c.mode == BatchingMode::NAIVE ? (max_len + c.block_size - 1) / c.block_size
                                            : (longest + c.block_size - 1) / c.block_size;
     if (need > num_blocks)
         throw BadInput("request " + id + ": needs " + std::to_string(need) + " KV blocks of " +
-                       std::to_string(c.block_size) + " tokens" + (c.mode == "naive" ? " (naive mode reserves max_model_len)" : "") +
+                       std::to_string(c.block_size) + " tokens" + (c.mode == BatchingMode::NAIVE ? " (naive mode reserves max_model_len)" : "") +
                        " but the pool has " + std::to_string(num_blocks) + context +
                        " (raise the KV cache memory or lower max_model_len)");
 }
@@ -199,10 +201,8 @@ std::vector<std::string> LlmEngine::add_request(NewRequest r) {
         q.arrival_time = t;
         q.arrival_seq = next_arrival_seq_++;
         q.cache_salt = r.cache_salt;
-        const uint64_t seed = r.sampling_params.seed ? *r.sampling_params.seed + i : seed_rng_();
-        st.seed = seed;
-        st.rng.seed(seed);
-        st.detokenizer = std::make_unique<IncrementalDetokenizer>(model_->tokenizer, std::span<const int32_t>(q.all_token_ids));
+        runner_->input_batch().add_request(q, r.sampling_params.seed ? *r.sampling_params.seed + i : seed_rng_());
+        output_processor_.add_request(q);
         st.metrics.request_id = q.request_id;
         st.metrics.priority = q.priority;
         st.metrics.num_prompt_tokens = q.num_prompt_tokens;
@@ -223,32 +223,7 @@ bool LlmEngine::abort_request(const std::string& id) {
 
 bool LlmEngine::has_unfinished_requests() const { return scheduler_->has_unfinished_requests(); }
 
-void LlmEngine::prepare_input(const SchedulerOutput& out) {
-    input_.clear();
-    const bool device_sampling = backend_->supports_sampling();
-    input_.logits_to_host = !device_sampling;
-    for (const ScheduledRequest& s : out.scheduled) {
-        const Request& r = *s.request;
-        input_.add_sequence(r.all_token_ids.data(), r.num_computed_tokens, s.num_new_tokens,
-                            kv_->block_table(r.request_id), kv_->block_size(), s.samples);
-        if (!s.samples || !device_sampling) continue;
-        // Every sampled row gets a device row; one the host must sample brings all logits back.
-        const std::optional<SamplingRow> row =
-            device_sampling_row(r.sampling_params, r.num_output_tokens(), requests_.at(r.request_id).seed);
-        if (!row) input_.logits_to_host = true;
-        input_.sampling_rows.push_back(row.value_or(SamplingRow{}));
-    }
-    for (const PaddingRows& p : out.padding)
-        input_.add_padding(p.num_tokens, p.context->num_computed_tokens, kv_->block_table(p.context->request_id));
-    input_.finalize();
-}
-
-std::vector<RequestOutput> LlmEngine::step() {
-    const double start = now();
-    SchedulerOutput out = scheduler_->schedule();
-    if (config_.check_invariants)
-        if (std::string err = scheduler_->check_invariants(out); !err.empty())
-            throw std::logic_error("invariant broken after schedule(): " + err);
+void LlmEngine::note_scheduled(const SchedulerOutput& out, double start) {
     for (const ScheduledRequest& s : out.scheduled) {
         RequestMetrics& m = requests_.at(s.request->request_id).metrics;
         if (m.first_scheduled_time < 0) m.first_scheduled_time = start;
@@ -256,99 +231,42 @@ std::vector<RequestOutput> LlmEngine::step() {
         m.num_cached_tokens = std::max(s.request->num_cached_tokens, 0);
     }
     for (Request* r : out.preempted) requests_.at(r->request_id).metrics.preemption_times.push_back(start);
+}
+
+// schedule -> run the model and sample -> process the outputs -> record the step.
+std::vector<RequestOutput> LlmEngine::step() {
+    const double start = now();
+    SchedulerOutput out = scheduler_->schedule();
+    if (config_.check_invariants)
+        if (std::string err = scheduler_->check_invariants(out); !err.empty())
+            throw std::logic_error("invariant broken after schedule(): " + err);
+    note_scheduled(out, start);
     std::vector<RequestOutput> outputs;
-    int num_finished = 0;
     if (!out.scheduled.empty()) {
-        prepare_input(out);
-        const StepOutput result = runner_->execute(input_);
+        const std::vector<int32_t> tokens = runner_->execute(out, *kv_);
         scheduler_->update_after_step(out);
-        process_sampled(out, result, outputs);
-        for (const auto& o : outputs) num_finished += o.finished;
+        outputs = process_outputs(out, tokens);
     }
     ++num_steps_;
+    int num_finished = 0;
+    for (const RequestOutput& o : outputs) num_finished += o.finished;
     emit_step_stats(out, start, num_finished, std::exchange(pending_event_, {}));
     return outputs;
 }
 
-void LlmEngine::process_sampled(const SchedulerOutput& out, const StepOutput& step, std::vector<RequestOutput>& outputs) {
-    const int vocab = model_->config.vocab_size;
-    int row = 0;
+std::vector<RequestOutput> LlmEngine::process_outputs(const SchedulerOutput& out, const std::vector<int32_t>& tokens) {
+    std::vector<RequestOutput> outputs;
+    size_t next = 0;
     for (const ScheduledRequest& s : out.scheduled) {
         if (!s.samples) continue;
         RequestState& st = requests_.at(s.request->request_id);
-        Request& r = *st.request;
-        const SamplingParams& p = r.sampling_params;
-        const int i = row++;
-        // The same question prepare_input() asked, on the same state: did the device choose this one?
-        if (step.sampled_token_ids && device_sampling_row(p, r.num_output_tokens(), st.seed)) {
-            outputs.push_back(append_token(st, step.sampled_token_ids[i]));
-            continue;
-        }
-        std::span<float> l(const_cast<float*>(step.logits) + static_cast<size_t>(i) * vocab, vocab);
-        if (r.num_output_tokens() < p.min_tokens) {  // EOS and stop tokens may not end it yet
-            if (!p.ignore_eos)
-                for (int32_t e : model_->tokenizer.eos_ids()) l[e] = -INFINITY;
-            for (int32_t e : p.stop_token_ids)
-                if (e >= 0 && e < vocab) l[e] = -INFINITY;
-        }
-        for (const auto& [id, bias] : p.logit_bias)
-            if (id >= 0 && id < vocab) l[id] += bias;
-        const std::span<const int32_t> all(r.all_token_ids);
-        const int32_t token = sampler_.sample(l, p, all.first(r.num_prompt_tokens), all.subspan(r.num_prompt_tokens), st.rng);
-        outputs.push_back(append_token(st, token));
+        st.request->all_token_ids.push_back(tokens.at(next++));
+        st.metrics.token_times.push_back(now());
+        RequestOutput o = output_processor_.process_token(*st.request, st.request->all_token_ids.back());
+        if (o.finished) finish(st, o.finish_reason);
+        outputs.push_back(std::move(o));
     }
-}
-
-RequestOutput LlmEngine::append_token(RequestState& st, int32_t token) {
-    Request& r = *st.request;
-    r.all_token_ids.push_back(token);
-    st.metrics.token_times.push_back(now());
-    st.text += st.detokenizer->push(token);
-    RequestOutput o;
-    o.request_id = r.request_id;
-    o.new_token_ids = {token};
-    const std::optional<FinishReason> reason = check_stop(st, token);
-    if (reason) {
-        st.text += st.detokenizer->flush();
-        if (*reason == FinishReason::STOP) check_stop(st, -1);  // flushed bytes may complete a stop string
-    }
-    // Hold back a tail that could still become a stop string.
-    size_t holdback = 0;
-    if (!reason)
-        for (const auto& s : r.sampling_params.stop) holdback = std::max(holdback, s.size() - 1);
-    const size_t ready = st.text.size() > holdback ? st.text.size() - holdback : 0;
-    if (ready > st.emitted) {
-        o.text_delta = st.text.substr(st.emitted, ready - st.emitted);
-        st.emitted = ready;
-    }
-    if (reason) {
-        finish(st, *reason);
-        o.finished = true;
-        o.finish_reason = *reason;
-    }
-    return o;
-}
-
-// Stop strings cut the text where they begin (the stop string itself is not part of the output).
-std::optional<FinishReason> LlmEngine::check_stop(RequestState& st, int32_t token) {
-    Request& r = *st.request;
-    const SamplingParams& p = r.sampling_params;
-    for (const auto& s : p.stop) {
-        const size_t from = st.emitted > s.size() ? st.emitted - s.size() : 0;
-        if (size_t pos = st.text.find(s, from); pos != std::string::npos) {
-            st.text.resize(pos);
-            return FinishReason::STOP;
-        }
-    }
-    if (token < 0) return std::nullopt;
-    if (r.num_output_tokens() > p.min_tokens || r.num_output_tokens() == p.min_tokens) {
-        if (!p.ignore_eos && model_->tokenizer.is_eos(token)) return FinishReason::STOP;
-        if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) != p.stop_token_ids.end())
-            return FinishReason::STOP;
-    }
-    if (r.num_output_tokens() >= p.max_tokens || r.num_tokens() >= config_.scheduler.max_model_len)
-        return FinishReason::LENGTH;
-    return std::nullopt;
+    return outputs;
 }
 
 void LlmEngine::finish(RequestState& st, FinishReason reason) {
@@ -361,7 +279,12 @@ void LlmEngine::finish(RequestState& st, FinishReason reason) {
 }
 
 void LlmEngine::release_finished() {
-    std::erase_if(requests_, [](const auto& kv) { return kv.second.request->is_finished(); });
+    std::erase_if(requests_, [this](const auto& kv) {
+        if (!kv.second.request->is_finished()) return false;
+        runner_->input_batch().remove_request(kv.first);
+        output_processor_.remove_request(kv.first);
+        return true;
+    });
 }
 
 MemoryStats LlmEngine::memory_stats() const {
@@ -380,7 +303,7 @@ void LlmEngine::emit_step_stats(const SchedulerOutput& out, double start, int nu
     s.step = num_steps_;
     s.start_time = start;
     s.duration = now() - start;
-    s.mode = config_.mode;
+    s.mode = std::string(to_string(config_.mode));
     s.num_running = static_cast<int>(scheduler_->running().size());
     s.num_waiting = static_cast<int>(scheduler_->waiting().size());
     s.num_scheduled_seqs = static_cast<int>(out.scheduled.size());

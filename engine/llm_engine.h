@@ -1,6 +1,7 @@
 // LlmEngine: the continuous-batching inference engine (vLLM's EngineCore). Owns the requests, the KV
-// cache manager, the scheduler and the model runner; step() schedules, runs one forward pass over all
-// scheduled tokens, samples, and streams outputs. Knobs change between steps; block_size, the KV budget
+// cache manager, the scheduler, the model runner and the output processor; step() schedules, runs one
+// forward pass over all scheduled tokens and samples (the runner), turns the tokens into outputs (the
+// output processor) and records the step. Knobs change between steps; block_size, the KV budget
 // and the mode change by drain-and-rebuild (every request is preempted, the pool rebuilt, and the
 // requests resume by recompute: none is lost). Single-threaded: call it from one thread only.
 #pragma once
@@ -9,10 +10,9 @@
 #include "engine_config.h"
 #include "kv/kv_cache_manager.h"
 #include "metrics/metrics_sink.h"
-#include "model/incremental_detokenizer.h"
 #include "model/model.h"
+#include "output_processor.h"
 #include "runner/model_runner.h"
-#include "runner/sampler.h"
 #include "sched/scheduler.h"
 
 #include <chrono>
@@ -24,14 +24,6 @@
 #include <vector>
 
 namespace kvscope {
-
-struct RequestOutput {
-    std::string request_id;
-    std::vector<int32_t> new_token_ids;
-    std::string text_delta;  // complete UTF-8 only; text that might begin a stop string is held back
-    bool finished = false;
-    FinishReason finish_reason = FinishReason::NONE;
-};
 
 struct NewRequest {
     std::string request_id;  // "" = generated
@@ -100,11 +92,6 @@ public:
 private:
     struct RequestState {
         std::unique_ptr<Request> request;
-        std::unique_ptr<IncrementalDetokenizer> detokenizer;
-        std::string text;         // output text so far (stop strings cut)
-        size_t emitted = 0;       // bytes of text already streamed
-        uint64_t seed = 0;        // the host generator's seed, and the device sampler's
-        std::mt19937_64 rng;
         RequestMetrics metrics;
     };
 
@@ -116,10 +103,10 @@ private:
     // Throws BadInput when a request of this length could never run in a pool of num_blocks under c.
     void check_fits_pool(const std::string& id, int prompt_len, int max_tokens, const EngineConfig& c, int num_blocks,
                          const char* context) const;
-    void prepare_input(const SchedulerOutput& out);
-    void process_sampled(const SchedulerOutput& out, const StepOutput& step, std::vector<RequestOutput>& outputs);
-    RequestOutput append_token(RequestState& st, int32_t token);
-    std::optional<FinishReason> check_stop(RequestState& st, int32_t token);
+    // The step's timestamps on every scheduled request (first scheduled, prefill chunks, preemptions).
+    void note_scheduled(const SchedulerOutput& out, double start);
+    // Every sampled token through the output processor; finishes the requests that end.
+    std::vector<RequestOutput> process_outputs(const SchedulerOutput& out, const std::vector<int32_t>& tokens);
     void finish(RequestState& st, FinishReason reason);
     void emit_step_stats(const SchedulerOutput& out, double start, int num_finished, const std::string& event);
 
@@ -129,8 +116,7 @@ private:
     std::unique_ptr<KvCacheManager> kv_;
     std::unique_ptr<Scheduler> scheduler_;
     std::unique_ptr<ModelRunner> runner_;
-    Sampler sampler_;
-    ModelInput input_;
+    OutputProcessor output_processor_;
     std::map<std::string, RequestState> requests_;
     MetricsSink* sink_ = nullptr;
     std::chrono::steady_clock::time_point t0_;

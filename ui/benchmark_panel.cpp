@@ -194,7 +194,7 @@ void BenchmarkPanel::run() {
     BenchSpec s = spec();
     const EngineConfig& c = m_controller->config();
     s.name = QString("#%1 %2 %3x%4/%5 %6").arg(++m_runNumber).arg(s.dataset).arg(s.numPrompts).arg(s.inputLen)
-                 .arg(s.outputLen).arg(QString::fromStdString(c.mode));
+                 .arg(s.outputLen).arg(QString::fromUtf8(to_string(c.mode).data()));
     m_progress->setMaximum(s.numPrompts);
     m_progress->setValue(0);
     setRunning(true);

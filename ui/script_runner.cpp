@@ -49,6 +49,15 @@ bool ScriptRunner::loadJson(const QJsonObject& script, QString* error) {
         if (error) *error = "\"actions\" must be an array";
         return false;
     }
+    // Names the engine parses: a bad one is the script's error, here, not a failed model load later.
+    const QJsonObject engine = script.value("engine").toObject();
+    try {
+        if (engine.contains("mode")) (void)parse_batching_mode(engine.value("mode").toString().toStdString());
+        if (engine.contains("policy")) (void)parse_scheduler_policy(engine.value("policy").toString().toStdString());
+    } catch (const std::exception& e) {
+        if (error) *error = QString("engine: %1").arg(e.what());
+        return false;
+    }
     const QJsonArray actions = script.value("actions").toArray();
     for (int i = 0; i < actions.size(); ++i) {
         const QString name = actions[i].toObject().value("action").toString();
@@ -68,10 +77,11 @@ EngineConfig ScriptRunner::engineConfig(const EngineConfig& defaults) const {
     c.scheduler.max_model_len = e.value("max_model_len").toInt(c.scheduler.max_model_len);
     c.scheduler.max_num_seqs = e.value("max_num_seqs").toInt(c.scheduler.max_num_seqs);
     c.scheduler.max_num_batched_tokens = e.value("max_num_batched_tokens").toInt(c.scheduler.max_num_batched_tokens);
-    c.scheduler.policy = e.value("policy").toString(QString::fromStdString(c.scheduler.policy)).toStdString();
+    c.scheduler.policy = parse_scheduler_policy(
+        e.value("policy").toString(QString::fromUtf8(to_string(c.scheduler.policy).data())).toStdString());
     c.scheduler.enable_prefix_caching = e.value("enable_prefix_caching").toBool(c.scheduler.enable_prefix_caching);
     c.block_size = e.value("block_size").toInt(c.block_size);
-    c.mode = e.value("mode").toString(QString::fromStdString(c.mode)).toStdString();
+    c.mode = parse_batching_mode(e.value("mode").toString(QString::fromUtf8(to_string(c.mode).data())).toStdString());
     c.kv_cache_dtype = e.value("kv_cache_dtype").toString(QString::fromStdString(c.kv_cache_dtype)).toStdString();
     c.num_threads = e.value("threads").toInt(c.num_threads);
     if (e.contains("kv_cache_memory_mib")) c.kv_cache_memory = int64_t(e.value("kv_cache_memory_mib").toInt()) << 20;

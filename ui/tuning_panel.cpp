@@ -128,9 +128,9 @@ EngineConfig TuningPanel::config() const {
     c.block_size = 1 << m_blockSize->value();
     c.scheduler.max_num_seqs = m_maxSeqs->value();
     c.scheduler.max_num_batched_tokens = m_maxTokens->value();
-    c.scheduler.policy = m_policy->currentText().toStdString();
+    c.scheduler.policy = m_policy->currentIndex() == 1 ? SchedulerPolicy::PRIORITY : SchedulerPolicy::FCFS;
     c.scheduler.enable_prefix_caching = m_prefixCaching->isChecked();
-    c.mode = m_mode->currentText().toStdString();
+    c.mode = m_mode->currentIndex() == 1 ? BatchingMode::NAIVE : BatchingMode::PAGED;
     c.kv_cache_dtype = m_kvDtype->currentText().toStdString();
     const int64_t bytes = int64_t(m_kvMiB->value()) << 20;
     if (m_base.kv_cache_memory != 0 || bytes != 0) c.kv_cache_memory = bytes;
@@ -147,9 +147,9 @@ void TuningPanel::setConfig(const EngineConfig& c) {
     m_maxSeqs->setValue(c.scheduler.max_num_seqs);
     m_maxSeqsSlider->setValue(c.scheduler.max_num_seqs);
     m_maxTokens->setValue(c.scheduler.max_num_batched_tokens);
-    m_policy->setCurrentText(QString::fromStdString(c.scheduler.policy));
+    m_policy->setCurrentIndex(c.scheduler.policy == SchedulerPolicy::PRIORITY ? 1 : 0);
     m_prefixCaching->setChecked(c.scheduler.enable_prefix_caching);
-    m_mode->setCurrentText(QString::fromStdString(c.mode));
+    m_mode->setCurrentIndex(c.mode == BatchingMode::NAIVE ? 1 : 0);
     m_kvDtype->setCurrentText(QString::fromStdString(c.kv_cache_dtype));
     m_kvMiB->setValue(int(std::max<int64_t>(1, c.kv_cache_memory >> 20)));
     m_status->setStyleSheet("color: palette(placeholder-text);");

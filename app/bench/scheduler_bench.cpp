@@ -70,7 +70,7 @@ Timing run(const Config& c, int steps, int num_blocks, int block_size, uint64_t 
     std::mt19937_64 rng(seed);
     KvCacheManager kv(num_blocks, block_size, c.prefix_caching);
     SchedulerConfig sc;
-    sc.policy = c.policy;
+    sc.policy = parse_scheduler_policy(c.policy);
     sc.enable_prefix_caching = c.prefix_caching;
     sc.max_num_seqs = c.num_running;
     sc.max_model_len = 8192;

@@ -30,13 +30,13 @@ void latency_section(const char* title, const char* name, const LatencyStats& s)
 
 void engine_section(const BenchRun& r) {
     rule("Engine (kvscope)", '-');
-    row_str("Mode:", r.config.mode);
+    row_str("Mode:", std::string(to_string(r.config.mode)));
     row_int("Block size:", r.engine.block_size);
     row_int("KV blocks:", r.engine.num_blocks);
     row_int("Max num seqs:", r.config.scheduler.max_num_seqs);
     row("Mean batch size:", r.engine.mean_batch_size);
     row("Mean tokens per step:", r.engine.mean_tokens_per_step);
-    if (r.config.mode == "naive") row_int("Padding tokens computed:", r.engine.num_padding_tokens);
+    if (r.config.mode == BatchingMode::NAIVE) row_int("Padding tokens computed:", r.engine.num_padding_tokens);
     row("KV usage peak (%):", 100 * r.engine.kv_usage_peak);
     row("KV usage mean (%):", 100 * r.engine.kv_usage_mean);
     row("KV waste mean (%):", 100 * r.engine.kv_waste_mean);

@@ -199,7 +199,7 @@ void run_compare(LlmEngine& engine, const std::vector<BenchRequest>& workload, B
         options.progress = make_progress(mode);
         BenchRunner runner(engine, workload, options);
         EngineConfig c = config;
-        c.mode = mode;
+        c.mode = parse_batching_mode(mode);
         runs.push_back(runner.run_with(c, mode));
         print_result_table(runs.back());
         result[mode] = run_json(runs.back(), timeline);
@@ -230,9 +230,10 @@ void run_sweep(LlmEngine& engine, const std::vector<BenchRequest>& workload, Ben
 
 void run_single(LlmEngine& engine, const std::vector<BenchRequest>& workload, BenchOptions options,
                 const EngineConfig& config, bool timeline, nlohmann::json& result, std::vector<BenchRun>& runs) {
-    options.progress = make_progress(config.mode);
+    const std::string mode(to_string(config.mode));
+    options.progress = make_progress(mode);
     BenchRunner runner(engine, workload, options);
-    runs.push_back(runner.run(config.mode));
+    runs.push_back(runner.run(mode));
     print_result_table(runs.back());
     result.update(run_json(runs.back(), timeline));
 }

@@ -156,7 +156,7 @@ int run_generate(int argc, char** argv) {
     s["duration_s"] = duration;
     s["output_throughput"] = duration > 0 ? total_output / duration : 0.0;
     s["num_steps"] = engine.num_steps();
-    s["mode"] = config.mode;
+    s["mode"] = std::string(to_string(config.mode));
     if (json) std::cout << nlohmann::json{{"summary", s}}.dump() << "\n";
     else std::fprintf(stderr, "%lld tokens in %.3f s (%.1f tokens/s), %d blocks of %d, %lld preemptions\n",
                       static_cast<long long>(total_output), duration, s["output_throughput"].get<double>(),

@@ -165,7 +165,7 @@ int run_serve(int argc, char** argv) {
 
     std::fprintf(stderr, "kvscope serve: model %s (%s), max_model_len %d, %d KV blocks of %d tokens, mode %s%s\n",
                  served_name.c_str(), model->format.c_str(), config.scheduler.max_model_len, engine.num_blocks(),
-                 engine.kv_cache_manager().block_size(), config.mode.c_str(), api_key.empty() ? "" : ", API key required");
+                 engine.kv_cache_manager().block_size(), std::string(to_string(config.mode)).c_str(), api_key.empty() ? "" : ", API key required");
     std::fprintf(stderr, "kvscope serve: listening on %s\n", frontend.url().c_str());
     std::fflush(stderr);
     loop.start();  // from here on only the engine thread touches `engine`

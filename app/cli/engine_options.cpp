@@ -27,7 +27,7 @@ void add_engine_options(CLI::App& app, EngineOptions& o) {
         ->type_name("UINT")->check(int_in(1))->group(group);
     app.add_option("--max-model-len", o.max_model_len, "prompt + output tokens of one request at most")
         ->type_name("UINT")->check(int_in(1))->default_str("model's context, at most 8192")->group(group);
-    app.add_option("--policy", s.policy, "scheduling policy")->type_name("fcfs|priority")->group(group);
+    app.add_option("--policy", o.policy, "scheduling policy")->type_name("fcfs|priority")->group(group);
     app.add_flag("--enable-prefix-caching", s.enable_prefix_caching,
                  "reuse the KV blocks of prompt prefixes already computed")->group(group);
     app.add_option("--long-prefill-token-threshold", s.long_prefill_token_threshold,
@@ -40,14 +40,14 @@ void add_engine_options(CLI::App& app, EngineOptions& o) {
     app.add_option("--num-blocks", c.num_blocks,
                    "KV blocks in the pool; overrides --kv-cache-memory (0 = as many as its bytes hold)")
         ->type_name("UINT")->check(int_in(0))->group(group);
-    app.add_option("--mode", c.mode, "batching: paged (continuous batching, paged KV) or naive (static batches)")
+    app.add_option("--mode", o.mode, "batching: paged (continuous batching, paged KV) or naive (static batches)")
         ->type_name("paged|naive")->group(group);
     app.add_option("--kv-cache-dtype", c.kv_cache_dtype,
                    "KV cache element type (auto = as the weights, where the backend can hold it)")
         ->type_name("auto|float32|float16|bfloat16")->group(group);
     app.add_option("--threads", c.num_threads, "CPU threads (0 = all cores)")
         ->type_name("UINT")->check(int_in(0))->group(group);
-    app.add_option("--backend", c.backend, "compute backend (auto = CUDA when built and a device is present)")
+    app.add_option("--backend", o.backend, "compute backend (auto = CUDA when built and a device is present)")
         ->type_name("cpu|cuda|auto")->group(group);
     app.add_flag("--check-invariants", c.check_invariants,
                  "check scheduler and KV pool invariants after every step (slow)")->group(group);
@@ -58,6 +58,9 @@ void add_engine_options(CLI::App& app, EngineOptions& o) {
 EngineConfig engine_config_from(const EngineOptions& o, const ModelConfig& model) {
     EngineConfig c = o.config;
     c.scheduler.max_model_len = o.max_model_len > 0 ? o.max_model_len : std::min(model.max_position_embeddings, 8192);
+    c.mode = parse_batching_mode(o.mode);
+    c.scheduler.policy = parse_scheduler_policy(o.policy);
+    c.backend = parse_backend_kind(o.backend);
     c.validate();
     return c;
 }

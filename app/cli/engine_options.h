@@ -17,6 +17,9 @@ struct EngineOptions {
     std::string model;      // --model: a Hugging Face directory, a .gguf file or dummy:PRESET
     EngineConfig config;    // every other knob; config.scheduler.max_model_len is set by engine_config_from
     int max_model_len = 0;  // 0 = not given: the model's context, at most 8192
+    std::string mode = "paged";   // --mode, parsed into config.mode by engine_config_from
+    std::string policy = "fcfs";  // --policy, likewise
+    std::string backend = "cpu";  // --backend, likewise
 };
 
 // Adds --model (required) and the engine knobs, under "Engine options" in --help, bound to `options`.

@@ -82,10 +82,10 @@ BenchRun BenchRunner::run_with(const EngineConfig& config, const std::string& la
 
 std::pair<BenchRun, BenchRun> BenchRunner::run_compare_naive(const EngineConfig& paged) {
     EngineConfig naive = paged;
-    naive.mode = "naive";
+    naive.mode = BatchingMode::NAIVE;
     BenchRun a = run_with(naive, "naive");
     EngineConfig p = paged;
-    p.mode = "paged";
+    p.mode = BatchingMode::PAGED;
     BenchRun b = run_with(p, "paged");
     return {std::move(a), std::move(b)};
 }

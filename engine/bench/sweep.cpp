@@ -31,8 +31,8 @@ EngineConfig apply_knob(EngineConfig c, const std::string& knob, const std::stri
     else if (knob == "long-prefill-token-threshold") c.scheduler.long_prefill_token_threshold = static_cast<int>(to_int(knob, v));
     else if (knob == "kv-cache-memory") c.kv_cache_memory = to_int(knob, v);
     else if (knob == "num-blocks") c.num_blocks = static_cast<int>(to_int(knob, v));
-    else if (knob == "policy") c.scheduler.policy = v;
-    else if (knob == "mode") c.mode = v;
+    else if (knob == "policy") c.scheduler.policy = parse_scheduler_policy(v);
+    else if (knob == "mode") c.mode = parse_batching_mode(v);
     else if (knob == "kv-cache-dtype") c.kv_cache_dtype = v;
     else if (knob == "enable-prefix-caching") {
         if (v != "true" && v != "false" && v != "1" && v != "0")

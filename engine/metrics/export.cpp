@@ -93,7 +93,7 @@ std::string result_date() {
 }
 
 nlohmann::json engine_config_to_json(const EngineConfig& c) {
-    return {{"mode", c.mode},
+    return {{"mode", std::string(to_string(c.mode))},
             {"block_size", c.block_size},
             {"kv_cache_dtype", c.kv_cache_dtype},
             {"kv_cache_memory", c.kv_cache_memory},
@@ -102,7 +102,7 @@ nlohmann::json engine_config_to_json(const EngineConfig& c) {
             {"max_num_seqs", c.scheduler.max_num_seqs},
             {"max_num_batched_tokens", c.scheduler.max_num_batched_tokens},
             {"max_model_len", c.scheduler.max_model_len},
-            {"policy", c.scheduler.policy},
+            {"policy", std::string(to_string(c.scheduler.policy))},
             {"enable_prefix_caching", c.scheduler.enable_prefix_caching},
             {"long_prefill_token_threshold", c.scheduler.long_prefill_token_threshold},
             {"enforce_eager", c.enforce_eager}};

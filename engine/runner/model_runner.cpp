@@ -16,7 +16,8 @@ constexpr int kMaxCaptureSize = 256;
 
 ModelRunner::ModelRunner(const Model& model, Backend& backend, int num_blocks, int block_size, int max_num_tokens,
                          int max_num_logits, DType kv_dtype)
-    : model_(model), backend_(backend), max_num_tokens_(max_num_tokens), max_num_logits_(max_num_logits) {
+    : model_(model), backend_(backend), max_num_tokens_(max_num_tokens), max_num_logits_(max_num_logits),
+      input_batch_(model.tokenizer) {
     const ModelConfig& c = model.config;
     inv_freq_host_ = c.rope_inv_freq();
     const auto& factors = model.weights.rope_freq_factors;
@@ -153,6 +154,11 @@ void ModelRunner::drop_graphs() {
 
 int ModelRunner::num_graphs() const {
     return static_cast<int>(std::count_if(graphs_.begin(), graphs_.end(), [](const auto& g) { return g.second >= 0; }));
+}
+
+std::vector<int32_t> ModelRunner::execute(const SchedulerOutput& out, const KvCacheManager& kv) {
+    input_batch_.prepare(out, kv, backend_.supports_sampling(), step_input_);
+    return input_batch_.sample(out, execute(step_input_), model_.config.vocab_size);
 }
 
 StepOutput ModelRunner::execute(const ModelInput& in) {

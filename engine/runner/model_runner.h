@@ -18,8 +18,11 @@
 #pragma once
 
 #include "backend.h"
+#include "kv/kv_cache_manager.h"
 #include "model/model.h"
+#include "runner/input_batch.h"
 #include "runner/model_input.h"
+#include "sched/scheduler_output.h"
 
 #include <cstdint>
 #include <map>
@@ -29,7 +32,8 @@ namespace kvscope {
 
 // What a step hands back, in host memory valid until the next execute(); rows = input.logits_indices.
 struct StepOutput {
-    const float* logits = nullptr;               // [rows, vocab]; null when no row needed them on the host
+    float* logits = nullptr;                     // [rows, vocab] host copy (logits processors modify it);
+                                                 // null when no row needed them on the host
     const int32_t* sampled_token_ids = nullptr;  // [rows] from the device sampler; null when it did not run
 };
 
@@ -43,8 +47,15 @@ public:
     ModelRunner(const ModelRunner&) = delete;
     ModelRunner& operator=(const ModelRunner&) = delete;
 
-    // Runs the model. Logits come back unless the input has sampling rows and !logits_to_host; token ids
-    // come back when it has sampling rows (the backend must support sampling).
+    // One engine step: the scheduler's output as the step's input (tokens, slots, block tables from kv),
+    // the forward pass, and a token for every scheduled request that samples, in the scheduler's order
+    // (device sampler where it can choose, else the host: InputBatch).
+    std::vector<int32_t> execute(const SchedulerOutput& out, const KvCacheManager& kv);
+    // The per-request sampling state (add a request before it is scheduled, remove it when it ends).
+    InputBatch& input_batch() { return input_batch_; }
+
+    // Runs the model on a prepared input. Logits come back unless the input has sampling rows and
+    // !logits_to_host; token ids come back when it has sampling rows (the backend must support sampling).
     StepOutput execute(const ModelInput& input);
 
     // CUDA graphs for decode steps, when the backend supports them (vLLM's default; off = enforce_eager).
@@ -119,6 +130,8 @@ private:
     int32_t* d_sampled_ = nullptr;            // [S]
     std::vector<float> logits_host_;
     std::vector<int32_t> sampled_host_;
+    InputBatch input_batch_;
+    ModelInput step_input_;  // reused: a step allocates nothing
     // CUDA graphs. graphs_: graph_key -> backend graph id, or -1 for a shape that failed to capture (it
     // runs op by op from then on).
     bool graphs_enabled_ = false;

@@ -4,13 +4,20 @@
 
 #include <algorithm>
 #include <string>
+#include <string_view>
 
 namespace kvscope {
+
+// vLLM's --scheduling-policy. fcfs: arrival order; priority: lower priority value first.
+enum class SchedulerPolicy { FCFS, PRIORITY };
+std::string_view to_string(SchedulerPolicy policy);  // "fcfs" | "priority"
+// Throws BadInput naming the value.
+SchedulerPolicy parse_scheduler_policy(std::string_view name);
 
 struct SchedulerConfig {
     int max_num_seqs = 256;             // running requests at most
     int max_num_batched_tokens = 2048;  // token budget of one step (prefill chunks + decodes)
-    std::string policy = "fcfs";        // fcfs | priority
+    SchedulerPolicy policy = SchedulerPolicy::FCFS;
     bool enable_prefix_caching = false;
     int max_model_len = 2048;           // prompt + output tokens of one request at most
     // Head-of-line guard: while other requests wait, a prefill chunk takes at most this many tokens

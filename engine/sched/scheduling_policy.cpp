@@ -48,10 +48,9 @@ public:
 
 }  // namespace
 
-std::unique_ptr<SchedulingPolicy> make_policy(std::string_view name) {
-    if (name == "fcfs") return std::make_unique<FcfsPolicy>();
-    if (name == "priority") return std::make_unique<PriorityPolicy>();
-    throw BadInput("unknown scheduling policy '" + std::string(name) + "' (known: fcfs, priority)");
+std::unique_ptr<SchedulingPolicy> make_policy(SchedulerPolicy policy) {
+    if (policy == SchedulerPolicy::PRIORITY) return std::make_unique<PriorityPolicy>();
+    return std::make_unique<FcfsPolicy>();
 }
 
 }  // namespace kvscope

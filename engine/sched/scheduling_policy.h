@@ -4,6 +4,7 @@
 #pragma once
 
 #include "sched/request.h"
+#include "sched/scheduler_config.h"
 
 #include <deque>
 #include <memory>
@@ -34,6 +35,6 @@ public:
 // the front (it was admitted before anything still waiting).
 // priority: lower priority value first, then earlier arrival; the victim is the lowest priority,
 // latest arrival, and waits again in policy order.
-std::unique_ptr<SchedulingPolicy> make_policy(std::string_view name);  // throws BadInput for unknown names
+std::unique_ptr<SchedulingPolicy> make_policy(SchedulerPolicy policy);
 
 }  // namespace kvscope

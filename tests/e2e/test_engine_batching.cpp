@@ -121,10 +121,10 @@ private slots:
         EngineConfig c = base_config();
         c.block_size = blockSize;
         c.scheduler.max_num_batched_tokens = budget;
-        c.scheduler.policy = policy.toStdString();
+        c.scheduler.policy = parse_scheduler_policy(policy.toStdString());
         c.scheduler.enable_prefix_caching = caching;
         c.scheduler.max_num_seqs = mode == "naive" ? 8 : 256;
-        c.mode = mode.toStdString();
+        c.mode = parse_batching_mode(mode.toStdString());
         LlmEngine engine(stories(), c);
         const auto prompts = mixed_prompts(7);
         const auto out = run_all(engine, prompts, greedy(16));
@@ -137,7 +137,7 @@ private slots:
     // and one row per finished member in every later decode step. Outputs stay those of a lone run.
     void naiveBatchComputesPadding() {
         EngineConfig c = base_config();
-        c.mode = "naive";
+        c.mode = BatchingMode::NAIVE;
         c.scheduler.max_num_seqs = 3;
         LlmEngine engine(stories(), c);
         StepRecorder recorder;
@@ -176,7 +176,7 @@ private slots:
 
     void priorityRequestGetsFirstTokenQuickly() {
         EngineConfig c = base_config();
-        c.scheduler.policy = "priority";
+        c.scheduler.policy = SchedulerPolicy::PRIORITY;
         c.scheduler.max_num_seqs = 4;
         LlmEngine engine(stories(), c);
         for (int i = 0; i < 8; ++i) engine.add_request({"low" + std::to_string(i), {1, 50, 60, 70}, greedy(200), 10, ""});
@@ -245,7 +245,7 @@ private slots:
             if (step != 2) return;
             EngineConfig next = e.config();
             if (change == "naive") {
-                next.mode = "naive";
+                next.mode = BatchingMode::NAIVE;
                 next.num_blocks = 24;
             } else {
                 next.num_blocks = 2;  // 32 tokens: the 120-token prompts cannot fit
@@ -258,7 +258,7 @@ private slots:
                 ++refusals;
                 QVERIFY2(QString(err.what()).contains("nothing was changed"), err.what());
             }
-            QCOMPARE(e.config().mode, std::string("paged"));
+            QCOMPARE(e.config().mode, BatchingMode::PAGED);
             QCOMPARE(e.num_blocks(), blocks_before);
             QCOMPARE(e.scheduler().running().size(), running_before);  // nothing was drained
         });
@@ -276,8 +276,8 @@ private slots:
         prompts.resize(16);
         const auto out = run_all(engine, prompts, greedy(16), [&](LlmEngine& e, int64_t step) {
             EngineConfig next = e.config();
-            if (step == 2) next.mode = "naive";
-            if (step == 5) next.mode = "paged";
+            if (step == 2) next.mode = BatchingMode::NAIVE;
+            if (step == 5) next.mode = BatchingMode::PAGED;
             if (step == 7) next.kv_cache_memory = 8 << 20;
             if (step == 9) next.scheduler.enable_prefix_caching = true;
             if (step == 11) next.scheduler.enable_prefix_caching = false;

@@ -184,7 +184,7 @@ std::vector<int32_t> prompt_of(const RequestSpec& s, int index) {
 
 SchedulerConfig config_of(const Setup& s) {
     SchedulerConfig c;
-    c.policy = s.policy;
+    c.policy = parse_scheduler_policy(s.policy);
     c.enable_prefix_caching = s.caching;
     c.max_num_seqs = s.seats;
     c.max_num_batched_tokens = s.budget;
@@ -201,7 +201,7 @@ void apply_changes(FakeRunner& run, const QString& changes, int step) {
         SchedulerConfig c = run.sched().config();
         for (const QString& kv : at[1].split(',')) {
             const QStringList p = kv.split('=');
-            if (p[0] == "policy") c.policy = p[1].toStdString();
+            if (p[0] == "policy") c.policy = parse_scheduler_policy(p[1].toStdString());
             else if (p[0] == "seats") c.max_num_seqs = p[1].toInt();
             else if (p[0] == "budget") c.max_num_batched_tokens = p[1].toInt();
             else if (p[0] == "threshold") c.long_prefill_token_threshold = p[1].toInt();
@@ -463,7 +463,7 @@ private slots:
             SchedulerConfig c;
             c.enable_prefix_caching = caching;
             c.max_model_len = std::min(160, capacity);  // every request fits the pool alone
-            c.policy = uniform(0, 1) ? "priority" : "fcfs";
+            c.policy = uniform(0, 1) ? SchedulerPolicy::PRIORITY : SchedulerPolicy::FCFS;
             c.max_num_seqs = uniform(1, 24);
             c.max_num_batched_tokens = uniform(1, 96);
             FakeRunner run(mode.toStdString(), c, num_blocks, block_size, caching);
@@ -487,7 +487,7 @@ private slots:
                     next.max_num_seqs = uniform(1, 24);
                     next.max_num_batched_tokens = uniform(1, 96);
                     next.long_prefill_token_threshold = uniform(0, 2) ? 0 : uniform(1, 16);
-                    if (uniform(0, 3) == 0) next.policy = next.policy == "fcfs" ? "priority" : "fcfs";
+                    if (uniform(0, 3) == 0) next.policy = next.policy == SchedulerPolicy::FCFS ? SchedulerPolicy::PRIORITY : SchedulerPolicy::FCFS;
                     run.sched().set_config(next);
                 }
                 const std::string err = run.step();

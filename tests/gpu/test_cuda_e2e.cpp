@@ -148,7 +148,7 @@ private slots:
         qInfo("cuda: %s", list[1].description.c_str());
         const json expected = test::read_json(test::models_dir() + "/expected.json");
         EngineConfig config;
-        config.backend = "cuda";
+        config.backend = BackendKind::CUDA;
         config.scheduler.max_model_len = 512;
         config.check_invariants = true;
         LlmEngine engine(test::load_stories("gguf"), config);

@@ -23,7 +23,7 @@ bool chance(std::mt19937_64& rng, double p) { return std::uniform_real_distribut
 
 DType resolve(const EngineConfig& c, const ModelConfig& model) {
     // The CPU backend holds every KV type.
-    return resolve_kv_cache_dtype(c.kv_cache_dtype, model.weight_dtype, c.backend, [](DType) { return true; });
+    return resolve_kv_cache_dtype(c.kv_cache_dtype, model.weight_dtype, std::string(to_string(c.backend)), [](DType) { return true; });
 }
 
 int64_t bytes_per_block(const ModelConfig& m, int block_size, DType dtype) {
@@ -36,7 +36,7 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // llm_engine.h states the contract: naive mode reserves max_model_len for every request).
 int64_t blocks_needed(const Request& r, const EngineConfig& c) {
     const int max_len = c.scheduler.max_model_len;
-    const int64_t tokens = c.mode == "naive" ? max_len
+    const int64_t tokens = c.mode == BatchingMode::NAIVE ? max_len
                                              : std::min<int64_t>(max_len, int64_t{r.num_prompt_tokens} + r.sampling_params.max_tokens);
     return ceil_div(tokens, c.block_size);
 }
@@ -64,7 +64,7 @@ Reconfiguration Reconfigurer::impossible(const LlmEngine& engine) {
     int64_t longest = 0;
     for (const Request* q : unfinished(engine)) {
         EngineConfig paged = c;
-        paged.mode = "paged";
+        paged.mode = BatchingMode::PAGED;
         longest = std::max(longest, blocks_needed(*q, paged));
     }
     std::vector<int> kinds = {2, 3, 4};
@@ -72,13 +72,13 @@ Reconfiguration Reconfigurer::impossible(const LlmEngine& engine) {
     if (longest >= 1 && ceil_div(max_len, c.block_size) >= 2) kinds.push_back(1), kinds.push_back(1);
     switch (pick(rng_, kinds)) {
     case 0:
-        c.mode = "paged";
+        c.mode = BatchingMode::PAGED;
         c.num_blocks = static_cast<int>(longest - 1);
         c.kv_cache_memory = 0;
         r.what = "a pool of " + std::to_string(c.num_blocks) + " blocks, one short of the longest unfinished request";
         break;
     case 1:
-        c.mode = "naive";
+        c.mode = BatchingMode::NAIVE;
         c.num_blocks = static_cast<int>(ceil_div(max_len, c.block_size) - 1);
         c.kv_cache_memory = 0;
         r.what = "naive mode with " + std::to_string(c.num_blocks) + " blocks, fewer than one request reserves";
@@ -109,19 +109,19 @@ Reconfiguration Reconfigurer::random(const LlmEngine& engine) {
     s.max_num_seqs = pick(rng_, kMaxNumSeqs);
     s.max_num_batched_tokens = pick(rng_, kMaxNumBatchedTokens);
     s.long_prefill_token_threshold = pick<int>(rng_, {0, 0, 0, 8, 32, 128});
-    s.policy = chance(rng_, 0.5) ? "priority" : "fcfs";
+    s.policy = chance(rng_, 0.5) ? SchedulerPolicy::PRIORITY : SchedulerPolicy::FCFS;
     r.what = "max_num_seqs " + std::to_string(s.max_num_seqs) + ", max_num_batched_tokens " +
-             std::to_string(s.max_num_batched_tokens) + ", " + s.policy;
+             std::to_string(s.max_num_batched_tokens) + ", " + std::string(to_string(s.policy));
     if (chance(rng_, 0.3)) return r;  // scheduler knobs only: no rebuild
 
     // The pool: block size, mode, element type, prefix caching and a budget sized in requests of
     // max_model_len tokens (now and then half of one: then longer requests are refused until the next change).
     const int max_len = s.max_model_len;
     c.block_size = pick<int>(rng_, {1, 2, 4, 8, 16, 16, 32, 64});
-    c.mode = chance(rng_, 0.2) ? "naive" : "paged";
+    c.mode = chance(rng_, 0.2) ? BatchingMode::NAIVE : BatchingMode::PAGED;
     c.kv_cache_dtype = pick<std::string>(rng_, {"auto", "float32", "float16"});
     s.enable_prefix_caching = chance(rng_, 0.5);
-    const double requests = c.mode == "naive" ? pick<double>(rng_, {1, 2, 4, 8}) : pick<double>(rng_, {0.5, 1, 2, 4, 8, 16});
+    const double requests = c.mode == BatchingMode::NAIVE ? pick<double>(rng_, {1, 2, 4, 8}) : pick<double>(rng_, {0.5, 1, 2, 4, 8, 16});
     const int64_t blocks = std::max<int64_t>(1, static_cast<int64_t>(requests * static_cast<double>(ceil_div(max_len, c.block_size))));
     if (chance(rng_, 0.5)) {
         c.num_blocks = static_cast<int>(blocks);
@@ -131,7 +131,7 @@ Reconfiguration Reconfigurer::random(const LlmEngine& engine) {
         c.num_blocks = 0;
         c.kv_cache_memory = blocks * per_block + std::uniform_int_distribution<int64_t>(0, per_block - 1)(rng_);
     }
-    r.what += ", " + c.mode + ", block_size " + std::to_string(c.block_size) + ", " +
+    r.what += ", " + std::string(to_string(c.mode)) + ", block_size " + std::to_string(c.block_size) + ", " +
               (c.num_blocks ? std::to_string(c.num_blocks) + " blocks" : std::to_string(c.kv_cache_memory) + " bytes") + ", " +
               c.kv_cache_dtype + (s.enable_prefix_caching ? ", prefix caching" : "");
     return r;

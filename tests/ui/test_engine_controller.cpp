@@ -213,7 +213,7 @@ private slots:
         panel.setConfig(controller.config());
         QSignalSpy refused(&controller, &EngineController::reconfigureRefused);
         EngineConfig next = controller.config();
-        next.mode = "naive";
+        next.mode = BatchingMode::NAIVE;
         next.kv_cache_memory = 0;
         next.num_blocks = 8;  // 512 / 16 = 32 blocks needed per naive request
         SubmitCommand c;
@@ -226,7 +226,7 @@ private slots:
         controller.reconfigure(next);
         QVERIFY(refused.wait(10000));
         QVERIFY(refused.at(0).at(0).toString().contains("nothing was changed"));
-        QTRY_COMPARE(panel.config().mode, std::string("paged"));
+        QTRY_COMPARE(panel.config().mode, BatchingMode::PAGED);
         bool shown = false;
         for (QLabel* l : panel.findChildren<QLabel*>()) shown |= l->text().startsWith("Not applied");
         QVERIFY(shown);

@@ -130,7 +130,7 @@ private slots:
         c.scheduler.max_model_len = 256;
         c.scheduler.max_num_batched_tokens = 16;
         c.scheduler.max_num_seqs = 1;
-        c.scheduler.policy = "priority";
+        c.scheduler.policy = SchedulerPolicy::PRIORITY;
         c.scheduler.enable_prefix_caching = false;  // recompute really recomputes: chunk counts are exact
         c.check_invariants = true;
         LlmEngine engine(load_model("dummy:tiny"), c);

@@ -1,0 +1,63 @@
+#include "output_processor.h"
+
+#include <algorithm>
+#include <span>
+
+namespace kvscope {
+
+void OutputProcessor::add_request(const Request& r) {
+    State& st = states_[r.request_id];
+    st.detokenizer = std::make_unique<IncrementalDetokenizer>(
+        tokenizer_, std::span<const int32_t>(r.all_token_ids.data(), static_cast<size_t>(r.num_prompt_tokens)));
+}
+
+void OutputProcessor::remove_request(const std::string& request_id) { states_.erase(request_id); }
+
+RequestOutput OutputProcessor::process_token(const Request& r, int32_t token) {
+    State& st = states_.at(r.request_id);
+    st.text += st.detokenizer->push(token);
+    RequestOutput o;
+    o.request_id = r.request_id;
+    o.new_token_ids = {token};
+    const std::optional<FinishReason> reason = check_stop(r, st, token);
+    if (reason) {
+        st.text += st.detokenizer->flush();
+        if (*reason == FinishReason::STOP) check_stop(r, st, -1);  // flushed bytes may complete a stop string
+    }
+    // Hold back a tail that could still become a stop string.
+    size_t holdback = 0;
+    if (!reason)
+        for (const auto& s : r.sampling_params.stop) holdback = std::max(holdback, s.size() - 1);
+    const size_t ready = st.text.size() > holdback ? st.text.size() - holdback : 0;
+    if (ready > st.emitted) {
+        o.text_delta = st.text.substr(st.emitted, ready - st.emitted);
+        st.emitted = ready;
+    }
+    if (reason) {
+        o.finished = true;
+        o.finish_reason = *reason;
+    }
+    return o;
+}
+
+// Stop strings cut the text where they begin (the stop string itself is not part of the output).
+std::optional<FinishReason> OutputProcessor::check_stop(const Request& r, State& st, int32_t token) const {
+    const SamplingParams& p = r.sampling_params;
+    for (const auto& s : p.stop) {
+        const size_t from = st.emitted > s.size() ? st.emitted - s.size() : 0;
+        if (size_t pos = st.text.find(s, from); pos != std::string::npos) {
+            st.text.resize(pos);
+            return FinishReason::STOP;
+        }
+    }
+    if (token < 0) return std::nullopt;
+    if (r.num_output_tokens() >= p.min_tokens) {
+        if (!p.ignore_eos && tokenizer_.is_eos(token)) return FinishReason::STOP;
+        if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) != p.stop_token_ids.end())
+            return FinishReason::STOP;
+    }
+    if (r.num_output_tokens() >= p.max_tokens || r.num_tokens() >= max_model_len_) return FinishReason::LENGTH;
+    return std::nullopt;
+}
+
+}  // namespace kvscope

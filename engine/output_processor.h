@@ -1,0 +1,54 @@
+// OutputProcessor (vLLM's OutputProcessor and its detokenizer): turns the tokens a request is given
+// into what its client sees. Incremental detokenizing (complete UTF-8 only), stop strings cut where
+// they begin (the stop string is not output) with a hold-back of text that could still become one,
+// and the finish checks: EOS and stop token ids once min_tokens are out, max_tokens, max_model_len.
+// Engine thread only.
+#pragma once
+
+#include "model/incremental_detokenizer.h"
+#include "model/tokenizer.h"
+#include "sched/request.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kvscope {
+
+struct RequestOutput {
+    std::string request_id;
+    std::vector<int32_t> new_token_ids;
+    std::string text_delta;  // complete UTF-8 only; text that might begin a stop string is held back
+    bool finished = false;
+    FinishReason finish_reason = FinishReason::NONE;
+};
+
+class OutputProcessor {
+public:
+    OutputProcessor(const Tokenizer& tokenizer, int max_model_len) : tokenizer_(tokenizer), max_model_len_(max_model_len) {}
+
+    void add_request(const Request& r);
+    void remove_request(const std::string& request_id);
+
+    // r was just given `token` (already appended to r.all_token_ids): the output to stream, finished
+    // with its reason when the token ends the request. The caller finishes it in the scheduler.
+    RequestOutput process_token(const Request& r, int32_t token);
+
+private:
+    struct State {
+        std::unique_ptr<IncrementalDetokenizer> detokenizer;
+        std::string text;    // output text so far (stop strings cut)
+        size_t emitted = 0;  // bytes of text already streamed
+    };
+    // token < 0: only the stop strings (after a flush of the detokenizer).
+    std::optional<FinishReason> check_stop(const Request& r, State& st, int32_t token) const;
+
+    const Tokenizer& tokenizer_;
+    int max_model_len_;
+    std::map<std::string, State> states_;
+};
+
+}  // namespace kvscope

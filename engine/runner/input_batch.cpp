@@ -1,0 +1,70 @@
+#include "runner/input_batch.h"
+
+#include "runner/model_runner.h"
+
+#include <cmath>
+#include <span>
+#include <stdexcept>
+
+namespace kvscope {
+
+void InputBatch::add_request(const Request& r, uint64_t seed) {
+    State& st = states_[r.request_id];
+    st.seed = seed;
+    st.rng.seed(seed);
+}
+
+void InputBatch::remove_request(const std::string& request_id) { states_.erase(request_id); }
+
+void InputBatch::prepare(const SchedulerOutput& out, const KvCacheManager& kv, bool device_sampling,
+                         ModelInput& input) const {
+    input.clear();
+    input.logits_to_host = !device_sampling;
+    for (const ScheduledRequest& s : out.scheduled) {
+        const Request& r = *s.request;
+        input.add_sequence(r.all_token_ids.data(), r.num_computed_tokens, s.num_new_tokens, kv.block_table(r.request_id),
+                           kv.block_size(), s.samples);
+        if (!s.samples || !device_sampling) continue;
+        // Every sampled row gets a device row; one the host must sample brings all logits back.
+        const std::optional<SamplingRow> row =
+            device_sampling_row(r.sampling_params, r.num_output_tokens(), states_.at(r.request_id).seed);
+        if (!row) input.logits_to_host = true;
+        input.sampling_rows.push_back(row.value_or(SamplingRow{}));
+    }
+    for (const PaddingRows& p : out.padding)
+        input.add_padding(p.num_tokens, p.context->num_computed_tokens, kv.block_table(p.context->request_id));
+    input.finalize();
+}
+
+std::vector<int32_t> InputBatch::sample(const SchedulerOutput& out, const StepOutput& step, int vocab) {
+    std::vector<int32_t> tokens;
+    int row = 0;
+    for (const ScheduledRequest& s : out.scheduled) {
+        if (!s.samples) continue;
+        const Request& r = *s.request;
+        const SamplingParams& p = r.sampling_params;
+        State& st = states_.at(r.request_id);
+        const int i = row++;
+        // The same question prepare() asked, on the same state: did the device choose this one?
+        if (step.sampled_token_ids && device_sampling_row(p, r.num_output_tokens(), st.seed)) {
+            tokens.push_back(step.sampled_token_ids[i]);
+            continue;
+        }
+        if (!step.logits) throw std::logic_error("a row the device could not sample has no logits on the host");
+        std::span<float> l(step.logits + static_cast<size_t>(i) * vocab, vocab);
+        if (r.num_output_tokens() < p.min_tokens) {  // EOS and stop tokens may not end it yet
+            if (!p.ignore_eos)
+                for (int32_t e : tokenizer_.eos_ids()) l[e] = -INFINITY;
+            for (int32_t e : p.stop_token_ids)
+                if (e >= 0 && e < vocab) l[e] = -INFINITY;
+        }
+        for (const auto& [id, bias] : p.logit_bias)
+            if (id >= 0 && id < vocab) l[id] += bias;
+        const std::span<const int32_t> all(r.all_token_ids);
+        tokens.push_back(
+            sampler_.sample(l, p, all.first(r.num_prompt_tokens), all.subspan(r.num_prompt_tokens), st.rng));
+    }
+    return tokens;
+}
+
+}  // namespace kvscope
