@@ -36,16 +36,16 @@ int run_info(int argc, char** argv) {
     const DType weight_dtype = model->config.weight_dtype;
     std::unique_ptr<Backend> backend;
     try {
-        backend = make_backend(ec.backend, 1);
+        backend = make_backend(std::string(to_string(ec.backend)), 1);
     } catch (const std::invalid_argument& e) {
         // Only an absent GPU is described anyway; a CPU that cannot run the CPU kernel set that
         // KVSCOPE_CPU_VARIANT asks for is the user's error.
-        if (ec.backend != "cuda") throw BadInput(std::string("backend: ") + e.what());
+        if (ec.backend != BackendKind::CUDA) throw BadInput(std::string("backend: ") + e.what());
     }
     const std::string kernel_set = backend ? backend->kernel_set() : "";
     const DType kv_dtype =
         backend ? resolve_kv_cache_dtype(ec.kv_cache_dtype, weight_dtype, *backend)
-                : resolve_kv_cache_dtype(ec.kv_cache_dtype, weight_dtype, ec.backend, [](DType t) { return t == DType::F32; });
+                : resolve_kv_cache_dtype(ec.kv_cache_dtype, weight_dtype, std::string(to_string(ec.backend)), [](DType t) { return t == DType::F32; });
     const int64_t kv_bytes_per_token = c.kv_bytes_per_token(kv_dtype);
     const int64_t budget = ec.kv_cache_memory > 0 ? ec.kv_cache_memory
                                                   : default_kv_cache_memory(kv_bytes_per_token,
