@@ -112,15 +112,22 @@ ChartsPanel::ChartsPanel(SessionData* session, QWidget* parent)
     connect(session, &SessionData::stepsAppended, this, &ChartsPanel::appendSteps);
     connect(session, &SessionData::requestChanged, this, [this](int row) {
         m_changedRows.insert(row);
-        m_dirty = true;
+        markDirty();
     });
     connect(session, &SessionData::eventAdded, this, &ChartsPanel::addEventMarker);
     connect(session, &SessionData::cleared, this, &ChartsPanel::reset);
+    // One replot at most every 33 ms while data arrives, and no timer at all while nothing changes
+    // (PlotJuggler caps redraws the same way).
     m_replotTimer.setInterval(33);
+    m_replotTimer.setSingleShot(true);
     connect(&m_replotTimer, &QTimer::timeout, this, [this] {
         if (m_dirty) refresh();
     });
-    m_replotTimer.start();
+}
+
+void ChartsPanel::markDirty() {
+    m_dirty = true;
+    if (!m_replotTimer.isActive()) m_replotTimer.start();
 }
 
 ChartsPanel::~ChartsPanel() = default;
@@ -161,7 +168,7 @@ ChartsPanel::Chart& ChartsPanel::addChart(const QString& name, const QString& ti
     connect(plot, &QCustomPlot::mouseWheel, this, [this, index] { m_charts[index].follow = false; });
     connect(plot, &QCustomPlot::mouseDoubleClick, this, [this, index] {
         m_charts[index].follow = true;
-        m_dirty = true;
+        markDirty();
     });
     Theme::styleChart(plot);
     return m_charts.back();
@@ -207,7 +214,7 @@ void ChartsPanel::appendSteps(int first, int count) {
         bucket.first += steps[size_t(i)].numOutputTokens;
         bucket.second += s.num_prefill_tokens + s.num_decode_tokens;
     }
-    m_dirty = true;
+    markDirty();
 }
 
 void ChartsPanel::appendRequests() {
@@ -281,7 +288,7 @@ void ChartsPanel::addEventMarker(const SessionEvent& event) {
         label->setPadding(QMargins(3, 0, 0, 0));
         label->setSelectable(false);
     }
-    m_dirty = true;
+    markDirty();
 }
 
 void ChartsPanel::reset() {
@@ -304,7 +311,7 @@ void ChartsPanel::reset() {
     m_buckets.clear();
     m_plottedRequests.clear();
     m_markerCount = 0;
-    m_dirty = true;
+    markDirty();
 }
 
 void ChartsPanel::refresh() {
@@ -356,7 +363,7 @@ void ChartsPanel::replotNow() {
 
 void ChartsPanel::restyle() {
     for (Chart& c : m_charts) Theme::styleChart(c.plot);
-    m_dirty = true;
+    markDirty();
 }
 
 }  // namespace kvscope::ui

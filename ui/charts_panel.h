@@ -64,6 +64,8 @@ private:
 
     SessionData* m_session;
     std::vector<Chart> m_charts;
+    // Schedules a replot (at most one per 33 ms): the single-shot timer runs only after a change.
+    void markDirty();
     QTimer m_replotTimer;
     bool m_dirty = false;
 

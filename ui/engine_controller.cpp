@@ -118,9 +118,10 @@ void EngineController::applyUpdate(const EngineUpdate& u) {
         m_snapshot = u.snapshot;
         emit snapshotUpdated(u.snapshot);
     }
-    emit updateApplied();
+    // Idle is decided before anyone hears of the update, so that every view reads the same state.
     const bool wasIdle = m_idle;
     m_idle = u.idle && !m_benchRunning && u.commandsReceived == m_commandsSent;
+    emit updateApplied();
     if (m_idle && !wasIdle) emit becameIdle();
 }
 

@@ -12,6 +12,7 @@
 #include <QJsonObject>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 namespace kvscope::ui {
@@ -323,7 +324,12 @@ void EngineWorker::publish(bool force) {
     if (m_snapshotWanted.load()) {
         std::shared_ptr<KvCacheSnapshot> snap;
         for (auto& s : m_snapshotPool)
-            if (s.use_count() == 1) snap = s;
+            if (s.use_count() == 1) {
+                // The GUI's last copy went away with a release decrement; use_count() is a relaxed
+                // read, so this fence orders the GUI's reads of the old contents before our writes.
+                std::atomic_thread_fence(std::memory_order_acquire);
+                snap = s;
+            }
         if (!snap && m_snapshotPool.size() < 4) snap = m_snapshotPool.emplace_back(std::make_shared<KvCacheSnapshot>());
         if (snap) {
             m_engine->kv_cache_manager().snapshot_into(*snap);

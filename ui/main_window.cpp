@@ -64,6 +64,7 @@ MainWindow::MainWindow(QWidget* parent)
         m_loadProgress->setRange(0, 0);  // busy: the load runs on the engine thread
         m_loadProgress->setVisible(true);
         m_modelLabel->setText(tr("Loading %1 ...").arg(spec));
+        m_stall->setActive(true);  // a load must not stall the window either
     });
     connect(m_controller, &EngineController::modelLoaded, this, [this](const ModelSummary& s) {
         m_loadProgress->setVisible(false);
@@ -107,7 +108,7 @@ MainWindow::MainWindow(QWidget* parent)
         }
     });
     restoreSettings();
-    m_stall->start();
+    // The stall monitor starts with the first model load (see modelLoadStarted).
 }
 
 MainWindow::~MainWindow() = default;
@@ -400,6 +401,7 @@ void MainWindow::updateStatus() {
                                    .arg(s.total_preemptions)
                                    .arg(m_controller->isIdle() ? tr("idle") : tr("running")));
     }
+    m_stall->setActive(!m_controller->isIdle() || m_controller->isLoading());
     m_stallLabel->setText(tr("GUI stall max %1 ms").arg(m_stall->maxStallMs(), 0, 'f', 1));
     // Keep the selected request's block table current as it grows.
     const QString id = m_blockMap->highlightedRequest();

@@ -9,9 +9,9 @@ namespace kvscope::ui {
 RequestTableModel::RequestTableModel(SessionData* session, QObject* parent)
     : QAbstractTableModel(parent), m_session(session) {
     m_rows = int(session->requests().size());
-    connect(session, &SessionData::requestAdded, this, [this](int row) {
-        beginInsertRows({}, row, row);
-        m_rows = row + 1;
+    connect(session, &SessionData::requestsAdded, this, [this](int first, int last) {
+        beginInsertRows({}, first, last);
+        m_rows = last + 1;
         endInsertRows();
     });
     connect(session, &SessionData::requestChanged, this, [this](int row) {

@@ -16,7 +16,7 @@ std::vector<RequestMetrics> SessionData::finishedMetrics() const {
     return out;
 }
 
-int SessionData::ensureRequest(const QString& requestId) {
+int SessionData::ensureRequest(const QString& requestId, bool announce) {
     if (auto it = m_index.constFind(requestId); it != m_index.constEnd()) return *it;
     RequestRecord r;
     r.requestId = requestId;
@@ -24,7 +24,7 @@ int SessionData::ensureRequest(const QString& requestId) {
     m_requests.push_back(std::move(r));
     const int row = int(m_requests.size()) - 1;
     m_index.insert(requestId, row);
-    emit requestAdded(row);
+    if (announce) emit requestsAdded(row, row);
     return row;
 }
 
@@ -58,6 +58,11 @@ void SessionData::applyUpdate(const EngineUpdate& u) {
         }
         emit stepsAppended(first, int(u.steps.size()));
     }
+    // New requests first, announced together: views insert their rows once, not once per request.
+    const int firstNew = int(m_requests.size());
+    for (const RequestProgress& p : u.requests) ensureRequest(p.requestId, false);
+    for (const RequestMetrics& m : u.finished) ensureRequest(QString::fromStdString(m.request_id), false);
+    if (int(m_requests.size()) > firstNew) emit requestsAdded(firstNew, int(m_requests.size()) - 1);
     for (const RequestProgress& p : u.requests) {
         const int row = ensureRequest(p.requestId);
         RequestRecord& r = m_requests[size_t(row)];

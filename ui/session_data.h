@@ -65,14 +65,17 @@ public:
 
 signals:
     void stepsAppended(int first, int count);
-    void requestAdded(int row);
+    // Rows first..last were appended (a benchmark adds dozens in one update: one signal for them all).
+    void requestsAdded(int first, int last);
     void requestChanged(int row);
     void eventAdded(const kvscope::ui::SessionEvent& event);
     void benchmarkAdded(int index);
     void cleared();
 
 private:
-    int ensureRequest(const QString& requestId);
+    // The row of a request, appended when new (announced with requestsAdded unless announce is false:
+    // then the caller announces a batch).
+    int ensureRequest(const QString& requestId, bool announce = true);
 
     std::vector<StepRecord> m_steps;
     std::vector<RequestRecord> m_requests;

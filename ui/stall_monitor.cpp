@@ -27,6 +27,17 @@ void StallMonitor::start() {
     m_timer.start();
 }
 
+void StallMonitor::setActive(bool active) {
+    if (active == m_timer.isActive()) return;
+    if (!active) {
+        m_timer.stop();
+        return;
+    }
+    if (!m_clock.isValid()) m_clock.start();
+    m_lastNs = -1;
+    m_timer.start();
+}
+
 void StallMonitor::reset() {
     m_maxStallMs = m_sumLatenessMs = 0;
     m_ticks = m_over16 = m_over50 = 0;

@@ -1,5 +1,6 @@
 // StallMonitor: measures how long the GUI thread's event loop is blocked. A 5 ms precise timer records
-// how late each tick fires; the longest lateness is the worst stall a user could have felt.
+// how late each tick fires; the longest lateness is the worst stall a user could have felt. It ticks
+// only while active (the engine works or a model loads): an idle window runs no timer.
 #pragma once
 
 #include <QElapsedTimer>
@@ -13,6 +14,8 @@ class StallMonitor : public QObject {
 public:
     explicit StallMonitor(QObject* parent = nullptr);
     void start();
+    // Starts or pauses the ticks; a pause is not a stall.
+    void setActive(bool active);
     void reset();
     // The next tick's lateness is not counted (call after deliberate blocking work such as a screenshot).
     void skipInterval() { m_lastNs = -1; }

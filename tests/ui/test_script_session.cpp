@@ -17,6 +17,7 @@
 #include <QSet>
 #include <QSignalSpy>
 #include <QTemporaryDir>
+#include <QTimer>
 #include <QtTest>
 
 #include <algorithm>
@@ -75,6 +76,14 @@ private slots:
         QVERIFY(finished.wait(120000));
         QVERIFY2(finished.at(0).at(0).toBool(), qPrintable(finished.at(0).at(1).toString()));
 
+        // Idle, the window runs no timer: charts replot, the stall monitor ticks and the benchmark is fed
+        // only while something changes.
+        QTRY_VERIFY_WITH_TIMEOUT(window.controller()->isIdle(), 60000);
+        auto anyTimerActive = [&window] {
+            const QList<QTimer*> timers = window.findChildren<QTimer*>();
+            return std::any_of(timers.begin(), timers.end(), [](QTimer* t) { return t->isActive(); });
+        };
+        QTRY_VERIFY_WITH_TIMEOUT(!anyTimerActive(), 5000);
         QVERIFY2(window.exportSession(dir.path(), &error), qPrintable(error));
         QFile f(dir.filePath("session.json"));
         QVERIFY(f.open(QIODevice::ReadOnly));
