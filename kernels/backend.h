@@ -137,6 +137,8 @@ public:
     virtual int end_capture() { throw std::logic_error(name() + " backend: no graphs (check supports_graphs())"); }
     virtual void replay(int graph) { throw std::logic_error(name() + " backend: no graphs (check supports_graphs())"); }
     virtual void destroy_graph(int graph) {}
+    // Why the last end_capture() returned -1 ("" when it did not, or when the backend cannot say).
+    virtual std::string last_capture_error() const { return ""; }
 };
 
 }  // namespace kvscope

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 
 namespace kvscope {
@@ -287,15 +288,38 @@ void ModelRunner::run_graph(const ModelInput& in, int batch) {
     // to these shapes, which a capture may not do), then record the very same ops for the next ones.
     const AttentionMetadata meta = metadata(graph_input_, d_graph_block_tables_, graph_max_seq_len_);
     forward(meta, batch, sample);
-    backend_.begin_capture();
+    // A capture that fails (an op that cannot be recorded, or a graph the driver will not instantiate)
+    // costs nothing beyond this step: the step's results are already computed, the shape is marked
+    // eager-only so later steps do not retry, and serving goes on.
+    try {
+        backend_.begin_capture();
+    } catch (const std::exception& e) {
+        capture_failed(batch, sample, std::string("begin_capture: ") + e.what());
+        return;
+    }
     try {
         forward(meta, batch, sample);
-    } catch (...) {
+    } catch (const std::exception& e) {
         const int partial = backend_.end_capture();
         if (partial >= 0) backend_.destroy_graph(partial);
-        throw;
+        capture_failed(batch, sample, e.what());
+        return;
     }
-    graphs_[key] = backend_.end_capture();
+    const int graph = backend_.end_capture();
+    if (graph < 0) {
+        capture_failed(batch, sample, backend_.last_capture_error());
+        return;
+    }
+    graphs_[key] = graph;
+}
+
+void ModelRunner::capture_failed(int batch, bool sample, const std::string& why) {
+    graphs_[graph_key(batch, sample)] = -1;
+    if (!graph_capture_error_.empty()) return;  // report why once, not once per shape
+    graph_capture_error_ = "graph capture of decode batch " + std::to_string(batch) +
+                           (sample ? " (device sampling)" : "") + " failed: " + (why.empty() ? "no reason given" : why) +
+                           "; shapes that fail run op by op";
+    std::fprintf(stderr, "kvscope: %s\n", graph_capture_error_.c_str());
 }
 
 }  // namespace kvscope

@@ -65,6 +65,8 @@ public:
     const std::vector<int>& capture_sizes() const { return capture_sizes_; }
     int num_graphs() const;
     int64_t num_graph_replays() const { return num_graph_replays_; }
+    // Why the first capture that failed did ("" if none has): its shape then runs op by op.
+    const std::string& graph_capture_error() const { return graph_capture_error_; }
 
     // Grows the activation buffers for larger steps (live reconfiguration); never shrinks them.
     void ensure_capacity(int max_num_tokens, int max_num_logits);
@@ -95,6 +97,7 @@ private:
     // The capture size that runs this step as a graph, or 0 to run it op by op.
     int graph_batch_size(const ModelInput& in) const;
     void run_graph(const ModelInput& in, int batch);
+    void capture_failed(int batch, bool sample, const std::string& why);
     // Recomputes the capture sizes and the fixed block-table buffer for the current buffers and cache
     // geometry, dropping every graph.
     void configure_graphs();
@@ -143,6 +146,7 @@ private:
     int32_t* d_graph_block_tables_ = nullptr;  // [capture_sizes_.back(), graph_max_blocks_]
     ModelInput graph_input_;                   // the padded step, reused
     int64_t num_graph_replays_ = 0;
+    std::string graph_capture_error_;
 };
 
 }  // namespace kvscope

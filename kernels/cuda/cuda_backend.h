@@ -91,8 +91,7 @@ public:
     void replay(int graph) override;
     void destroy_graph(int graph) override;
     int num_graphs() const { return static_cast<int>(graphs_.size()); }
-    // Why the last end_capture() returned -1 ("" when it did not).
-    const std::string& last_capture_error() const { return capture_error_; }
+    std::string last_capture_error() const override { return capture_error_; }
 
     // ---- Beyond the Backend interface (benchmarks, tests, the memory chart).
     const cuda::DeviceInfo& device_info() const { return info_; }

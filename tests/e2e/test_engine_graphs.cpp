@@ -210,6 +210,44 @@ private slots:
 
     // Only decode-only steps run as graphs: a mixed prefill + decode step runs op by op, and the batch
     // can shrink and grow across capture sizes as requests finish and arrive.
+    // A capture that fails costs one eager step: the tokens are the eager ones, the shape is never tried
+    // again (old code rethrew out of step() and retried every decode), and the reason is kept.
+    void failed_capture_runs_eagerly_data() {
+        QTest::addColumn<int>("failure");
+        QTest::addRow("op_throws") << int(test::RecordingBackend::CaptureFailure::op_throws);
+        QTest::addRow("not_instantiable") << int(test::RecordingBackend::CaptureFailure::not_instantiable);
+    }
+    void failed_capture_runs_eagerly() {
+        QFETCH(int, failure);
+        auto m = load("stories260K");
+        const auto ps = test::random_prompts(5, m->config.vocab_size, seed_ + 77);
+        EngineConfig config = base_config();
+        config.check_invariants = true;
+        auto owned = std::make_unique<test::RecordingBackend>(2);
+        test::RecordingBackend& backend = *owned;
+        backend.fail_captures(static_cast<test::RecordingBackend::CaptureFailure>(failure));
+        LlmEngine engine(m, config, std::move(owned));
+        std::vector<std::string> ids;
+        for (const auto& p : ps) ids.push_back(engine.add_request(request(p, greedy(24))).front());
+        int decode_steps = 0;
+        while (engine.has_unfinished_requests()) {
+            engine.step();
+            ++decode_steps;
+        }
+        std::vector<std::vector<int32_t>> tokens;
+        for (const auto& id : ids) tokens.push_back(engine.request_output_token_ids(id));
+        QCOMPARE(tokens, generate(m, eager(base_config()), ps, {greedy(24)}).tokens);
+        const ModelRunner& runner = engine.model_runner();
+        QCOMPARE(runner.num_graphs(), 0);
+        QCOMPARE(runner.num_graph_replays(), int64_t(0));
+        QVERIFY(decode_steps > 20);
+        // One attempt per padded shape the run met (5 sequences pad to 8), not one per decode step.
+        QVERIFY2(backend.num_capture_attempts() >= 1 && backend.num_capture_attempts() <= 2,
+                 qPrintable(QString::number(backend.num_capture_attempts())));
+        QVERIFY2(runner.graph_capture_error().find("cannot be") != std::string::npos, runner.graph_capture_error().c_str());
+        QCOMPARE(engine.kv_cache_manager().num_free_blocks(), engine.num_blocks());  // nothing leaked
+    }
+
     void mixed_steps_and_changing_batches() {
         auto m = load("dummy:tiny");
         const auto ps = test::random_prompts(11, m->config.vocab_size, seed_ + 7);

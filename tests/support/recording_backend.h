@@ -5,7 +5,9 @@
 // recording. A runner that let a captured pointer go stale, padded a step wrongly or kept a graph past a
 // KV cache rebuild produces different tokens here. Optionally a stand-in device sampler: the host
 // Sampler with a generator seeded from (seed, offset) alone, as the device's counter-based draw is, so
-// the engine's split between device-sampled and host-sampled rows can be tested.
+// the engine's split between device-sampled and host-sampled rows can be tested. fail_captures() makes
+// captures fail the two ways a CUDA capture can: an op that cannot be recorded throws, or the finished
+// recording cannot be instantiated.
 #pragma once
 
 #include "cpu/cpu_kernel_sets.h"
@@ -105,15 +107,25 @@ public:
     }
     int num_sampled_steps() const { return num_sampled_steps_; }
 
+    enum class CaptureFailure { none, op_throws, not_instantiable };
+    void fail_captures(CaptureFailure f) { capture_failure_ = f; }
+
     bool supports_graphs() const override { return true; }
     void begin_capture() override {
         if (capturing_) throw std::logic_error("RecordingBackend: a capture is already open");
         capturing_ = true;
         recording_.clear();
+        ++num_capture_attempts_;
     }
     int end_capture() override {
         if (!capturing_) throw std::logic_error("RecordingBackend: no capture is open");
         capturing_ = false;
+        if (capture_failure_ == CaptureFailure::not_instantiable) {
+            recording_.clear();
+            capture_error_ = "RecordingBackend: the recording cannot be instantiated";
+            return -1;
+        }
+        capture_error_.clear();
         graphs_[next_graph_] = std::move(recording_);
         recording_.clear();
         ++num_captures_;
@@ -126,14 +138,18 @@ public:
         ++num_replays_;
     }
     void destroy_graph(int graph) override { graphs_.erase(graph); }
+    std::string last_capture_error() const override { return capture_error_; }
 
     int num_graphs() const { return static_cast<int>(graphs_.size()); }
     int num_captures() const { return num_captures_; }
+    int num_capture_attempts() const { return num_capture_attempts_; }
     int num_replays() const { return num_replays_; }
 
 private:
     template <class Op>
     void run(Op op) {
+        if (capturing_ && capture_failure_ == CaptureFailure::op_throws)
+            throw std::runtime_error("RecordingBackend: this op cannot be captured");
         if (capturing_) recording_.emplace_back(std::move(op));
         else op();
     }
@@ -149,7 +165,9 @@ private:
     std::vector<std::function<void()>> recording_;
     std::map<int, std::vector<std::function<void()>>> graphs_;
     int next_graph_ = 0;
-    int num_captures_ = 0, num_replays_ = 0;
+    int num_captures_ = 0, num_replays_ = 0, num_capture_attempts_ = 0;
+    CaptureFailure capture_failure_ = CaptureFailure::none;
+    std::string capture_error_;
 };
 
 }  // namespace kvscope::test
