@@ -1,12 +1,21 @@
-// Every Backend op of the CPU backend against the slow references of cpu/reference.h, in the manner of
-// llama.cpp's test-backend-ops: table-driven cases, fresh seeded inputs per case, outputs poisoned with
-// NaN before each run (an output the kernel forgets to write fails), errors measured as normalized MSE
-// and max abs error. Each case runs the backend at 1, 2 and 3 threads; results must not depend on the
-// thread count (every output element is computed by one thread in one order), so runs replay exactly.
-// Every case runs on each CPU kernel set of the build that this CPU runs (cpu/cpu_kernel_sets.h: avx512,
-// avx2 and baseline in a portable build), as global data: "matmul(avx2:F16 n=1 ...)" checks the avx2 set.
+// Every Backend op against the slow references of cpu/reference.h, on every backend this build and machine
+// have, in the manner of llama.cpp's test-backend-ops: each op's cases are written once, as table-driven
+// rows with fresh seeded inputs per case, and run on each backend as a global data row: every CPU kernel
+// set of the build that this CPU runs (cpu/cpu_kernel_sets.h: "matmul(avx2:F16 n=1 ...)" checks the avx2
+// set), and "cuda" in builds with the CUDA library (skipped, saying why, where it cannot run). Inputs and
+// outputs move through the Backend API (allocate, copy_to_device, copy_to_host), so one case body drives
+// host and device memory alike; outputs are poisoned with NaN before each run (an output the kernel forgets
+// to write fails), and errors are measured as normalized MSE and max abs error.
+// A CPU row runs each case at 1, 2 and 3 threads: results must not depend on the thread count (every
+// output element is computed by one thread in one order), so runs replay exactly, and a row's result must
+// not depend on what else is in the batch. What only the CUDA device has (forced context splits, graphs,
+// the memory account, the sampler's frequencies) is in tests/gpu/test_cuda_backend_ops.cpp.
+#include "op_checks.h"
+#include "paged_attention_case.h"
+#include "sampling_reference.h"
 #include "test_support.h"
 
+#include "backend_factory.h"
 #include "cpu/cpu_kernel_sets.h"
 #include "cpu/quant.h"
 #include "cpu/reference.h"
@@ -18,143 +27,37 @@
 #include <limits>
 #include <map>
 #include <memory>
-#include <numeric>
 #include <random>
-#include <span>
+#include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 using namespace kvscope;
 using namespace kvscope::cpu;
+using namespace kvscope::test;
 
 namespace {
 
 constexpr int kThreadCounts[] = {1, 2, 3};
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-// The attention cases' KV cache in a float buffer, holding layout.kv_dtype elements: F32, or F16/BF16 in
-// the first half of the bytes. Unwritten elements are NaN in the cache's own type.
-struct KvCacheView {
-    float* buffer;
-    KvCacheLayout layout;
-    KvCacheView(float* b, const KvCacheLayout& l) : buffer(b), layout(l) {}
-    void* data() const { return buffer; }
-    uint16_t* halves() const { return reinterpret_cast<uint16_t*>(buffer); }
-    void fill_nan() const {
-        if (layout.kv_dtype == DType::F32)
-            std::fill_n(buffer, layout.total_elems(), kNaN);
-        else
-            std::fill_n(halves(), layout.total_elems(), layout.kv_dtype == DType::F16 ? uint16_t{0x7e00} : uint16_t{0x7fc0});
-    }
-    float at(size_t e) const {
-        switch (layout.kv_dtype) {
-        case DType::F16: return f16_to_f32(halves()[e]);
-        case DType::BF16: return bf16_to_f32(halves()[e]);
-        default: return buffer[e];
-        }
-    }
-    float round(float x) const {
-        switch (layout.kv_dtype) {
-        case DType::F16: return f16_to_f32(f32_to_f16(x));
-        case DType::BF16: return bf16_to_f32(f32_to_bf16(x));
-        default: return x;
-        }
-    }
-    bool stored_equals(size_t e, float x) const {
-        const float a = at(e), b = round(x);
-        return std::memcmp(&a, &b, sizeof a) == 0;
-    }
-    std::vector<float> rounded(const std::vector<float>& v) const {
-        std::vector<float> r(v.size());
-        std::transform(v.begin(), v.end(), r.begin(), [&](float x) { return round(x); });
-        return r;
-    }
-    int64_t count_written() const {
-        int64_t n = 0;
-        for (size_t e = 0; e < layout.total_elems(); ++e) n += !std::isnan(at(e));
-        return n;
-    }
-};
-
-std::vector<float> random_floats(std::mt19937_64& rng, size_t n, float lo = -1.0f, float hi = 1.0f) {
-    std::uniform_real_distribution<float> dist(lo, hi);
-    std::vector<float> v(n);
-    for (float& x : v) x = dist(rng);
-    return v;
-}
-
-int random_int(std::mt19937_64& rng, int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
-
-// FNV-1a: a stable per-case seed from the run's seed and the case's name.
-uint64_t case_seed(uint64_t base) {
-    std::string name = std::string(QTest::currentTestFunction()) + "/" +
-                       (QTest::currentDataTag() ? QTest::currentDataTag() : "");
-    uint64_t h = 1469598103934665603ull ^ base;
-    for (char c : name) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ull;
-    return h;
-}
-
-// How far out is from ref: normalized MSE (sum (out-ref)^2 / sum ref^2, as test-backend-ops) and max abs
-// error. A non-finite output where the reference is finite (an unwritten, NaN-poisoned element) fails.
-struct Diff {
-    double nmse = 0;
-    double max_abs = 0;
-    int64_t worst = -1;       // index of the max abs error or of the first non-finite output
-    int64_t non_finite = 0;   // outputs that are NaN/inf
-    bool within(double max_abs_tol, double nmse_tol) const {
-        return non_finite == 0 && max_abs <= max_abs_tol && nmse <= nmse_tol;
-    }
-};
-
-Diff diff(const float* out, const float* ref, int64_t n) {
-    Diff d;
-    double se = 0, sr = 0;
-    for (int64_t i = 0; i < n; ++i) {
-        if (!std::isfinite(out[i])) {
-            if (d.non_finite++ == 0) d.worst = i;
-            continue;
-        }
-        const double e = std::fabs(static_cast<double>(out[i]) - ref[i]);
-        se += e * e;
-        sr += static_cast<double>(ref[i]) * ref[i];
-        if (e > d.max_abs && d.non_finite == 0) d.worst = i;
-        d.max_abs = std::max(d.max_abs, e);
-    }
-    d.nmse = sr > 0 ? se / sr : se;
-    return d;
-}
-
-QByteArray describe(const Diff& d, const float* out, const float* ref, int threads) {
-    QByteArray s = QByteArray("threads=") + QByteArray::number(threads) + " nmse=" + QByteArray::number(d.nmse, 'g', 3) +
-                   " max_abs=" + QByteArray::number(d.max_abs, 'g', 3) +
-                   " non_finite=" + QByteArray::number(static_cast<qlonglong>(d.non_finite));
-    if (d.worst >= 0)
-        s += " at [" + QByteArray::number(static_cast<qlonglong>(d.worst)) + "]: out=" +
-             QByteArray::number(out[d.worst], 'g', 9) + " ref=" + QByteArray::number(ref[d.worst], 'g', 9);
-    return s;
-}
-
-bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-// Weights stored in dtype: each row quantized from F32 with quantize_row.
-struct StoredWeights {
-    std::vector<uint8_t> bytes;
-    WeightView view;
-};
-StoredWeights store(const std::vector<float>& w, DType dtype, int64_t rows, int64_t cols) {
-    StoredWeights s;
-    const size_t row_bytes = dtype_row_bytes(dtype, cols);
-    s.bytes.resize(row_bytes * rows);
-    for (int64_t r = 0; r < rows; ++r) quantize_row(dtype, w.data() + r * cols, s.bytes.data() + r * row_bytes, cols);
-    s.view = WeightView{s.bytes.data(), dtype, rows, cols};
-    return s;
-}
-
 constexpr DType kAllDTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_K};
-// The types the CPU backend repacks into panels for its matmul (cpu/panel_matmul.h).
-bool panel_packable(DType dt) { return dt == DType::F32 || dt == DType::F16 || dt == DType::BF16; }
+
+// The backends of one global row: a CPU kernel set at each of kThreadCounts, or the CUDA backend. They
+// share one memory (the host's, or the one device's), so a buffer allocated by the first serves them all.
+struct Subject {
+    bool cpu = false;
+    std::vector<std::unique_ptr<Backend>> backends;
+    std::string unavailable;  // why there are none
+    // The attention cases' KV cache, grown on demand: one buffer for every case (allocating and faulting
+    // in up to 256 MiB per case would dominate the test's time).
+    std::unique_ptr<DeviceVector<float>> kv_cache;
+
+    Backend& first() { return *backends.front(); }
+    // Which run of a case: "threads=2" or "cuda".
+    QByteArray who(const Backend& b) const {
+        return cpu ? "threads=" + QByteArray::number(b.num_threads()) : QByteArray::fromStdString(b.name());
+    }
+};
 
 }  // namespace
 
@@ -162,32 +65,49 @@ class TestBackendOps : public QObject {
     Q_OBJECT
 
     uint64_t seed_ = 0;
-    // Per kernel set, a backend at each of kThreadCounts, made on first use.
-    std::map<std::string, std::array<std::unique_ptr<Backend>, std::size(kThreadCounts)>> backends_;
-    std::vector<float> cache_;  // the paged KV cache of the attention cases
+    std::map<std::string, Subject> subjects_;  // by global row, made on first use
+    std::vector<float> host_cache_;            // the host side of Subject::kv_cache
 
-    // The kernel set of the running case (the global data row).
-    std::string kernel_set() const {
-        QFETCH_GLOBAL(QString, kernel_set);
-        return kernel_set.toStdString();
+    // The global row of the running case: a CPU kernel set's name, or "cuda".
+    std::string row() const {
+        QFETCH_GLOBAL(QString, backend);
+        return backend.toStdString();
     }
-    // The running case's kernel set at kThreadCounts[i] threads.
-    Backend& backend(size_t i) {
-        const std::string set = kernel_set();
-        auto& made = backends_[set];
-        if (!made[0])
-            for (size_t t = 0; t < std::size(kThreadCounts); ++t) {
-                made[t] = make_cpu_backend(kThreadCounts[t], set);
-                if (made[t]->num_threads() != kThreadCounts[t] || made[t]->kernel_set() != set)
-                    qFatal("backend of kernel set %s at %d threads: got %s at %d", set.c_str(), kThreadCounts[t],
-                           made[t]->kernel_set().c_str(), made[t]->num_threads());
+    Subject& subject() {
+        const std::string name = row();
+        Subject& s = subjects_[name];
+        if (!s.backends.empty() || !s.unavailable.empty()) return s;
+        if (name == "cuda") {
+            try {
+                std::string note;
+                s.backends.push_back(make_backend("cuda", 0, &note));
+                qInfo("%s", note.c_str());
+            } catch (const std::exception& e) {
+                s.unavailable = std::string(e.what()) + " (the cuda rows need an NVIDIA GPU)";
             }
-        return *made[i];
+            return s;
+        }
+        s.cpu = true;
+        for (int threads : kThreadCounts) {
+            s.backends.push_back(make_cpu_backend(threads, name));
+            if (s.backends.back()->num_threads() != threads || s.backends.back()->kernel_set() != name)
+                qFatal("backend of kernel set %s at %d threads: got %s at %d", name.c_str(), threads,
+                       s.backends.back()->kernel_set().c_str(), s.backends.back()->num_threads());
+        }
+        return s;
+    }
+    // The runs of a case: every thread count, or only the most threads for the rows whose reference alone
+    // takes most of a second (the thread counts are covered by the smaller rows of the same op).
+    std::vector<Backend*> runs(Subject& s, bool every_thread_count = true) {
+        std::vector<Backend*> r;
+        for (auto& b : s.backends) r.push_back(b.get());
+        if (!every_thread_count) r.erase(r.begin(), r.end() - 1);
+        return r;
     }
 
 private slots:
     void initTestCase_data() {
-        QTest::addColumn<QString>("kernel_set");
+        QTest::addColumn<QString>("backend");
         for (const CpuKernelSet& set : cpu_kernel_sets()) {
             const std::string name(set.name);
             if (cpu_runs(set))
@@ -195,10 +115,33 @@ private slots:
             else
                 qInfo("CPU kernel set %s not checked: this CPU cannot run it", name.c_str());
         }
+        if (cuda_backend_built()) QTest::newRow("cuda") << QStringLiteral("cuda");
     }
     void initTestCase() { seed_ = test::test_seed(20250601); }
+    void init() {
+        const Subject& s = subject();
+        if (!s.unavailable.empty()) QSKIP(s.unavailable.c_str());
+    }
 
-    // ---- matmul: every dtype, decode-sized and prefill-sized row counts, odd shapes, with/without bias.
+    // ---- Weights a backend cannot hold are refused at upload, naming the type; F32, F16, BF16 everywhere.
+    void unsupported_weights_rejected() {
+        Backend& b = subject().first();
+        for (DType dt : {DType::F32, DType::F16, DType::BF16}) QVERIFY2(b.supports(dt), dtype_name(dt).data());
+        for (DType dt : kAllDTypes) {
+            if (b.supports(dt)) continue;
+            std::vector<uint8_t> bytes(dtype_row_bytes(dt, 256) * 4);
+            bool threw = false;
+            try {
+                b.upload_weight(WeightView{bytes.data(), dt, 4, 256});
+            } catch (const std::invalid_argument& e) {
+                threw = QByteArray(e.what()).contains(dtype_name(dt).data());
+            }
+            QVERIFY2(threw, "upload_weight must reject unsupported weights naming the type");
+        }
+    }
+
+    // ---- matmul: every dtype, decode-sized and prefill-sized row counts, odd shapes, with/without bias,
+    // row-major and as the backend repacks it for matmul ("panels": what the engine runs on).
     void matmul_data() {
         QTest::addColumn<int>("dtype");
         QTest::addColumn<int>("n");
@@ -206,18 +149,26 @@ private slots:
         QTest::addColumn<int>("N");
         QTest::addColumn<bool>("bias");
         QTest::addColumn<bool>("panels");
-        const int shapes[][2] = {{64, 172}, {172, 64}, {75, 40}, {256, 96}, {576, 1536}, {1024, 33}, {2048, 64}};
+        const int shapes[][2] = {{64, 172}, {172, 64}, {75, 40}, {256, 96}, {576, 1536}, {1024, 33}, {2048, 64}, {2048, 8192}};
         for (DType dt : kAllDTypes)
             for (bool panels : {false, true}) {
-                if (panels && !panel_packable(dt)) continue;
-                // 130: x chunks of 64, 64, 2 (row-major tiles); 6 x-row tiles with every tail (panels)
-                for (int n : {1, 2, 3, 4, 5, 12, 13, 31, 64, 130})
+                if (panels && dt != DType::F32 && dt != DType::F16 && dt != DType::BF16) continue;  // nothing repacks them
+                // 130: x chunks of 64, 64, 2 (row-major tiles); 6 x-row tiles with every tail (CPU panels);
+                // 16 and 257: GEMMs on the GPU
+                for (int n : {1, 2, 3, 4, 5, 12, 13, 16, 31, 64, 130, 257})
                     for (auto [K, N] : shapes) {
                         if (K % dtype_block_elems(dt) != 0) continue;  // rows hold whole blocks only
-                        for (bool bias : {false, true})
+                        // The double reference's time (and the CPU's): a big weight only as a GPU runs
+                        // it (row-major, n = 16, no bias), 257 rows on the small weights only.
+                        const bool big = K * N > (1 << 22);
+                        if (big && (n != 16 || panels || dt == DType::Q8_0 || dt == DType::Q4_K)) continue;
+                        if (!big && (n == 16 || (n == 257 && K * N > (1 << 17)))) continue;
+                        for (bool bias : {false, true}) {
+                            if (big && bias) continue;
                             QTest::addRow("%s%s n=%d K=%d N=%d%s", dtype_name(dt).data(), panels ? " panels" : "", n, K,
                                           N, bias ? " bias" : "")
                                 << static_cast<int>(dt) << n << K << N << bias << panels;
+                        }
                     }
             }
     }
@@ -228,43 +179,60 @@ private slots:
         QFETCH(int, N);
         QFETCH(bool, bias);
         QFETCH(bool, panels);
+        Subject& s = subject();
+        const DType dt = static_cast<DType>(dtype);
+        if (!s.first().supports(dt)) QSKIP(qPrintable(QString("no %1 weights here").arg(dtype_name(dt).data())));
         std::mt19937_64 rng(case_seed(seed_));
-        StoredWeights w = store(random_floats(rng, static_cast<size_t>(N) * K), static_cast<DType>(dtype), N, K);
-        const WeightView row_major = w.view;
-        std::unique_ptr<Backend> packer;  // owns the panels until the case ends
-        if (panels) {  // what the engine runs on: the weight repacked by the backend at load
-            packer = make_cpu_backend(2, kernel_set());
-            w.view = packer->repack_matmul_weight(w.view);
-            QCOMPARE(w.view.layout, WeightLayout::panels16);
+        const StoredWeights stored = store(random_floats(rng, static_cast<size_t>(N) * K), dt, N, K);
+        // The weight as the engine loads it: uploaded, then (panels) repacked. A CPU backend of its own owns
+        // the panels until the case ends; a device's copies live as long as its backend.
+        std::unique_ptr<Backend> loader_cpu = s.cpu ? make_cpu_backend(2, row()) : nullptr;
+        Backend& loader = loader_cpu ? *loader_cpu : s.first();
+        WeightView w = loader.upload_weight(stored.view);
+        if (panels) {
+            w = loader.repack_matmul_weight(w);
+            if (w.layout == WeightLayout::row_major) QSKIP("this backend runs matmul on row-major weights: the row without 'panels'");
         }
         const std::vector<float> x = random_floats(rng, static_cast<size_t>(n) * K);
         const std::vector<float> b = bias ? random_floats(rng, N) : std::vector<float>();
-        const float* bias_ptr = bias ? b.data() : nullptr;
 
         std::vector<float> ref(static_cast<size_t>(n) * N);
-        matmul_ref(x.data(), n, row_major, bias_ptr, ref.data());
-        // F32 accumulation over K terms of size <= 1 against a double reference: the error grows like
-        // sqrt(K) * 2^-24 * |terms|; 1e-5 relative to the largest output leaves a wide margin.
+        matmul_ref(x.data(), n, stored.view, bias ? b.data() : nullptr, ref.data());
         double ref_max = 1.0;
         for (float r : ref) ref_max = std::max(ref_max, static_cast<double>(std::fabs(r)));
+        // CPU: F32 accumulation over K terms of size <= 1 against a double reference: the error grows like
+        // sqrt(K) * 2^-24 * |terms|; 1e-5 relative to the largest output leaves a wide margin. CUDA (cuBLAS,
+        // TF32 off): F32 the same with 2x for its summation order; F16 / BF16 round x to the weight type
+        // (unit roundoff u = 2^-11 / 2^-8) before the GEMM: nmse ~ u^2 / 3 and the worst element
+        // ~ u * ref_max; the bounds leave 10x or more.
+        double tol_abs = 1e-5 * ref_max, tol_nmse = 1e-11;
+        if (!s.cpu) {
+            tol_abs = 2e-5 * ref_max, tol_nmse = 1e-10;
+            if (dt == DType::F16) tol_abs = 2e-3 * ref_max, tol_nmse = 1e-6;
+            if (dt == DType::BF16) tol_abs = 1e-2 * ref_max, tol_nmse = 1e-4;
+        }
 
+        const DeviceVector<float> x_d(s.first(), x), b_d(s.first(), b);
+        const float* bias_d = bias ? b_d.data() : nullptr;
         std::vector<float> first;
-        for (size_t i = 0; i < std::size(kThreadCounts); ++i) {
-            std::vector<float> out(ref.size(), kNaN);
-            backend(i).matmul(x.data(), n, w.view, bias_ptr, out.data());
+        for (Backend* be : runs(s, int64_t{n} * K * N <= (int64_t{1} << 24))) {
+            const DeviceVector<float> out_d(s.first(), std::vector<float>(ref.size(), kNaN));
+            be->matmul(x_d.data(), n, w, bias_d, out_d.data());
+            const std::vector<float> out = out_d.download();
             const Diff d = diff(out.data(), ref.data(), static_cast<int64_t>(out.size()));
-            QVERIFY2(d.within(1e-5 * ref_max, 1e-11), describe(d, out.data(), ref.data(), kThreadCounts[i]));
-            if (i == 0)
+            QVERIFY2(d.within(tol_abs, tol_nmse), describe(d, out, ref, s.who(*be)));
+            if (first.empty())
                 first = out;
             else
                 QVERIFY2(bitwise_equal(out, first), "result depends on the thread count");
         }
-        // Batch invariance: a row's result is bit for bit the same whether it runs alone or among n rows
-        // (the engine's outputs must not depend on what else is in the batch).
-        std::vector<float> alone(N);
+        if (!s.cpu) return;
+        // Batch invariance (CPU): a row's result is bit for bit the same whether it runs alone or among n
+        // rows (the engine's outputs must not depend on what else is in the batch).
+        const DeviceVector<float> alone_d(s.first(), N);
         for (int t = 0; t < n; ++t) {
-            backend(1).matmul(x.data() + static_cast<size_t>(t) * K, 1, w.view, bias_ptr, alone.data());
-            QVERIFY2(std::memcmp(alone.data(), first.data() + static_cast<size_t>(t) * N, N * sizeof(float)) == 0,
+            s.backends[1]->matmul(x_d.data() + static_cast<size_t>(t) * K, 1, w, bias_d, alone_d.data());
+            QVERIFY2(std::memcmp(alone_d.download().data(), first.data() + static_cast<size_t>(t) * N, N * sizeof(float)) == 0,
                      qPrintable(QString("row %1 of %2 differs from the row run alone").arg(t).arg(n)));
         }
     }
@@ -273,6 +241,8 @@ private slots:
     // hold though quantize_row never writes it) against the reference, and the activation quantization's
     // own error against F32 activations.
     void matmul_q8_0_int8() {
+        Subject& s = subject();
+        if (!s.first().supports(DType::Q8_0)) QSKIP("no Q8_0 weights here");
         std::mt19937_64 rng(case_seed(seed_));
         const int n = 7, K = 32 * 19, N = 37;  // an odd block count: the kernel's unpaired last block
         std::vector<BlockQ8_0> blocks(static_cast<size_t>(N) * K / 32);
@@ -281,179 +251,132 @@ private slots:
             for (int8_t& q : b.qs) q = static_cast<int8_t>(static_cast<int>(rng() % 256) - 128);
         }
         blocks[3].qs[0] = -128;
-        const WeightView w{blocks.data(), DType::Q8_0, N, K};
+        const WeightView stored{blocks.data(), DType::Q8_0, N, K};
         const std::vector<float> x = random_floats(rng, static_cast<size_t>(n) * K);
-        std::vector<float> ref(static_cast<size_t>(n) * N), out(ref.size(), kNaN);
-        matmul_ref(x.data(), n, w, nullptr, ref.data());
-        backend(1).matmul(x.data(), n, w, nullptr, out.data());
+        std::vector<float> ref(static_cast<size_t>(n) * N);
+        matmul_ref(x.data(), n, stored, nullptr, ref.data());
+        Backend& b = *s.backends.back();
+        const WeightView w = b.upload_weight(stored);
+        const DeviceVector<float> x_d(s.first(), x), out_d(s.first(), std::vector<float>(ref.size(), kNaN));
+        b.matmul(x_d.data(), n, w, nullptr, out_d.data());
+        const std::vector<float> out = out_d.download();
         double ref_max = 0;
         for (float r : ref) ref_max = std::max(ref_max, static_cast<double>(std::fabs(r)));
         const Diff d = diff(out.data(), ref.data(), static_cast<int64_t>(out.size()));
-        QVERIFY2(d.within(1e-5 * ref_max, 1e-11), describe(d, out.data(), ref.data(), 2));
+        QVERIFY2(d.within(1e-5 * ref_max, 1e-11), describe(d, out, ref, s.who(b)));
         // Against F32 activations: each product's x is off by at most d_x / 2 = max|x| / 254 per block.
-        std::vector<float> w_f32(static_cast<size_t>(N) * K), exact(ref.size());
+        std::vector<float> w_f32(static_cast<size_t>(N) * K);
         dequantize_row(DType::Q8_0, blocks.data(), w_f32.data(), static_cast<int64_t>(N) * K);
         for (int t = 0; t < n; ++t)
             for (int r = 0; r < N; ++r) {
-                double s = 0, bound = 0;
+                double sum = 0, bound = 0;
                 for (int k = 0; k < K; ++k) {
-                    s += static_cast<double>(x[t * K + k]) * w_f32[static_cast<size_t>(r) * K + k];
+                    sum += static_cast<double>(x[t * K + k]) * w_f32[static_cast<size_t>(r) * K + k];
                     bound += std::fabs(w_f32[static_cast<size_t>(r) * K + k]) / 254.0;  // |x| <= 1
                 }
-                QVERIFY2(std::fabs(out[t * N + r] - s) <= bound * 1.01 + 1e-6,
-                         qPrintable(QString("row %1 col %2: %3 vs %4, bound %5").arg(t).arg(r).arg(out[t * N + r]).arg(s).arg(bound)));
+                QVERIFY2(std::fabs(out[t * N + r] - sum) <= bound * 1.01 + 1e-6,
+                         qPrintable(QString("row %1 col %2: %3 vs %4, bound %5").arg(t).arg(r).arg(out[t * N + r]).arg(sum).arg(bound)));
             }
     }
 
-    // ---- paged attention: random block tables over thousands of blocks, GQA, decode and chunked prefill.
+    // ---- paged attention + write_kv: random block tables over thousands of blocks, GQA, decode, chunked
+    // prefill and long contexts, F32 and half-precision caches.
     void paged_attention_data() {
         QTest::addColumn<int>("head_dim");
         QTest::addColumn<int>("gqa");
         QTest::addColumn<int>("block_size");
-        QTest::addColumn<bool>("prefill");
+        QTest::addColumn<int>("kind");
         QTest::addColumn<int>("kv_dtype");
-        for (int D : {8, 64, 128})
-            for (int gqa : {1, 3, 4, 7})  // 3 and 7: V passes in uneven chunks of heads
+        auto add = [](DType dt, int D, int gqa, int B, AttentionKind kind, const char* note = "") {
+            const char* k = kind == AttentionKind::decode ? "decode" : kind == AttentionKind::prefill ? "prefill" : "long";
+            QTest::addRow("%s%sD=%d gqa=%d B=%d %s%s", dt == DType::F32 ? "" : dtype_name(dt).data(),
+                          dt == DType::F32 ? "" : " ", D, gqa, B, k, note)
+                << D << gqa << B << static_cast<int>(kind) << static_cast<int>(dt);
+        };
+        for (int D : {8, 32, 64, 128})
+            for (int gqa : {1, 3, 4, 7})  // 3 and 7: V passes in uneven chunks of heads (CPU)
                 for (int B : {1, 2, 16, 64, 256})
-                    for (bool prefill : {false, true})
-                        QTest::addRow("D=%d gqa=%d B=%d %s", D, gqa, B, prefill ? "prefill" : "decode")
-                            << D << gqa << B << prefill << int(DType::F32);
+                    for (AttentionKind kind : {AttentionKind::decode, AttentionKind::prefill}) add(DType::F32, D, gqa, B, kind);
+        // Block sizes of the GPU's tiles, a group of 8, and one query row per token (a group of 16).
+        for (int D : {8, 64, 128})
+            for (int B : {8, 32})
+                for (AttentionKind kind : {AttentionKind::decode, AttentionKind::prefill}) add(DType::F32, D, 8, B, kind);
+        add(DType::F32, 64, 16, 16, AttentionKind::prefill, " (one row per token)");
+        // Long contexts: the GPU's context splits and their merge, by its heuristic (two rows: their
+        // reference is slow; test_cuda_backend_ops forces splits on every shape).
+        add(DType::F32, 32, 8, 16, AttentionKind::long_context);
+        add(DType::F32, 128, 1, 16, AttentionKind::long_context);
         // Half-precision caches: the same kernels with a different element loader.
         for (DType dt : {DType::F16, DType::BF16})
             for (int D : {8, 32, 64, 80, 96, 128})  // every vector instance, and the generic path
                 for (int gqa : {1, 3})
                     for (int B : {1, 16})
-                        for (bool prefill : {false, true})
-                            QTest::addRow("%s D=%d gqa=%d B=%d %s", dtype_name(dt).data(), D, gqa, B,
-                                          prefill ? "prefill" : "decode")
-                                << D << gqa << B << prefill << int(dt);
+                        for (AttentionKind kind : {AttentionKind::decode, AttentionKind::prefill}) add(dt, D, gqa, B, kind);
     }
     void paged_attention() {
         QFETCH(int, head_dim);
         QFETCH(int, gqa);
         QFETCH(int, block_size);
-        QFETCH(bool, prefill);
+        QFETCH(int, kind);
         QFETCH(int, kv_dtype);
+        Subject& s = subject();
+        const DType kv = static_cast<DType>(kv_dtype);
+        if (!s.first().supports_kv_dtype(kv)) QSKIP(qPrintable(QString("no %1 KV cache here").arg(dtype_name(kv).data())));
         std::mt19937_64 rng(case_seed(seed_));
-        const int D = head_dim, B = block_size, Hkv = 2, H = Hkv * gqa;
-        // 4096 blocks, fewer for big blocks so the cache stays at most 65536 slots (256 MiB at D=128).
-        const int num_blocks = std::min(4096, 65536 / B);
-        const KvCacheLayout layout{/*num_layers=*/2, num_blocks, B, Hkv, D, static_cast<DType>(kv_dtype)};
-        const int layer = 1;
+        const PagedAttentionCase c =
+            make_paged_attention_case(head_dim, gqa, block_size, kv, static_cast<AttentionKind>(kind), rng);
+        const KvCacheLayout& layout = c.layout;
+        const int Hkv = layout.num_kv_heads, D = head_dim, B = block_size;
 
-        // Sequences: (cached tokens, new tokens). Decode: one new token each; prefill: chunks on top of
-        // cached tokens, including a fresh prompt and chunks that straddle block boundaries.
-        std::vector<std::pair<int, int>> seqs;
-        if (!prefill) {
-            for (int cached : {0, B - 1, B, random_int(rng, 1, 700), random_int(rng, 1, 1500), random_int(rng, 1, 64)})
-                seqs.push_back({cached, 1});
-        } else {
-            seqs = {{0, random_int(rng, 1, 40)},
-                    {random_int(rng, 1, 300), 1},
-                    {random_int(rng, 1, 300), random_int(rng, 2, 64)},
-                    {B, 17},
-                    {B - 1, random_int(rng, 2, 33)}};
+        // The cache: NaN everywhere, cached tokens scattered by the reference helper, then on the backend,
+        // where write_kv adds the new tokens through slot_mapping.
+        const size_t cache_floats = (layout.total_bytes() + sizeof(float) - 1) / sizeof(float);
+        if (host_cache_.size() < cache_floats) host_cache_.resize(cache_floats);
+        if (!s.kv_cache || s.kv_cache->size() < cache_floats) {
+            s.kv_cache.reset();
+            s.kv_cache = std::make_unique<DeviceVector<float>>(s.first(), cache_floats);
         }
-        const int num_seqs = static_cast<int>(seqs.size());
-
-        // Block tables: a shuffled permutation of every block. Block perm[0] is never written (it stays
-        // NaN) and pads every table, so a kernel that reads past a sequence's blocks produces NaN.
-        std::vector<int32_t> perm(num_blocks);
-        std::iota(perm.begin(), perm.end(), 0);
-        std::shuffle(perm.begin(), perm.end(), rng);
-        const int32_t pad_block = perm[0];
-        int max_blocks_per_seq = 0, max_seq_len = 0;
-        for (auto [cached, chunk] : seqs) {
-            max_blocks_per_seq = std::max(max_blocks_per_seq, (cached + chunk + B - 1) / B + 1);
-            max_seq_len = std::max(max_seq_len, cached + chunk);
-        }
-        std::vector<int32_t> block_tables(static_cast<size_t>(num_seqs) * max_blocks_per_seq, pad_block);
-        int next_block = 1;
-        for (int s = 0; s < num_seqs; ++s)
-            for (int b = 0; b < (seqs[s].first + seqs[s].second + B - 1) / B; ++b) {
-                QVERIFY2(next_block < num_blocks, "test setup: not enough blocks");
-                block_tables[static_cast<size_t>(s) * max_blocks_per_seq + b] = perm[next_block++];
-            }
-
-        // Dense K/V per sequence [seq_len, Hkv, D]; queries [num_tokens, H, D], sharper than K so that the
-        // softmax is not flat.
-        std::vector<std::vector<float>> k_dense(num_seqs), v_dense(num_seqs);
-        std::vector<int32_t> query_start_loc{0}, seq_lens;
-        for (int s = 0; s < num_seqs; ++s) {
-            const int len = seqs[s].first + seqs[s].second;
-            k_dense[s] = random_floats(rng, static_cast<size_t>(len) * Hkv * D);
-            v_dense[s] = random_floats(rng, static_cast<size_t>(len) * Hkv * D);
-            seq_lens.push_back(len);
-            query_start_loc.push_back(query_start_loc.back() + seqs[s].second);
-        }
-        const int num_tokens = query_start_loc.back();
-        const std::vector<float> q = random_floats(rng, static_cast<size_t>(num_tokens) * H * D, -3.0f, 3.0f);
-
-        // The cache: NaN everywhere, cached tokens scattered by the reference helper, new tokens written by
-        // the backend's write_kv through slot_mapping.
-        // One buffer for every case (page faults on 256 MiB per case would dominate the test's time).
-        if (cache_.size() < layout.total_elems()) cache_.resize(layout.total_elems());
-        KvCacheView cache(cache_.data(), layout);
+        float* cache_d = s.kv_cache->data();
+        KvCacheView cache(host_cache_.data(), layout);
         cache.fill_nan();
-        std::vector<float> k_new(static_cast<size_t>(num_tokens) * Hkv * D), v_new(k_new.size());
-        std::vector<int64_t> slot_mapping;
-        for (int s = 0; s < num_seqs; ++s) {
-            const auto [cached, chunk] = seqs[s];
-            const int32_t* table = block_tables.data() + static_cast<size_t>(s) * max_blocks_per_seq;
-            scatter_kv_ref(k_dense[s].data(), v_dense[s].data(), 0, cached, table, layout, cache.data(), layer);
-            for (int p = cached; p < cached + chunk; ++p) {
-                const size_t src = static_cast<size_t>(p) * Hkv * D, dst = slot_mapping.size() * Hkv * D;
-                std::copy_n(k_dense[s].data() + src, Hkv * D, k_new.data() + dst);
-                std::copy_n(v_dense[s].data() + src, Hkv * D, v_new.data() + dst);
-                slot_mapping.push_back(static_cast<int64_t>(table[p / B]) * B + p % B);
-            }
-        }
-        backend(std::size(kThreadCounts) - 1).write_kv(k_new.data(), v_new.data(), slot_mapping.data(), num_tokens,
-                                                       layout, cache.data(), layer);
+        c.scatter_cached(cache.data());
+        s.first().copy_to_device(cache_d, cache.data(), layout.total_bytes());
+        const DeviceVector<float> k_d(s.first(), c.k_new), v_d(s.first(), c.v_new);
+        const DeviceVector<int64_t> slots_d(s.first(), c.slot_mapping);
+        s.backends.back()->write_kv(k_d.data(), v_d.data(), slots_d.data(), c.num_tokens(), layout, cache_d, c.layer);
 
         // write_kv: each new token's slot holds exactly its values (rounded to the cache's type), and nothing
         // else was written (the cache holds exactly as many non-NaN values as tokens were placed).
-        for (int t = 0; t < num_tokens; ++t) {
-            const int block = static_cast<int>(slot_mapping[t] / B), off = static_cast<int>(slot_mapping[t] % B);
+        s.first().copy_to_host(cache.data(), cache_d, layout.total_bytes());
+        for (int t = 0; t < c.num_tokens(); ++t) {
+            const int block = static_cast<int>(c.slot_mapping[t] / B), off = static_cast<int>(c.slot_mapping[t] % B);
             for (int h = 0; h < Hkv; ++h)
                 for (int d = 0; d < D; ++d) {
                     const size_t src = (static_cast<size_t>(t) * Hkv + h) * D + d;
-                    QVERIFY2(cache.stored_equals(layout.offset(layer, 0, block, h, off) + d, k_new[src]),
+                    QVERIFY2(cache.stored_equals(layout.offset(c.layer, 0, block, h, off) + d, c.k_new[src]),
                              qPrintable(QString("write_kv: K of token %1 head %2 dim %3 wrong").arg(t).arg(h).arg(d)));
-                    QVERIFY2(cache.stored_equals(layout.offset(layer, 1, block, h, off) + d, v_new[src]),
+                    QVERIFY2(cache.stored_equals(layout.offset(c.layer, 1, block, h, off) + d, c.v_new[src]),
                              qPrintable(QString("write_kv: V of token %1 head %2 dim %3 wrong").arg(t).arg(h).arg(d)));
                 }
         }
-        int64_t total_tokens = 0;
-        for (int len : seq_lens) total_tokens += len;
-        QCOMPARE(cache.count_written(), total_tokens * Hkv * D * 2);
+        QCOMPARE(cache.count_written(), c.total_tokens() * Hkv * D * 2);
 
-        // Reference: per sequence over its dense K/V, as the cache holds them (rounded to its type).
-        const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-        std::vector<float> ref(static_cast<size_t>(num_tokens) * H * D);
-        for (int s = 0; s < num_seqs; ++s) {
-            const size_t q0 = static_cast<size_t>(query_start_loc[s]) * H * D;
-            const std::vector<float> k_held = cache.rounded(k_dense[s]), v_held = cache.rounded(v_dense[s]);
-            attention_ref(q.data() + q0, seqs[s].second, k_held.data(), v_held.data(), seq_lens[s], H, Hkv, D, scale,
-                          ref.data() + q0);
-        }
-
-        AttentionMetadata meta;
-        meta.num_tokens = num_tokens;
-        meta.num_seqs = num_seqs;
-        meta.query_start_loc = query_start_loc.data();
-        meta.seq_lens = seq_lens.data();
-        meta.block_tables = block_tables.data();
-        meta.max_blocks_per_seq = max_blocks_per_seq;
-        meta.slot_mapping = slot_mapping.data();
-        meta.max_seq_len = max_seq_len;
+        const std::vector<float> ref = c.reference();
+        const DeviceVector<float> q_d(s.first(), c.q);
+        const DeviceVector<int32_t> qsl_d(s.first(), c.query_start_loc), lens_d(s.first(), c.seq_lens),
+            tables_d(s.first(), c.block_tables);
+        const AttentionMetadata meta = c.metadata(qsl_d.data(), lens_d.data(), tables_d.data(), slots_d.data());
+        // CPU: 1e-5 (F32 with a different summation order than the double reference, |out| <= 1). CUDA: F32
+        // throughout with expf and FMA, errors ~1e-6; 1e-4 abs leaves two orders of magnitude.
+        const double tol_abs = s.cpu ? 1e-5 : 1e-4, tol_nmse = s.cpu ? 1e-10 : 1e-8;
         std::vector<float> first;
-        for (size_t i = 0; i < std::size(kThreadCounts); ++i) {
-            std::vector<float> out(ref.size(), kNaN);
-            backend(i).paged_attention(q.data(), meta, layout, cache.data(), layer, H, scale, out.data());
+        for (Backend* be : runs(s, static_cast<AttentionKind>(kind) != AttentionKind::long_context)) {
+            const DeviceVector<float> out_d(s.first(), std::vector<float>(ref.size(), kNaN));
+            be->paged_attention(q_d.data(), meta, layout, cache_d, c.layer, c.num_heads, c.scale, out_d.data());
+            const std::vector<float> out = out_d.download();
             const Diff d = diff(out.data(), ref.data(), static_cast<int64_t>(out.size()));
-            QVERIFY2(d.within(1e-5, 1e-10), describe(d, out.data(), ref.data(), kThreadCounts[i]));
-            if (i == 0)
+            QVERIFY2(d.within(tol_abs, tol_nmse), describe(d, out, ref, s.who(*be)));
+            if (first.empty())
                 first = out;
             else
                 QVERIFY2(bitwise_equal(out, first), "result depends on the thread count");
@@ -462,15 +385,15 @@ private slots:
 
     // A padding token (slot -1) owns no slot: write_kv skips it and writes the others.
     void write_kv_skips_padding() {
+        Subject& s = subject();
         const KvCacheLayout layout{1, 8, 4, 2, 8, DType::F32};
         std::mt19937_64 rng(case_seed(seed_));
         const std::vector<float> k = random_floats(rng, 3 * 2 * 8), v = random_floats(rng, 3 * 2 * 8);
-        const int64_t slot_ids[] = {13, -1, 6};
-        // One buffer for every case (page faults on 256 MiB per case would dominate the test's time).
-        if (cache_.size() < layout.total_elems()) cache_.resize(layout.total_elems());
-        const std::span<float> cache(cache_.data(), layout.total_elems());
-        std::fill(cache.begin(), cache.end(), kNaN);
-        backend(0).write_kv(k.data(), v.data(), slot_ids, 3, layout, cache.data(), 0);
+        const DeviceVector<float> k_d(s.first(), k), v_d(s.first(), v);
+        const DeviceVector<int64_t> slots_d(s.first(), std::vector<int64_t>{13, -1, 6});
+        const DeviceVector<float> cache_d(s.first(), std::vector<float>(layout.total_elems(), kNaN));
+        s.first().write_kv(k_d.data(), v_d.data(), slots_d.data(), 3, layout, cache_d.data(), 0);
+        const std::vector<float> cache = cache_d.download();
         const auto written = std::count_if(cache.begin(), cache.end(), [](float x) { return !std::isnan(x); });
         QCOMPARE(static_cast<int64_t>(written), int64_t(2 * 2 * 8 * 2));
         QCOMPARE(cache[layout.offset(0, 1, 3, 1, 1) + 7], v[(2 * 0 + 1) * 8 + 7]);  // token 0 -> slot 13
@@ -487,23 +410,29 @@ private slots:
         QTest::addRow("3x576") << 3 << 576 << 1e-6f;
         QTest::addRow("7x4096") << 7 << 4096 << 1e-5f;
         QTest::addRow("64x576 (parallel)") << 64 << 576 << 1e-5f;
+        QTest::addRow("300x2048") << 300 << 2048 << 1e-6f;
         QTest::addRow("13x2048 tiny x") << 13 << 2048 << 1e-5f;
     }
     void rms_norm() {
         QFETCH(int, n);
         QFETCH(int, dim);
         QFETCH(float, eps);
+        Subject& s = subject();
         std::mt19937_64 rng(case_seed(seed_));
         const float amp = QByteArray(QTest::currentDataTag()).contains("tiny") ? 1e-3f : 4.0f;  // eps matters
         const std::vector<float> x = random_floats(rng, static_cast<size_t>(n) * dim, -amp, amp);
         const std::vector<float> w = random_floats(rng, dim, 0.5f, 1.5f);
         std::vector<float> ref(x.size());
         rms_norm_ref(x.data(), w.data(), n, dim, eps, ref.data());
-        for (size_t i = 0; i < std::size(kThreadCounts); ++i) {
-            std::vector<float> out(x.size(), kNaN);
-            backend(i).rms_norm(x.data(), w.data(), n, dim, eps, out.data());
+        const DeviceVector<float> x_d(s.first(), x), w_d(s.first(), w);
+        // Values are O(1..10): CPU 1e-5 abs; CUDA's block reduction 2e-5.
+        const double tol = s.cpu ? 1e-5 : 2e-5;
+        for (Backend* be : runs(s)) {
+            const DeviceVector<float> out_d(s.first(), std::vector<float>(x.size(), kNaN));
+            be->rms_norm(x_d.data(), w_d.data(), n, dim, eps, out_d.data());
+            const std::vector<float> out = out_d.download();
             const Diff d = diff(out.data(), ref.data(), static_cast<int64_t>(out.size()));
-            QVERIFY2(d.within(1e-5, 1e-11), describe(d, out.data(), ref.data(), kThreadCounts[i]));
+            QVERIFY2(d.within(tol, 1e-11), describe(d, out, ref, s.who(*be)));
         }
     }
 
@@ -519,8 +448,10 @@ private slots:
             const char* l = neox ? "neox" : "interleaved";
             QTest::addRow("%s D=64 n=1", l) << neox << 64 << 64 << 1 << 9 << 3;
             QTest::addRow("%s D=64 n=64 (parallel)", l) << neox << 64 << 64 << 64 << 9 << 3;
+            QTest::addRow("%s D=64 n=300", l) << neox << 64 << 64 << 300 << 32 << 8;
             QTest::addRow("%s D=128 n=7", l) << neox << 128 << 128 << 7 << 32 << 8;
             QTest::addRow("%s D=8 n=33", l) << neox << 8 << 8 << 33 << 4 << 4;
+            QTest::addRow("%s D=8 n=33 gqa=2", l) << neox << 8 << 8 << 33 << 8 << 4;
             QTest::addRow("%s D=64 rotary=32 n=9", l) << neox << 64 << 32 << 9 << 6 << 2;
         }
     }
@@ -531,38 +462,43 @@ private slots:
         QFETCH(int, n);
         QFETCH(int, num_heads);
         QFETCH(int, num_kv_heads);
+        Subject& s = subject();
         std::mt19937_64 rng(case_seed(seed_));
         std::vector<float> inv_freq(rotary_dim / 2);
         for (int i = 0; i < rotary_dim / 2; ++i)
             inv_freq[i] = static_cast<float>(1.0 / std::pow(10000.0, 2.0 * i / rotary_dim));
-        const RopeParams p{inv_freq.data(), head_dim, rotary_dim, neox};
         std::vector<int32_t> positions(n);
         for (int t = 0; t < n; ++t) positions[t] = t == 0 ? 0 : t == 1 ? 4096 : random_int(rng, 0, 4096);
         const std::vector<float> q0 = random_floats(rng, static_cast<size_t>(n) * num_heads * head_dim);
         const std::vector<float> k0 = random_floats(rng, static_cast<size_t>(n) * num_kv_heads * head_dim);
         std::vector<float> q_ref = q0, k_ref = k0;
-        rope_ref(q_ref.data(), k_ref.data(), positions.data(), n, num_heads, num_kv_heads, p);
-        for (size_t i = 0; i < std::size(kThreadCounts); ++i) {
-            std::vector<float> q = q0, k = k0;
-            backend(i).rope(q.data(), k.data(), positions.data(), n, num_heads, num_kv_heads, p);
+        rope_ref(q_ref.data(), k_ref.data(), positions.data(), n, num_heads, num_kv_heads,
+                 RopeParams{inv_freq.data(), head_dim, rotary_dim, neox});
+        const DeviceVector<float> inv_freq_d(s.first(), inv_freq);
+        const DeviceVector<int32_t> positions_d(s.first(), positions);
+        const RopeParams p{inv_freq_d.data(), head_dim, rotary_dim, neox};
+        for (Backend* be : runs(s)) {
+            const DeviceVector<float> q_d(s.first(), q0), k_d(s.first(), k0);
+            be->rope(q_d.data(), k_d.data(), positions_d.data(), n, num_heads, num_kv_heads, p);
+            const std::vector<float> q = q_d.download(), k = k_d.download();
             const Diff dq = diff(q.data(), q_ref.data(), static_cast<int64_t>(q.size()));
-            QVERIFY2(dq.within(1e-5, 1e-11), "q: " + describe(dq, q.data(), q_ref.data(), kThreadCounts[i]));
+            QVERIFY2(dq.within(1e-5, 1e-11), "q: " + describe(dq, q, q_ref, s.who(*be)));
             const Diff dk = diff(k.data(), k_ref.data(), static_cast<int64_t>(k.size()));
-            QVERIFY2(dk.within(1e-5, 1e-11), "k: " + describe(dk, k.data(), k_ref.data(), kThreadCounts[i]));
+            QVERIFY2(dk.within(1e-5, 1e-11), "k: " + describe(dk, k, k_ref, s.who(*be)));
             // Dimensions past rotary_dim pass through untouched.
             for (size_t h = 0; h < q.size() / head_dim; ++h)
-                for (int d = rotary_dim; d < head_dim; ++d)
-                    QCOMPARE(q[h * head_dim + d], q0[h * head_dim + d]);
+                for (int d = rotary_dim; d < head_dim; ++d) QCOMPARE(q[h * head_dim + d], q0[h * head_dim + d]);
         }
     }
 
-    // ---- silu_mul and add, across the serial / parallel chunk threshold.
+    // ---- silu_mul and add, across the CPU's serial / parallel chunk threshold and a GPU-sized n.
     void elementwise_data() {
         QTest::addColumn<qlonglong>("n");
-        for (qlonglong n : {1LL, 15LL, 1000LL, 32767LL, 32768LL, 100003LL}) QTest::addRow("n=%lld", n) << n;
+        for (qlonglong n : {1LL, 15LL, 1000LL, 32767LL, 32768LL, 100003LL, 1000003LL}) QTest::addRow("n=%lld", n) << n;
     }
     void elementwise() {
         QFETCH(qlonglong, n);
+        Subject& s = subject();
         std::mt19937_64 rng(case_seed(seed_));
         std::vector<float> gate = random_floats(rng, n, -20.0f, 20.0f);
         const std::vector<float> up = random_floats(rng, n, -3.0f, 3.0f);
@@ -572,29 +508,38 @@ private slots:
         silu_mul_ref(gate.data(), up.data(), n, ref.data());
         std::vector<float> x_ref = up;
         add_ref(x_ref.data(), gate.data(), n);
-        // Each value alone (n = 1 calls): what every thread count and chunking must reproduce bit for bit.
-        std::vector<float> alone(n);
-        for (qlonglong j = 0; j < n; ++j) backend(0).silu_mul(&gate[j], &up[j], 1, &alone[j]);
-        for (size_t i = 0; i < std::size(kThreadCounts); ++i) {
-            std::vector<float> out(n, kNaN);
-            backend(i).silu_mul(gate.data(), up.data(), n, out.data());
+        const DeviceVector<float> gate_d(s.first(), gate), up_d(s.first(), up);
+        // CPU: each value alone (n = 1 calls) is what every thread count and chunking must reproduce bit
+        // for bit.
+        std::vector<float> alone;
+        if (s.cpu) {
+            const DeviceVector<float> alone_d(s.first(), n);
+            for (qlonglong j = 0; j < n; ++j) s.first().silu_mul(gate_d.data() + j, up_d.data() + j, 1, alone_d.data() + j);
+            alone = alone_d.download();
+        }
+        // A few float roundings (exp, +, /, *): relative error well under 1e-6 on the CPU; CUDA's expf and
+        // division a few ulp, 2e-6.
+        const double tol = s.cpu ? 1e-6 : 2e-6;
+        for (Backend* be : runs(s)) {
+            const DeviceVector<float> out_d(s.first(), std::vector<float>(n, kNaN));
+            be->silu_mul(gate_d.data(), up_d.data(), n, out_d.data());
+            const std::vector<float> out = out_d.download();
+            for (qlonglong j = 0; j < static_cast<qlonglong>(alone.size()); ++j)
+                if (std::memcmp(&out[j], &alone[j], sizeof(float)) != 0)
+                    QFAIL(qPrintable(QString("silu_mul %1 [%2]: %3 in a batch, %4 alone")
+                                         .arg(s.who(*be)).arg(j).arg(out[j], 0, 'g', 9).arg(alone[j], 0, 'g', 9)));
             for (qlonglong j = 0; j < n; ++j)
-                QVERIFY2(std::memcmp(&out[j], &alone[j], sizeof(float)) == 0,
-                         qPrintable(QString("silu_mul threads=%1 [%2]: %3 in a batch, %4 alone")
-                                        .arg(kThreadCounts[i]).arg(j).arg(out[j], 0, 'g', 9).arg(alone[j], 0, 'g', 9)));
-            // A few float roundings (exp, +, /, *): relative error well under 1e-6.
-            for (qlonglong j = 0; j < n; ++j)
-                QVERIFY2(std::fabs(out[j] - ref[j]) <= 1e-6 * std::fabs(ref[j]) + 1e-30,
-                         qPrintable(QString("silu_mul threads=%1 [%2]: gate=%3 up=%4 out=%5 ref=%6")
-                                        .arg(kThreadCounts[i]).arg(j).arg(gate[j]).arg(up[j]).arg(out[j], 0, 'g', 9)
-                                        .arg(ref[j], 0, 'g', 9)));
-            std::vector<float> x = up;
-            backend(i).add(x.data(), gate.data(), n);
-            QVERIFY2(bitwise_equal(x, x_ref), qPrintable(QString("add threads=%1 differs").arg(kThreadCounts[i])));
+                if (!(std::fabs(out[j] - ref[j]) <= tol * std::fabs(ref[j]) + 1e-30))
+                    QFAIL(qPrintable(QString("silu_mul %1 [%2]: gate=%3 up=%4 out=%5 ref=%6")
+                                         .arg(s.who(*be)).arg(j).arg(gate[j]).arg(up[j]).arg(out[j], 0, 'g', 9)
+                                         .arg(ref[j], 0, 'g', 9)));
+            const DeviceVector<float> x_d(s.first(), up);
+            be->add(x_d.data(), gate_d.data(), n);
+            QVERIFY2(bitwise_equal(x_d.download(), x_ref), "add " + s.who(*be) + " differs from x + y");
         }
     }
 
-    // ---- embedding: every dtype; ids at both ends of the table and repeated.
+    // ---- embedding: every dtype, exact (a widening conversion); ids at both ends of the table and repeated.
     void embedding_data() {
         QTest::addColumn<int>("dtype");
         QTest::addColumn<int>("vocab");
@@ -603,8 +548,10 @@ private slots:
         for (DType dt : kAllDTypes) {
             QTest::addRow("%s 1000x768 n=33", dtype_name(dt).data()) << static_cast<int>(dt) << 1000 << 768 << 33;
             QTest::addRow("%s 50x256 n=1", dtype_name(dt).data()) << static_cast<int>(dt) << 50 << 256 << 1;
-            if (dt != DType::Q4_K)
+            if (dt != DType::Q4_K) {
                 QTest::addRow("%s 100x96 n=7", dtype_name(dt).data()) << static_cast<int>(dt) << 100 << 96 << 7;
+                QTest::addRow("%s 512x64 n=300", dtype_name(dt).data()) << static_cast<int>(dt) << 512 << 64 << 300;
+            }
         }
     }
     void embedding() {
@@ -612,22 +559,28 @@ private slots:
         QFETCH(int, vocab);
         QFETCH(int, cols);
         QFETCH(int, n);
+        Subject& s = subject();
+        const DType dt = static_cast<DType>(dtype);
+        if (!s.first().supports(dt)) QSKIP(qPrintable(QString("no %1 weights here").arg(dtype_name(dt).data())));
         std::mt19937_64 rng(case_seed(seed_));
         const std::vector<float> table_f = random_floats(rng, static_cast<size_t>(vocab) * cols);
-        const StoredWeights table = store(table_f, static_cast<DType>(dtype), vocab, cols);
+        const StoredWeights table = store(table_f, dt, vocab, cols);
         std::vector<int32_t> ids(n);
         for (int t = 0; t < n; ++t) ids[t] = t == 0 ? vocab - 1 : t == 1 ? 0 : t == 2 ? ids[0] : random_int(rng, 0, vocab - 1);
         std::vector<float> ref(static_cast<size_t>(n) * cols);
         embedding_ref(table.view, ids.data(), n, ref.data());
-        if (table.view.dtype == DType::F32)
+        if (dt == DType::F32)
             for (int t = 0; t < n; ++t)
                 QVERIFY(std::memcmp(ref.data() + static_cast<size_t>(t) * cols,
                                     table_f.data() + static_cast<size_t>(ids[t]) * cols, cols * 4) == 0);
-        for (size_t i = 0; i < std::size(kThreadCounts); ++i) {
-            std::vector<float> out(ref.size(), kNaN);
-            backend(i).embedding(table.view, ids.data(), n, out.data());
+        const WeightView table_d = s.first().upload_weight(table.view);
+        const DeviceVector<int32_t> ids_d(s.first(), ids);
+        for (Backend* be : runs(s)) {
+            const DeviceVector<float> out_d(s.first(), std::vector<float>(ref.size(), kNaN));
+            be->embedding(table_d, ids_d.data(), n, out_d.data());
+            const std::vector<float> out = out_d.download();
             const Diff d = diff(out.data(), ref.data(), static_cast<int64_t>(out.size()));
-            QVERIFY2(bitwise_equal(out, ref), describe(d, out.data(), ref.data(), kThreadCounts[i]));
+            QVERIFY2(bitwise_equal(out, ref), describe(d, out, ref, s.who(*be)));
         }
     }
 
@@ -648,55 +601,154 @@ private slots:
     void argmax() {
         QFETCH(QList<float>, row);
         QFETCH(int, expected);
+        Subject& s = subject();
         int32_t ref = -1;
         argmax_ref(row.data(), 1, static_cast<int>(row.size()), &ref);
         QCOMPARE(ref, expected);
-        for (size_t i = 0; i < std::size(kThreadCounts); ++i) {
-            int32_t out = -1;
-            backend(i).argmax(row.data(), 1, static_cast<int>(row.size()), &out);
-            QCOMPARE(out, expected);
+        const DeviceVector<float> row_d(s.first(), std::vector<float>(row.begin(), row.end()));
+        for (Backend* be : runs(s)) {
+            const DeviceVector<int32_t> out_d(s.first(), std::vector<int32_t>{-1});
+            be->argmax(row_d.data(), 1, static_cast<int>(row.size()), out_d.data());
+            QCOMPARE(out_d.download()[0], expected);
         }
     }
     void argmax_batch() {
-        // Several vocab-sized rows with a planted, duplicated maximum.
+        // Vocab-sized rows with a planted, duplicated maximum.
+        Subject& s = subject();
         std::mt19937_64 rng(case_seed(seed_));
-        const int n = 5, vocab = 49152;
-        std::vector<float> logits = random_floats(rng, static_cast<size_t>(n) * vocab, -10.0f, 10.0f);
-        for (int r = 0; r < n; ++r) {
-            const int a = random_int(rng, 0, vocab - 1), b = random_int(rng, 0, vocab - 1);
-            logits[static_cast<size_t>(r) * vocab + a] = logits[static_cast<size_t>(r) * vocab + b] = 11.0f;
-        }
-        std::vector<int32_t> ref(n);
-        argmax_ref(logits.data(), n, vocab, ref.data());
-        for (size_t i = 0; i < std::size(kThreadCounts); ++i) {
-            std::vector<int32_t> out(n, -1);
-            backend(i).argmax(logits.data(), n, vocab, out.data());
-            QCOMPARE(out, ref);
+        for (int vocab : {512, 49152, 128256}) {
+            const int n = 37;
+            std::vector<float> logits = random_floats(rng, static_cast<size_t>(n) * vocab, -10.0f, 10.0f);
+            for (int r = 0; r < n; ++r) {
+                const int a = random_int(rng, 0, vocab - 1), b = random_int(rng, 0, vocab - 1);
+                logits[static_cast<size_t>(r) * vocab + a] = logits[static_cast<size_t>(r) * vocab + b] = 11.0f;
+            }
+            std::vector<int32_t> ref(n);
+            argmax_ref(logits.data(), n, vocab, ref.data());
+            const DeviceVector<float> logits_d(s.first(), logits);
+            for (Backend* be : runs(s)) {
+                const DeviceVector<int32_t> out_d(s.first(), std::vector<int32_t>(n, -1));
+                be->argmax(logits_d.data(), n, vocab, out_d.data());
+                QCOMPARE(out_d.download(), ref);
+            }
         }
     }
 
-    // ---- gather_rows
+    // ---- gather_rows: exact.
     void gather_rows_data() {
         QTest::addColumn<int>("n");
         QTest::addColumn<int>("dim");
         QTest::addRow("n=1 dim=1") << 1 << 1;
         QTest::addRow("n=5 dim=576") << 5 << 576;
         QTest::addRow("n=64 dim=49") << 64 << 49;
+        QTest::addRow("n=256 dim=2048") << 256 << 2048;
     }
     void gather_rows() {
         QFETCH(int, n);
         QFETCH(int, dim);
+        Subject& s = subject();
         std::mt19937_64 rng(case_seed(seed_));
-        const int total = 100;
+        const int total = 300;
         const std::vector<float> x = random_floats(rng, static_cast<size_t>(total) * dim);
         std::vector<int32_t> rows(n);
         for (int i = 0; i < n; ++i) rows[i] = i == 0 ? total - 1 : random_int(rng, 0, total - 1);
         std::vector<float> ref(static_cast<size_t>(n) * dim);
         gather_rows_ref(x.data(), rows.data(), n, dim, ref.data());
-        for (size_t i = 0; i < std::size(kThreadCounts); ++i) {
-            std::vector<float> out(ref.size(), kNaN);
-            backend(i).gather_rows(x.data(), rows.data(), n, dim, out.data());
-            QVERIFY(bitwise_equal(out, ref));
+        const DeviceVector<float> x_d(s.first(), x);
+        const DeviceVector<int32_t> rows_d(s.first(), rows);
+        for (Backend* be : runs(s)) {
+            const DeviceVector<float> out_d(s.first(), std::vector<float>(ref.size(), kNaN));
+            be->gather_rows(x_d.data(), rows_d.data(), n, dim, out_d.data());
+            QVERIFY(bitwise_equal(out_d.download(), ref));
+        }
+    }
+
+    // ---- sample (backends with a device sampler): rows of three shapes (peaked, ordinary, flat), a row of
+    // ties, a row mostly -inf; every token inside the host sampler's filtered set, greedy and top_k 1 equal
+    // to argmax, the same ids again and in any batch order.
+    void sample_data() {
+        QTest::addColumn<int>("vocab");
+        QTest::addColumn<float>("temperature");
+        QTest::addColumn<int>("top_k");
+        QTest::addColumn<float>("top_p");
+        QTest::addColumn<float>("min_p");
+        for (int vocab : {1000, 32000, 128256}) {
+            QTest::addRow("V=%d greedy", vocab) << vocab << 0.0f << 0 << 1.0f << 0.0f;
+            QTest::addRow("V=%d greedy with filters", vocab) << vocab << 0.0f << 40 << 0.5f << 0.1f;
+            QTest::addRow("V=%d top_k=1", vocab) << vocab << 0.8f << 1 << 1.0f << 0.0f;
+            QTest::addRow("V=%d temperature only", vocab) << vocab << 1.0f << 0 << 1.0f << 0.0f;
+            QTest::addRow("V=%d top_k=5", vocab) << vocab << 1.0f << 5 << 1.0f << 0.0f;
+            QTest::addRow("V=%d top_p=0.5", vocab) << vocab << 1.0f << 0 << 0.5f << 0.0f;
+            QTest::addRow("V=%d top_p=0.05", vocab) << vocab << 2.0f << 0 << 0.05f << 0.0f;
+            QTest::addRow("V=%d top_k=50 top_p=0.9 T=0.7", vocab) << vocab << 0.7f << 50 << 0.9f << 0.0f;
+            QTest::addRow("V=%d min_p=0.1 T=1.5", vocab) << vocab << 1.5f << 0 << 1.0f << 0.1f;
+            QTest::addRow("V=%d top_k=100 top_p=0.8 min_p=0.05 T=1.2", vocab) << vocab << 1.2f << 100 << 0.8f << 0.05f;
+        }
+    }
+    void sample() {
+        QFETCH(int, vocab);
+        QFETCH(float, temperature);
+        QFETCH(int, top_k);
+        QFETCH(float, top_p);
+        QFETCH(float, min_p);
+        Subject& s = subject();
+        Backend& b = s.first();
+        if (!b.supports_sampling()) QSKIP("no device sampler here (supports_sampling()): the engine samples on the host");
+        std::mt19937_64 rng(case_seed(seed_));
+        const int n = 48;
+        std::vector<float> logits(static_cast<size_t>(n) * vocab);
+        std::vector<SamplingRow> rows;
+        for (int r = 0; r < n; ++r) {
+            float* row = logits.data() + static_cast<size_t>(r) * vocab;
+            const float scale = r % 3 == 0 ? 12.0f : r % 3 == 1 ? 3.0f : 0.05f;  // peaked, ordinary, flat
+            const std::vector<float> x = random_floats(rng, vocab, -scale, scale);
+            std::copy(x.begin(), x.end(), row);
+            if (r == 4) std::fill(row, row + vocab, 0.5f);  // every logit tied: the host's sets are the lowest indices
+            if (r == 5) {                                  // only a handful of finite logits
+                std::fill(row, row + vocab, -std::numeric_limits<float>::infinity());
+                for (int j = 0; j < 7; ++j) row[random_int(rng, 0, vocab - 1)] = static_cast<float>(j);
+            }
+            rows.push_back(sampling_row(temperature, top_k, top_p, min_p, 1000 + r, 7 * r));
+        }
+        auto run = [&](const std::vector<SamplingRow>& r, const std::vector<float>& l) {
+            const DeviceVector<float> l_d(b, l);
+            const DeviceVector<SamplingRow> r_d(b, r);
+            const DeviceVector<int32_t> out_d(b, std::vector<int32_t>(n, -1));
+            b.sample(l_d.data(), n, vocab, r_d.data(), out_d.data());
+            return out_d.download();
+        };
+        const std::vector<int32_t> ids = run(rows, logits);
+        std::vector<int32_t> greedy(n);
+        argmax_ref(logits.data(), n, vocab, greedy.data());
+        for (int r = 0; r < n; ++r) {
+            const float* row = logits.data() + static_cast<size_t>(r) * vocab;
+            QVERIFY2(ids[r] >= 0 && ids[r] < vocab, qPrintable(QString("row %1: id %2").arg(r).arg(ids[r])));
+            if (temperature == 0 || top_k == 1) {
+                QCOMPARE(ids[r], greedy[r]);
+                continue;
+            }
+            const std::vector<double> allowed = filtered_probs(row, vocab, rows[r], 1e-4);
+            QVERIFY2(allowed[ids[r]] > 0, qPrintable(QString("row %1: token %2 (logit %3) is outside the host's set")
+                                                         .arg(r).arg(ids[r]).arg(row[ids[r]])));
+        }
+        // Deterministic, and a function of (seed, offset, logits) only: the same ids again, and in reverse
+        // batch order.
+        QCOMPARE(run(rows, logits), ids);
+        std::vector<float> reversed(logits.size());
+        for (int r = 0; r < n; ++r)
+            std::copy_n(logits.data() + static_cast<size_t>(r) * vocab, vocab, reversed.data() + static_cast<size_t>(n - 1 - r) * vocab);
+        const std::vector<int32_t> rev = run(std::vector<SamplingRow>(rows.rbegin(), rows.rend()), reversed);
+        for (int r = 0; r < n; ++r) QCOMPARE(rev[n - 1 - r], ids[r]);
+        // Different offsets draw different tokens where there is a choice (a flat row, no tight filter).
+        if (temperature > 0 && top_k != 1 && (top_k == 0 || top_k >= 50) && top_p >= 0.5f && min_p == 0) {
+            std::vector<SamplingRow> same_row(n, rows[2]);
+            for (int r = 0; r < n; ++r) same_row[r].offset = r;
+            std::vector<float> flat(logits.size());
+            for (int r = 0; r < n; ++r)
+                std::copy_n(logits.data() + 2 * static_cast<size_t>(vocab), vocab, flat.data() + static_cast<size_t>(r) * vocab);
+            const std::vector<int32_t> draws = run(same_row, flat);
+            const std::set<int32_t> distinct(draws.begin(), draws.end());
+            QVERIFY2(distinct.size() >= 10, qPrintable(QString("%1 distinct tokens in %2 draws").arg(distinct.size()).arg(n)));
         }
     }
 };
