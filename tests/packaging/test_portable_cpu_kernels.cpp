@@ -1,15 +1,14 @@
 // A portable build (KVSCOPE_PORTABLE) on CPUs it was not built on, emulated by qemu-user: kvscope-cli picks
 // its avx2 kernel set on a Haswell (AVX2, no AVX-512) and its baseline set on a Nehalem (x86-64-v2, no AVX),
 // never traps on an instruction those CPUs lack, and generates the same greedy tokens as the native build
-// and as run.c (tests/data/expected.json). A native build first builds a portable kvscope-cli of its own in
-// <build>/portable-cli (only that target, without GUI, CUDA or tests: a few minutes on 2 cores; ccache
-// makes reruns quick); a portable build tests its own kvscope-cli. Needs qemu-x86_64 (Debian's qemu-user,
-// installed by packaging/debian-deps.sh): fails, never skips, without it. qemu runs about 50x slower than
-// the host, so the generate is tiny: 20 tokens of stories260K on one thread.
+// and as run.c (tests/data/expected.json). The portable kvscope-cli is this build's when it is portable,
+// else that of the label's portable build (<build>/portable, made by the portable_build fixture:
+// tests/packaging/portable_build.cmake). Needs qemu-x86_64 (Debian's qemu-user, installed by
+// packaging/debian-deps.sh): fails, never skips, without it. qemu runs about 50x slower than the host,
+// so the generate is tiny: 20 tokens of stories260K on one thread.
+#include "process_run.h"
 #include "test_support.h"
 
-#include <QProcess>
-#include <QProcessEnvironment>
 #include <QStandardPaths>
 #include <nlohmann/json.hpp>
 
@@ -18,24 +17,8 @@ using nlohmann::json;
 
 namespace {
 
-struct Run {
-    int code = -1;
-    QString out, err;
-};
-
-Run run(const QString& program, const QStringList& args, const QProcessEnvironment& env, int timeout_s) {
-    QProcess p;
-    p.setProcessEnvironment(env);
-    p.start(program, args);
-    if (!p.waitForFinished(timeout_s * 1000)) {
-        p.kill();
-        p.waitForFinished();
-        return {-1, QString::fromUtf8(p.readAllStandardOutput()),
-                program + " " + args.join(' ') + ": no result in " + QString::number(timeout_s) + " s"};
-    }
-    return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, QString::fromUtf8(p.readAllStandardOutput()),
-            QString::fromUtf8(p.readAllStandardError())};
-}
+using Run = test::ProcessResult;
+const auto run = test::run_process;
 
 // The environment of the runs: KVSCOPE_CPU_VARIANT as given (unset when empty).
 QProcessEnvironment environment(const QString& variant = {}) {
@@ -98,26 +81,12 @@ private slots:
         runc.resize(kTokens);
         QCOMPARE(native_ids_, runc);
 
-        // This build's kvscope-cli when it is portable, else one built for the test.
-        const Run info = run(cli, info_args(true), environment(), 300);
-        QVERIFY2(info.code == 0, qPrintable(info.err));
-        const std::string kernels = json::parse(info.out.toStdString()).value("cpu_kernels", "");
-        if (kernels == "avx512" || kernels == "avx2" || kernels == "baseline") {
-            portable_cli_ = cli;
-            return;
-        }
-        qInfo("this build's CPU kernels are %s: building a portable kvscope-cli in %s", kernels.c_str(),
-              KVSCOPE_PORTABLE_BUILD_DIR);
-        const Run configure = run(KVSCOPE_CMAKE_COMMAND,
-                                  {"-S", KVSCOPE_SOURCE_DIR, "-B", KVSCOPE_PORTABLE_BUILD_DIR, "-G", KVSCOPE_CMAKE_GENERATOR,
-                                   "-DCMAKE_BUILD_TYPE=Release", "-DKVSCOPE_PORTABLE=ON", "-DKVSCOPE_BUILD_GUI=OFF",
-                                   "-DKVSCOPE_CUDA=OFF", "-DBUILD_TESTING=OFF"},
-                                  environment(), 600);
-        QVERIFY2(configure.code == 0, qPrintable(configure.out + configure.err));
-        const Run build =
-            run(KVSCOPE_CMAKE_COMMAND, {"--build", KVSCOPE_PORTABLE_BUILD_DIR, "--target", "kvscope-cli"}, environment(), 1500);
-        QVERIFY2(build.code == 0, qPrintable(build.out.right(4000) + build.err.right(4000)));
         portable_cli_ = QString(KVSCOPE_PORTABLE_BUILD_DIR) + "/app/kvscope-cli";
+        const Run info = portable("", info_args(true));
+        QVERIFY2(info.code == 0, qPrintable(portable_cli_ + " (from the portable_build fixture): " + info.err));
+        const std::string kernels = json::parse(info.out.toStdString()).value("cpu_kernels", "");
+        QVERIFY2(kernels == "avx512" || kernels == "avx2" || kernels == "baseline",
+                 qPrintable(portable_cli_ + " is not portable: its CPU kernels are " + QString::fromStdString(kernels)));
     }
 
     // The widest kernel set the (emulated) CPU runs, and info says so.
