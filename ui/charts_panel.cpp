@@ -78,6 +78,7 @@ ChartsPanel::ChartsPanel(SessionData* session, QWidget* parent)
     p->yAxis->setScaleType(QCPAxis::stLogarithmic);
     p->yAxis->setTicker(log);
     p->yAxis->setLabel(tr("ms (log)"));
+    p->yAxis->setRange(latencyRange());  // three decades until the first latency arrives
     p->xAxis->setLabel(tr("finish time (s); dashed p50, dotted p99"));
     m_charts.back().engineTimeAxis = false;  // x is request finish time: the step charts carry the markers
 
@@ -318,42 +319,66 @@ void ChartsPanel::refresh() {
     m_dirty = false;
     appendRequests();
     updateTimeline();
-    // Throughput from 0.5 s buckets (the last one is still filling: scaled by its elapsed part).
+    // Throughput from 0.5 s buckets (the last one is still filling: scaled by its elapsed part). A
+    // bucket without a step is 0, up to now: idle time reads as no throughput, not as the last value.
     QVector<double> keys, out, total;
     const double now = m_session->lastEngineTime();
-    for (auto [bucket, tokens] : m_buckets) {
-        const double start = double(bucket) * kBucket;
-        const double span = std::clamp(now - start, 0.05, kBucket);
-        keys << start;
-        out << tokens.first / span;
-        total << tokens.second / span;
+    if (!m_buckets.empty()) {
+        const long long last = std::max(m_buckets.rbegin()->first, static_cast<long long>(now / kBucket));
+        for (long long bucket = m_buckets.begin()->first; bucket <= last; ++bucket) {
+            const auto it = m_buckets.find(bucket);
+            const double start = double(bucket) * kBucket;
+            const double span = std::clamp(now - start, 0.05, kBucket);
+            keys << start;
+            out << (it == m_buckets.end() ? 0.0 : it->second.first / span);
+            total << (it == m_buckets.end() ? 0.0 : it->second.second / span);
+        }
     }
     m_outputTps->setData(keys, out, true);
     m_totalTps->setData(keys, total, true);
-    const double end = std::max(1.0, now);
+    // Time starts at the first step, not at the model load: a session's first requests are not a
+    // sliver at the right edge.
+    const auto& steps = m_session->steps();
+    const double begin = steps.empty() ? 0.0 : std::floor(steps.front().stats.start_time);
+    const double end = std::max(begin + 1.0, now);
+    const QCPRange time(begin, end + (end - begin) * 0.02);
     for (Chart& c : m_charts) {
         if (c.follow && c.plot == m_histogramPlot) {
             m_histogram->rescale();
         } else if (c.follow && c.plot == m_timeline->parentPlot()) {
-            c.plot->xAxis->setRange(0, end * 1.02);
+            c.plot->xAxis->setRange(time);
             c.plot->yAxis->setRange(-0.5, std::max(1.0, double(m_timeline->lanes().size())) - 0.5);
         } else if (c.follow) {
-            bool found = false;
-            QCPRange y(0, 1);
+            // y follows the data; a limit line (max_num_seqs, the token budget) sets the scale only when
+            // the data comes near it, so values of 1-3 under a limit of 256 do not lie flat on the axis.
+            double data = 0, limit = 0;
             for (int i = 0; i < c.plot->graphCount(); ++i) {
+                bool found = false;
                 const QCPRange r = c.plot->graph(i)->getValueRange(found, QCP::sdBoth);
-                if (found) y.expand(r);
+                if (!found) continue;
+                const bool isLimit = c.plot->graph(i) == m_maxSeqs || c.plot->graph(i) == m_budget;
+                (isLimit ? limit : data) = std::max(isLimit ? limit : data, r.upper);
             }
-            c.plot->xAxis->setRange(0, end * 1.02);
-            if (c.name == "latency") {
-                c.plot->yAxis->rescale();
-                c.plot->yAxis->scaleRange(1.3);
-            } else if (c.name != "kv") {
-                c.plot->yAxis->setRange(0, std::max(1.0, y.upper * 1.12));
-            }
+            const double top = limit > 0 && data >= 0.5 * limit ? std::max(data, limit) : data;
+            c.plot->xAxis->setRange(time);
+            if (c.name == "latency") c.plot->yAxis->setRange(latencyRange());
+            else if (c.name != "kv") c.plot->yAxis->setRange(0, std::max(1.0, top * 1.12));
         }
         c.plot->replot(QCustomPlot::rpQueuedReplot);
     }
+}
+
+QCPRange ChartsPanel::latencyRange() const {
+    // From the plotted latencies alone (every one > 0): a rejected or empty request adds none, so the
+    // log axis never reaches down to QCustomPlot's 1e-200 floor.
+    double lo = 0, hi = 0;
+    for (const std::vector<double>& values : m_latencyMs)
+        for (double v : values) {
+            lo = lo > 0 ? std::min(lo, v) : v;
+            hi = std::max(hi, v);
+        }
+    if (lo <= 0) return QCPRange(1, 1000);
+    return QCPRange(lo / 1.5, std::max(hi * 1.5, lo * 10));
 }
 
 void ChartsPanel::replotNow() {

@@ -19,6 +19,7 @@
 class QCustomPlot;
 class QCPGraph;
 class QCPItemStraightLine;
+class QCPRange;
 
 namespace kvscope::ui {
 
@@ -61,6 +62,7 @@ private:
     void addEventMarker(const SessionEvent& event);
     void reset();
     void refresh();
+    QCPRange latencyRange() const;  // the latency chart's log y axis, ms
 
     SessionData* m_session;
     std::vector<Chart> m_charts;

@@ -3,6 +3,8 @@
 #include "engine_controller.h"
 
 #include <QCheckBox>
+#include <QDialog>
+#include <QDialogButtonBox>
 #include <QColorDialog>
 #include <QDoubleSpinBox>
 #include <QFormLayout>
@@ -18,13 +20,26 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 
+#include <algorithm>
+
 namespace kvscope::ui {
+
+namespace {
+// The control that fixes a rejection, named as the window shows it (the engine's message knows flags).
+QString fixHint(const QString& message) {
+    if (message.contains("no model is loaded")) return ChatPane::tr("Load a model: Load model... (Ctrl+O).");
+    if (message.contains("does not fit max_model_len"))
+        return ChatPane::tr("Clear the conversation (Clear), or reload the model with a larger max_model_len (Load model...).");
+    if (message.contains("KV blocks"))
+        return ChatPane::tr("Lower Max tokens (Settings...), or raise KV cache memory in the Engine panel.");
+    return {};
+}
+}  // namespace
 
 ChatPane::ChatPane(EngineController* controller, int number, const QColor& color, QWidget* parent)
     : QFrame(parent), m_controller(controller), m_title(tr("Pane %1").arg(number)), m_color(color) {
     setFrameShape(QFrame::StyledPanel);
     setObjectName("ChatPane");
-    setMinimumWidth(240);
 
     // Header: colour, title, state, settings, close.
     m_colorButton = new QToolButton(this);
@@ -39,10 +54,15 @@ ChatPane::ChatPane(EngineController* controller, int number, const QColor& color
     m_stateLabel->setToolTip(tr("State of this pane's request: waiting (queued), running, preempted (its KV blocks were "
                                 "taken back; it will be recomputed), finished"));
     m_settingsButton = new QToolButton(this);
-    m_settingsButton->setText(tr("Settings"));
-    m_settingsButton->setCheckable(true);
+    m_settingsButton->setText(tr("Settings..."));
     m_settingsButton->setAutoRaise(true);
     m_settingsButton->setToolTip(tr("System prompt, sampling settings and priority of this pane"));
+    auto* clearButton = new QToolButton(this);
+    clearButton->setObjectName("clearButton");
+    clearButton->setText(tr("Clear"));
+    clearButton->setAutoRaise(true);
+    clearButton->setToolTip(tr("Clear conversation: forget every turn, so the next message starts a new one"));
+    connect(clearButton, &QToolButton::clicked, this, &ChatPane::clearConversation);
     auto* closeButton = new QToolButton(this);
     closeButton->setText(QString::fromUtf8("\u2715"));
     closeButton->setAutoRaise(true);
@@ -52,18 +72,97 @@ ChatPane::ChatPane(EngineController* controller, int number, const QColor& color
     header->setContentsMargins(0, 0, 0, 0);
     header->addWidget(m_colorButton);
     header->addWidget(m_titleLabel);
-    header->addWidget(m_stateLabel);
-    header->addStretch();
+    header->addWidget(m_stateLabel, 1);
+    header->addWidget(clearButton);
     header->addWidget(m_settingsButton);
     header->addWidget(closeButton);
 
-    // Settings (hidden until asked for).
-    m_settings = new QWidget(this);
-    auto* form = new QFormLayout(m_settings);
-    form->setContentsMargins(0, 0, 0, 0);
+    buildSettings();
+    connect(m_settingsButton, &QToolButton::clicked, this, [this] {
+        m_settings->show();
+        m_settings->raise();
+        m_settings->activateWindow();
+    });
+
+    m_transcript = new QTextEdit(this);
+    m_transcript->setReadOnly(true);
+    m_transcript->setTabChangesFocus(true);
+    m_transcript->setPlaceholderText(tr("Type a message below and press Ctrl+Return"));
+    m_transcript->viewport()->installEventFilter(this);
+
+    m_statsLabel = new QLabel(this);
+    m_statsLabel->setTextFormat(Qt::RichText);
+    m_statsLabel->setToolTip(tr("TTFT: first token - arrival. tok/s: output tokens after the first / decode time. "
+                                "blocks: KV blocks in this request's block table (click to show them in the block map)."));
+
+    m_input = new QPlainTextEdit(this);
+    m_input->setObjectName("messageInput");
+    m_input->setPlaceholderText(tr("Message (Ctrl+Return to send)"));
+    m_input->setMaximumHeight(64);
+    m_input->setTabChangesFocus(true);  // Tab leaves for Send; a tab character is never what a prompt needs
+    m_input->installEventFilter(this);
+    m_sendButton = new QPushButton(tr("Send"), this);
+    m_sendButton->setObjectName("sendButton");
+    m_sendButton->setToolTip(tr("Send (Ctrl+Return)"));
+    m_stopButton = new QPushButton(tr("Stop"), this);
+    m_stopButton->setToolTip(tr("Abort this pane's request (Esc)"));
+    m_regenerateButton = new QPushButton(tr("Regenerate"), this);
+    m_regenerateButton->setObjectName("regenerateButton");
+    m_regenerateButton->setToolTip(tr("Drop the last reply and generate it again"));
+    connect(m_sendButton, &QPushButton::clicked, this, &ChatPane::send);
+    connect(m_stopButton, &QPushButton::clicked, this, &ChatPane::stop);
+    connect(m_regenerateButton, &QPushButton::clicked, this, &ChatPane::regenerate);
+    // From the message box Tab reaches Send first, then the other buttons of the row.
+    setTabOrder(m_input, m_sendButton);
+    setTabOrder(m_sendButton, m_regenerateButton);
+    setTabOrder(m_regenerateButton, m_stopButton);
+    auto* buttons = new QHBoxLayout;
+    buttons->addStretch();
+    buttons->addWidget(m_regenerateButton);
+    buttons->addWidget(m_stopButton);
+    buttons->addWidget(m_sendButton);
+
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(6, 6, 6, 6);
+    layout->setSpacing(4);
+    layout->addLayout(header);
+    layout->addWidget(m_transcript, 1);
+    layout->addWidget(m_statsLabel);
+    layout->addWidget(m_input);
+    layout->addLayout(buttons);
+
+    connect(m_controller, &EngineController::requestUpdated, this, [this](const RequestProgress& p) {
+        if (p.requestId == m_requestId) applyProgress(p);
+    });
+    connect(m_controller, &EngineController::historyTrimmed, this, [this](const QString& id, int dropped) {
+        if (id != m_requestId) return;
+        // The engine left them out; later messages need not resend them either.
+        const size_t n = std::min(m_history.size(), size_t(dropped));
+        m_history.erase(m_history.begin(), m_history.begin() + std::ptrdiff_t(n));
+        appendText(tr("[the conversation outgrew the context (max_model_len %1): its %2 oldest messages were "
+                      "left out]\n").arg(m_controller->config().scheduler.max_model_len).arg(dropped));
+    });
+    connect(m_controller, &EngineController::requestRejected, this, [this](const QString& id, const QString& message) {
+        if (id != m_requestId) return;
+        appendText(tr("\n[rejected: %1] %2").arg(message, fixHint(message)));
+        m_requestId.clear();
+        m_stateLabel->setText(tr("rejected"));
+        updateButtons();
+    });
+    updateColorSwatch();
+    updateButtons();
+}
+
+void ChatPane::buildSettings() {
+    // A form in a dialog of its own: every field at its full width, however narrow the pane. Changes
+    // apply to the next message at once; Close (or Escape) only hides it.
+    m_settings = new QDialog(this);
+    m_settings->setWindowTitle(tr("%1 settings").arg(m_title));
+    m_settings->setObjectName("paneSettings");
     m_systemPrompt = new QPlainTextEdit(m_settings);
-    m_systemPrompt->setPlaceholderText(tr("System prompt (optional)"));
-    m_systemPrompt->setMaximumHeight(52);
+    m_systemPrompt->setPlaceholderText(tr("optional: how the model should behave"));
+    m_systemPrompt->setTabChangesFocus(true);  // a tab typed here would be sent to the model
+    m_systemPrompt->setMinimumHeight(60);
     m_temperature = new QDoubleSpinBox(m_settings);
     m_temperature->setRange(0, 2);
     m_temperature->setSingleStep(0.1);
@@ -76,11 +175,22 @@ ChatPane::ChatPane(EngineController* controller, int number, const QColor& color
     m_topP->setToolTip(tr("top_p (vLLM top_p, TensorRT-LLM top_p): nucleus sampling mass"));
     m_topK = new QSpinBox(m_settings);
     m_topK->setRange(0, 1000);
+    m_topK->setSpecialValueText(tr("off"));
     m_topK->setToolTip(tr("top_k (vLLM top_k, TensorRT-LLM top_k): 0 = off"));
     m_maxTokens = new QSpinBox(m_settings);
+    m_maxTokens->setObjectName("maxTokens");
     m_maxTokens->setRange(1, 8192);
     m_maxTokens->setValue(128);
     m_maxTokens->setToolTip(tr("max_tokens (vLLM max_tokens, TensorRT-LLM max_new_tokens): output tokens at most"));
+    m_maxTokensCheck = new QLabel(m_settings);
+    m_maxTokensCheck->setObjectName("maxTokensCheck");
+    m_maxTokensCheck->setWordWrap(true);
+    connect(m_maxTokens, &QSpinBox::valueChanged, this, &ChatPane::updateLimits);
+    connect(m_controller, &EngineController::configChanged, this, &ChatPane::updateLimits);
+    // A rebuild or a reload changes the pool: checked again when a snapshot of another size arrives.
+    connect(m_controller, &EngineController::snapshotUpdated, this, [this](const std::shared_ptr<const KvCacheSnapshot>& s) {
+        if (s && qint64(s->num_blocks) * s->block_size != m_poolTokens) updateLimits();
+    });
     m_seed = new QSpinBox(m_settings);
     m_seed->setRange(-1, 1000000);
     m_seed->setValue(-1);
@@ -90,81 +200,42 @@ ChatPane::ChatPane(EngineController* controller, int number, const QColor& color
     m_priority->setRange(-100, 100);
     m_priority->setToolTip(tr("priority (vLLM priority; used when the policy is 'priority'): lower is scheduled first, "
                               "higher is preempted first"));
-    m_useTemplate = new QCheckBox(tr("chat template"), m_settings);
+    m_useTemplate = new QCheckBox(tr("render with the model's chat template"), m_settings);
     m_useTemplate->setChecked(true);
     m_useTemplate->setToolTip(tr("Render the conversation with the model's chat template; off = send the last message as raw text"));
-    auto* row1 = new QHBoxLayout;
-    row1->addWidget(new QLabel(tr("temp"), m_settings));
-    row1->addWidget(m_temperature);
-    row1->addWidget(new QLabel(tr("top-p"), m_settings));
-    row1->addWidget(m_topP);
-    row1->addWidget(new QLabel(tr("top-k"), m_settings));
-    row1->addWidget(m_topK);
-    auto* row2 = new QHBoxLayout;
-    row2->addWidget(new QLabel(tr("max"), m_settings));
-    row2->addWidget(m_maxTokens);
-    row2->addWidget(new QLabel(tr("seed"), m_settings));
-    row2->addWidget(m_seed);
-    row2->addWidget(new QLabel(tr("prio"), m_settings));
-    row2->addWidget(m_priority);
-    form->addRow(m_systemPrompt);
-    form->addRow(row1);
-    form->addRow(row2);
-    form->addRow(m_useTemplate);
-    m_settings->setVisible(false);
-    connect(m_settingsButton, &QToolButton::toggled, m_settings, &QWidget::setVisible);
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close, m_settings);
+    connect(buttons, &QDialogButtonBox::rejected, m_settings, &QDialog::hide);
+    auto* form = new QFormLayout(m_settings);
+    form->addRow(tr("System prompt"), m_systemPrompt);
+    form->addRow(tr("Temperature"), m_temperature);
+    form->addRow(tr("Top-p"), m_topP);
+    form->addRow(tr("Top-k"), m_topK);
+    form->addRow(tr("Max tokens"), m_maxTokens);
+    form->addRow(QString(), m_maxTokensCheck);
+    form->addRow(tr("Seed"), m_seed);
+    form->addRow(tr("Priority"), m_priority);
+    form->addRow(tr("Chat template"), m_useTemplate);
+    form->addRow(buttons);
+    m_settings->setMinimumWidth(420);
+    updateLimits();
+}
 
-    m_transcript = new QTextEdit(this);
-    m_transcript->setReadOnly(true);
-    m_transcript->setPlaceholderText(tr("Type a message below and press Ctrl+Return"));
-    m_transcript->viewport()->installEventFilter(this);
-
-    m_statsLabel = new QLabel(this);
-    m_statsLabel->setTextFormat(Qt::RichText);
-    m_statsLabel->setToolTip(tr("TTFT: first token - arrival. tok/s: output tokens after the first / decode time. "
-                                "blocks: KV blocks in this request's block table (click to show them in the block map)."));
-
-    m_input = new QPlainTextEdit(this);
-    m_input->setPlaceholderText(tr("Message (Ctrl+Return to send)"));
-    m_input->setMaximumHeight(64);
-    m_input->installEventFilter(this);
-    m_sendButton = new QPushButton(tr("Send"), this);
-    m_sendButton->setToolTip(tr("Send (Ctrl+Return)"));
-    m_stopButton = new QPushButton(tr("Stop"), this);
-    m_stopButton->setToolTip(tr("Abort this pane's request (Esc)"));
-    m_regenerateButton = new QPushButton(tr("Regenerate"), this);
-    m_regenerateButton->setToolTip(tr("Drop the last reply and generate it again"));
-    connect(m_sendButton, &QPushButton::clicked, this, &ChatPane::send);
-    connect(m_stopButton, &QPushButton::clicked, this, &ChatPane::stop);
-    connect(m_regenerateButton, &QPushButton::clicked, this, &ChatPane::regenerate);
-    auto* buttons = new QHBoxLayout;
-    buttons->addStretch();
-    buttons->addWidget(m_regenerateButton);
-    buttons->addWidget(m_stopButton);
-    buttons->addWidget(m_sendButton);
-
-    auto* layout = new QVBoxLayout(this);
-    layout->setContentsMargins(6, 6, 6, 6);
-    layout->setSpacing(4);
-    layout->addLayout(header);
-    layout->addWidget(m_settings);
-    layout->addWidget(m_transcript, 1);
-    layout->addWidget(m_statsLabel);
-    layout->addWidget(m_input);
-    layout->addLayout(buttons);
-
-    connect(m_controller, &EngineController::requestUpdated, this, [this](const RequestProgress& p) {
-        if (p.requestId == m_requestId) applyProgress(p);
-    });
-    connect(m_controller, &EngineController::requestRejected, this, [this](const QString& id, const QString& message) {
-        if (id != m_requestId) return;
-        appendText(tr("\n[rejected: %1]").arg(message));
-        m_requestId.clear();
-        m_stateLabel->setText(tr("rejected"));
-        updateButtons();
-    });
-    updateColorSwatch();
-    updateButtons();
+void ChatPane::updateLimits() {
+    // Checked when entered, not when the engine rejects it in the transcript: max_tokens is held to
+    // max_model_len - 1 (a prompt needs at least a token) and compared with the tokens the pool holds.
+    const int maxLen = m_controller->isModelLoaded() ? m_controller->config().scheduler.max_model_len : 0;
+    if (maxLen > 1) m_maxTokens->setMaximum(maxLen - 1);
+    const auto kv = m_controller->latestSnapshot();
+    const qint64 poolTokens = m_poolTokens = kv ? qint64(kv->num_blocks) * kv->block_size : 0;
+    QStringList notes;
+    if (maxLen > 1)
+        notes << tr("At most %1: the model's context (max_model_len %2, set in Load model...) also holds the prompt.")
+                     .arg(maxLen - 1).arg(maxLen);
+    if (poolTokens > 0 && m_maxTokens->value() >= poolTokens)
+        notes << tr("<b>The KV pool holds %1 tokens</b>: a reply this long is rejected. Lower Max tokens, or raise KV "
+                    "cache memory in the Engine panel.").arg(poolTokens);
+    m_maxTokensCheck->setText(notes.join(' '));
+    m_maxTokensCheck->setVisible(!notes.isEmpty());
 }
 
 QString ChatPane::inputText() const { return m_input->toPlainText(); }
@@ -193,6 +264,7 @@ void ChatPane::setSamplingParams(const SamplingParams& p) {
 
 void ChatPane::setPriority(int priority) { m_priority->setValue(priority); }
 void ChatPane::setInputText(const QString& text) { m_input->setPlainText(text); }
+void ChatPane::focusInput() { m_input->setFocus(Qt::ShortcutFocusReason); }
 
 void ChatPane::send() {
     const QString text = m_input->toPlainText().trimmed();
@@ -293,7 +365,9 @@ void ChatPane::appendRole(const QString& role) {
     if (!m_transcript->document()->isEmpty()) c.insertBlock();
     QTextCharFormat f;
     f.setFontWeight(QFont::Bold);
-    f.setForeground(role == tr("You") ? palette().color(QPalette::Text) : m_color);
+    // "You" keeps the document's own text colour, which follows a theme change; the model's turns have
+    // the pane's colour.
+    if (role != tr("You")) f.setForeground(m_color);
     c.insertText(role + "\n", f);
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 class QCheckBox;
+class QDialog;
 class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
@@ -44,6 +45,7 @@ public:
     void setSamplingParams(const SamplingParams& params);
     void setPriority(int priority);
     void setInputText(const QString& text);
+    void focusInput();
 
 public slots:
     void send();                          // sends the input box
@@ -64,6 +66,8 @@ protected:
     bool eventFilter(QObject* watched, QEvent* event) override;
 
 private:
+    void buildSettings();
+    void updateLimits();
     void submitConversation();
     void applyProgress(const RequestProgress& p);
     void appendRole(const QString& role);
@@ -84,7 +88,9 @@ private:
     QLabel* m_stateLabel;
     QLabel* m_statsLabel;
     QToolButton* m_settingsButton;
-    QWidget* m_settings;
+    QDialog* m_settings;
+    QLabel* m_maxTokensCheck;
+    qint64 m_poolTokens = 0;  // tokens the KV pool held at the last check of max tokens
     QPlainTextEdit* m_systemPrompt;
     QDoubleSpinBox* m_temperature;
     QDoubleSpinBox* m_topP;

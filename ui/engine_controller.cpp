@@ -35,6 +35,7 @@ EngineController::EngineController(QObject* parent) : QObject(parent) {
         emit requestRejected(id, message);
     });
     connect(m_worker, &EngineWorker::errorOccurred, this, &EngineController::errorOccurred);
+    connect(m_worker, &EngineWorker::historyTrimmed, this, &EngineController::historyTrimmed);
     connect(m_worker, &EngineWorker::reconfigureRefused, this, &EngineController::reconfigureRefused);
     connect(m_worker, &EngineWorker::configApplied, this, [this](const EngineConfig& c) {
         m_config = c;
@@ -115,12 +116,18 @@ void EngineController::applyUpdate(const EngineUpdate& u) {
     m_session.applyUpdate(u);
     for (const RequestProgress& p : u.requests) emit requestUpdated(p);
     if (u.snapshot) {
-        m_snapshot = u.snapshot;
+        m_status.kv = u.snapshot;
         emit snapshotUpdated(u.snapshot);
     }
     // Idle is decided before anyone hears of the update, so that every view reads the same state.
     const bool wasIdle = m_idle;
     m_idle = u.idle && !m_benchRunning && u.commandsReceived == m_commandsSent;
+    m_status.step = u.step;
+    m_status.numRunning = u.numRunning;
+    m_status.numWaiting = u.numWaiting;
+    m_status.numPreempted = u.numPreempted;
+    m_status.totalPreemptions = u.totalPreemptions;
+    m_status.idle = m_idle;
     emit updateApplied();
     if (m_idle && !wasIdle) emit becameIdle();
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "bench_spec.h"
+#include "engine_status.h"
 #include "engine_types.h"
 #include "session_data.h"
 
@@ -31,7 +32,9 @@ public:
     bool isLoading() const { return m_loading; }
     bool isIdle() const { return m_idle; }
     bool isBenchmarkRunning() const { return m_benchRunning; }
-    std::shared_ptr<const KvCacheSnapshot> latestSnapshot() const { return m_snapshot; }
+    std::shared_ptr<const KvCacheSnapshot> latestSnapshot() const { return m_status.kv; }
+    // The engine as of the latest update: what the status bar shows (see engine_status.h).
+    const EngineStatus& status() const { return m_status; }
     QColor colorFor(const QString& requestId) const;
     // The default configuration of a model load (max_model_len 0 = the model's, up to 8192).
     static EngineConfig defaultConfig();
@@ -53,6 +56,7 @@ signals:
     void configChanged(const kvscope::EngineConfig& config);
     void requestUpdated(const kvscope::ui::RequestProgress& progress);
     void requestRejected(const QString& requestId, const QString& message);
+    void historyTrimmed(const QString& requestId, int droppedMessages);
     void snapshotUpdated(std::shared_ptr<const kvscope::KvCacheSnapshot> snapshot);
     void updateApplied();
     void becameIdle();
@@ -73,7 +77,7 @@ private:
     bool m_loading = false;
     bool m_idle = true;
     bool m_benchRunning = false;
-    std::shared_ptr<const KvCacheSnapshot> m_snapshot;
+    EngineStatus m_status;
     QHash<QString, QColor> m_colors;
     int m_nextRequest = 0;
     quint64 m_commandsSent = 0;  // idle only counts once the worker has taken every command

@@ -64,6 +64,12 @@ struct EngineUpdate {
     std::vector<RequestProgress> requests;      // requests that changed (and every active one)
     std::vector<RequestMetrics> finished;       // metrics of requests that finished
     std::shared_ptr<const KvCacheSnapshot> snapshot;  // null when not requested
+    // The engine when the update was made (the moment of the snapshot): what the status bar shows.
+    qint64 step = 0;
+    int numRunning = 0;
+    int numWaiting = 0;  // WAITING and PREEMPTED
+    int numPreempted = 0;
+    qint64 totalPreemptions = 0;
     double engineTime = 0;
     bool idle = false;
     quint64 commandsReceived = 0;  // commands the worker had taken when it made this update

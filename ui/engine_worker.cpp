@@ -72,6 +72,7 @@ void EngineWorker::loadModel(const QString& spec, const EngineConfig& requested)
             }
         }
         m_bench.reset();
+        m_totalPreemptions = 0;
         m_model = model;
         m_engine = std::move(engine);
         m_engine->set_metrics_sink(this);
@@ -115,9 +116,9 @@ void EngineWorker::addRequest(const SubmitCommand& c) {
         if (!c.promptTokenIds.empty()) {
             r.prompt_token_ids = c.promptTokenIds;
         } else if (c.useChatTemplate) {
-            const ChatTemplate& tmpl = m_model->chat_template;
-            const std::string text = tmpl.render(c.messages, true);
-            r.prompt_token_ids = m_model->tokenizer.encode_with_special_tokens(text, !tmpl.renders_bos());
+            int dropped = 0;
+            r.prompt_token_ids = conversationPrompt(c.messages, c.sampling.max_tokens, &dropped);
+            if (dropped) emit historyTrimmed(c.requestId, dropped);
         } else {
             r.prompt_token_ids = m_model->tokenizer.encode(c.promptText.toStdString(), true);
         }
@@ -129,6 +130,27 @@ void EngineWorker::addRequest(const SubmitCommand& c) {
         emit requestRejected(c.requestId, QString::fromStdString(e.what()));
         publish(true);
     }
+}
+
+std::vector<int32_t> EngineWorker::conversationPrompt(std::vector<ChatMessage> messages, int maxTokens, int* dropped) const {
+    // History policy: a conversation that outgrows the context loses its oldest turns (a user message
+    // and the reply to it), never the system prompt or the newest message, until the prompt leaves a
+    // reply min(max_tokens, max_model_len / 4) tokens. Without it every message after the limit is rejected.
+    const ChatTemplate& tmpl = m_model->chat_template;
+    auto encode = [&] {
+        return m_model->tokenizer.encode_with_special_tokens(tmpl.render(messages, true), !tmpl.renders_bos());
+    };
+    std::vector<int32_t> ids = encode();
+    const int maxLen = m_engine->config().scheduler.max_model_len;
+    const int room = std::min(maxTokens, maxLen / 4);
+    const size_t first = !messages.empty() && messages.front().role == "system" ? 1 : 0;
+    while (int(ids.size()) + room > maxLen && messages.size() > first + 1) {
+        const size_t n = messages.size() > first + 2 && messages[first + 1].role == "assistant" ? 2 : 1;
+        messages.erase(messages.begin() + std::ptrdiff_t(first), messages.begin() + std::ptrdiff_t(first + n));
+        *dropped += int(n);
+        ids = encode();
+    }
+    return ids;
 }
 
 void EngineWorker::abortRequest(const QString& requestId) {
@@ -227,6 +249,7 @@ void EngineWorker::finishBenchmark() {
     m_bench.reset();
     m_benchTimer.stop();
     emit benchmarkFinished(result);
+    publish(true);  // the views learn that the engine is idle now, not at its next step
 }
 
 void EngineWorker::scheduleStep() {
@@ -267,7 +290,10 @@ void EngineWorker::runStep() {
     if (more) scheduleStep();
 }
 
-void EngineWorker::on_step(const StepStats& stats) { m_steps.push_back({stats, 0}); }
+void EngineWorker::on_step(const StepStats& stats) {
+    m_steps.push_back({stats, 0});
+    m_totalPreemptions = stats.total_preemptions;
+}
 
 void EngineWorker::on_request_finished(const RequestMetrics& metrics) {
     m_finished.push_back(metrics);
@@ -298,8 +324,13 @@ void EngineWorker::publish(bool force) {
     u.engineTime = m_engine->now();
     u.idle = !m_engine->has_unfinished_requests() && !m_bench;
     u.commandsReceived = m_commandsReceived;
+    u.step = m_engine->num_steps();
+    u.totalPreemptions = m_totalPreemptions;
     // Every active request is reported with its current block table and counts.
     for (const RequestInfo& info : m_engine->active_requests()) {
+        u.numRunning += info.status == RequestStatus::RUNNING;
+        u.numWaiting += info.status == RequestStatus::WAITING || info.status == RequestStatus::PREEMPTED;
+        u.numPreempted += info.status == RequestStatus::PREEMPTED;
         RequestProgress& p = pendingFor(info.request_id);
         p.status = info.status;
         p.numPromptTokens = info.num_prompt_tokens;
@@ -331,6 +362,10 @@ void EngineWorker::publish(bool force) {
                 snap = s;
             }
         if (!snap && m_snapshotPool.size() < 4) snap = m_snapshotPool.emplace_back(std::make_shared<KvCacheSnapshot>());
+        // A forced update (a stop, a rebuild, the engine going idle) is the last word until the next
+        // step: it must carry the pool as it is, or the views keep showing blocks of stopped requests.
+        // Rare, so it may allocate when the GUI still holds every pooled snapshot.
+        if (!snap && force) snap = std::make_shared<KvCacheSnapshot>();
         if (snap) {
             m_engine->kv_cache_manager().snapshot_into(*snap);
             u.snapshot = snap;

@@ -51,6 +51,9 @@ signals:
     void modelLoadFailed(const QString& spec, const QString& message);
     void updated(const kvscope::ui::EngineUpdate& update);
     void requestRejected(const QString& requestId, const QString& message);
+    // The conversation of requestId outgrew the context: its droppedMessages oldest messages (after
+    // the system prompt) were left out of the prompt.
+    void historyTrimmed(const QString& requestId, int droppedMessages);
     void errorOccurred(const QString& message);
     void configApplied(const kvscope::EngineConfig& config);
     // A reconfiguration was refused whole (the engine runs on with the configuration configApplied gave).
@@ -66,6 +69,7 @@ private:
 
     // The work of the submit and abort commands, also used by the benchmark driver (not counted as commands).
     void addRequest(const SubmitCommand& command);
+    std::vector<int32_t> conversationPrompt(std::vector<ChatMessage> messages, int maxTokens, int* dropped) const;
     void abortOne(const QString& requestId);
     void scheduleStep();
     void runStep();
@@ -78,6 +82,7 @@ private:
     std::unique_ptr<LlmEngine> m_engine;
     bool m_stepQueued = false;
     quint64 m_commandsReceived = 0;
+    qint64 m_totalPreemptions = 0;  // of the current engine, from its latest step
     std::atomic<bool> m_snapshotWanted{true};
 
     // Coalesced since the last update.

@@ -5,6 +5,7 @@
 #include "charts_panel.h"
 #include "chat_pane.h"
 #include "engine_controller.h"
+#include "engine_status.h"
 #include "metrics_help_dialog.h"
 #include "model_picker_dialog.h"
 #include "request_table_model.h"
@@ -25,6 +26,8 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QProgressBar>
+#include <QScreen>
+#include <QScrollArea>
 #include <QSettings>
 #include <QSplitter>
 #include <QStatusBar>
@@ -42,6 +45,19 @@ QColor paneColor(int index) {
                                     QColor(0xe0, 0x5a, 0x9a), QColor(0xa9, 0x7b, 0xe8), QColor(0xd8, 0xc0, 0x40),
                                     QColor(0xe0, 0x5a, 0x5a), QColor(0x40, 0xc8, 0xe0)};
     return colors[index % 8];
+}
+
+constexpr int kChartsTab = 0;
+constexpr int kBenchmarkTab = 1;
+
+// A page that scrolls instead of squeezing its content below its minimum size in a small window.
+QScrollArea* scrolling(QWidget* content, Qt::ScrollBarPolicy horizontal, QWidget* parent) {
+    auto* area = new QScrollArea(parent);
+    area->setWidgetResizable(true);
+    area->setFrameShape(QFrame::NoFrame);
+    area->setHorizontalScrollBarPolicy(horizontal);
+    area->setWidget(content);
+    return area;
 }
 
 QString bytesText(qint64 b) {
@@ -114,11 +130,23 @@ MainWindow::MainWindow(QWidget* parent)
 MainWindow::~MainWindow() = default;
 
 void MainWindow::buildLayout() {
-    m_paneSplitter = new QSplitter(Qt::Horizontal, this);
+    // The panes share a splitter inside a horizontally scrolling area: each keeps its minimum width and
+    // a pane more adds a scroll bar, never width to the window.
+    m_paneSplitter = new QSplitter(Qt::Horizontal);
+    m_paneSplitter->setObjectName("paneSplitter");
     m_paneSplitter->setChildrenCollapsible(false);
+    m_noPaneHint = new QLabel(tr("No chat pane is open.\nNew pane (Ctrl+N) opens one; Send to all (toolbar) opens one "
+                                 "when none is open."));
+    m_noPaneHint->setAlignment(Qt::AlignCenter);
+    m_noPaneHint->setWordWrap(true);
+    m_noPaneHint->setEnabled(false);
+    m_paneSplitter->addWidget(m_noPaneHint);
+    m_paneArea = scrolling(m_paneSplitter, Qt::ScrollBarAsNeeded, this);
+    m_paneArea->setObjectName("paneArea");
 
     m_requestModel = new RequestTableModel(m_controller->session(), this);
     m_requestTable = new QTableView(this);
+    m_requestTable->setObjectName("requestTable");
     m_requestTable->setModel(m_requestModel);
     m_requestTable->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_requestTable->setSelectionMode(QAbstractItemView::SingleSelection);
@@ -129,6 +157,8 @@ void MainWindow::buildLayout() {
     m_requestTable->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
     m_requestTable->setColumnWidth(0, 110);
     for (int c = 1; c < RequestTableModel::ColumnCount; ++c) m_requestTable->setColumnWidth(c, c == 2 ? 110 : 62);
+    // Room for the id, origin and state columns and a few rows whatever the panes ask for.
+    m_requestTable->setMinimumSize(300, 100);
     m_requestTable->setToolTip(tr("Every request of the session. Select one to trace its block table in the block map."));
     connect(m_requestTable->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this](const QModelIndex& i) {
         if (i.isValid()) selectRequest(i.data(RequestTableModel::RequestIdRole).toString());
@@ -138,7 +168,9 @@ void MainWindow::buildLayout() {
     });
 
     auto* left = new QSplitter(Qt::Vertical, this);
-    left->addWidget(m_paneSplitter);
+    left->setObjectName("leftSplitter");
+    left->setChildrenCollapsible(false);
+    left->addWidget(m_paneArea);
     left->addWidget(m_requestTable);
     left->setStretchFactor(0, 5);
     left->setStretchFactor(1, 2);
@@ -148,9 +180,11 @@ void MainWindow::buildLayout() {
     m_benchmark = new BenchmarkPanel(m_controller, this);
     m_tabs = new QTabWidget(this);
     m_tabs->setDocumentMode(true);
-    m_tabs->addTab(m_charts, tr("Charts"));
-    m_tabs->addTab(m_benchmark, tr("Benchmark"));
+    m_tabs->addTab(scrolling(m_charts, Qt::ScrollBarAsNeeded, this), tr("Charts"));
+    m_tabs->addTab(scrolling(m_benchmark, Qt::ScrollBarAsNeeded, this), tr("Benchmark"));
     auto* right = new QSplitter(Qt::Vertical, this);
+    right->setObjectName("rightSplitter");
+    right->setChildrenCollapsible(false);
     right->addWidget(m_blockMap);
     right->addWidget(m_tabs);
     right->setStretchFactor(0, 1);
@@ -160,6 +194,7 @@ void MainWindow::buildLayout() {
     right->setSizes({230, 640});
     auto* central = new QSplitter(Qt::Horizontal, this);
     central->setObjectName("centralSplitter");
+    central->setChildrenCollapsible(false);
     central->addWidget(left);
     central->addWidget(right);
     central->setStretchFactor(0, 4);
@@ -179,7 +214,7 @@ void MainWindow::buildLayout() {
     tuningLayout->addStretch();
     auto* tuningDock = new QDockWidget(tr("Engine"), this);
     tuningDock->setObjectName("tuningDock");
-    tuningDock->setWidget(tuningBox);
+    tuningDock->setWidget(scrolling(tuningBox, Qt::ScrollBarAlwaysOff, this));
     addDockWidget(Qt::RightDockWidgetArea, tuningDock);
 
     connect(m_controller, &EngineController::benchmarkProgressed, this, [this](int done, int total) {
@@ -190,6 +225,10 @@ void MainWindow::buildLayout() {
 
     m_modelLabel = new QLabel(tr("no model"), this);
     m_engineLabel = new QLabel(this);
+    m_engineLabel->setObjectName("engineStatus");
+    // The whole line when there is room; a narrow window cuts it rather than growing for it.
+    m_engineLabel->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    m_engineLabel->setToolTip(tr("The engine as of its latest update: the same snapshot the block map and the panes show"));
     m_stallLabel = new QLabel(this);
     m_stallLabel->setToolTip(tr("Longest GUI event-loop stall since start (5 ms timer lateness)"));
     m_loadProgress = new QProgressBar(this);
@@ -237,10 +276,23 @@ void MainWindow::buildActions() {
     fileMenu->addAction(quit);
 
     auto* newPane = new QAction(tr("New pane"), this);
-    newPane->setShortcut(QKeySequence("Ctrl+T"));
-    newPane->setToolTip(tr("Open a chat pane (Ctrl+T)"));
-    connect(newPane, &QAction::triggered, this, &MainWindow::addPane);
+    newPane->setObjectName("newPaneAction");
+    newPane->setShortcuts({QKeySequence::New, QKeySequence("Ctrl+T")});
+    newPane->setToolTip(tr("Open a chat pane (Ctrl+N)"));
+    connect(newPane, &QAction::triggered, this, [this] { addPane()->focusInput(); });
+    auto* closePaneAction = new QAction(tr("Close pane"), this);
+    closePaneAction->setObjectName("closePaneAction");
+    // The platform's Close keys (Ctrl+F4 on some) and Ctrl+W, which every browser and editor closes a tab with.
+    QList<QKeySequence> closeKeys = QKeySequence::keyBindings(QKeySequence::Close);
+    if (!closeKeys.contains(QKeySequence("Ctrl+W"))) closeKeys << QKeySequence("Ctrl+W");
+    closePaneAction->setShortcuts(closeKeys);
+    closePaneAction->setToolTip(tr("Close the active chat pane, aborting its request (Ctrl+W)"));
+    connect(closePaneAction, &QAction::triggered, this, [this] {
+        if (ChatPane* p = activePane()) closePane(p);
+        if (ChatPane* p = activePane()) p->focusInput();
+    });
     auto* send = new QAction(tr("Send"), this);
+    send->setToolTip(tr("Send the message of the active pane, or the shared prompt when it has the focus (Ctrl+Return)"));
     send->setShortcut(QKeySequence("Ctrl+Return"));
     connect(send, &QAction::triggered, this, [this] {
         if (m_broadcast->hasFocus()) sendToAll(m_broadcast->text());
@@ -272,7 +324,7 @@ void MainWindow::buildActions() {
     benchmark->setShortcut(QKeySequence("Ctrl+B"));
     benchmark->setToolTip(tr("Switch between the charts and the benchmark panel (Ctrl+B)"));
     connect(benchmark, &QAction::triggered, this, [this] {
-        m_tabs->setCurrentWidget(m_tabs->currentWidget() == m_benchmark ? static_cast<QWidget*>(m_charts) : m_benchmark);
+        m_tabs->setCurrentIndex(m_tabs->currentIndex() == kBenchmarkTab ? kChartsTab : kBenchmarkTab);
     });
 
     auto* metrics = new QAction(tr("Metric definitions"), this);
@@ -298,12 +350,19 @@ void MainWindow::buildActions() {
     toolbar->addAction(metrics);
 
     viewMenu->addAction(newPane);
+    viewMenu->addAction(closePaneAction);
     viewMenu->addAction(stopAllAction);
     viewMenu->addAction(benchmark);
     viewMenu->addSeparator();
     for (QDockWidget* dock : findChildren<QDockWidget*>()) viewMenu->addAction(dock->toggleViewAction());
     viewMenu->addAction(dark);
     helpMenu->addAction(metrics);
+    auto* keys = new QAction(tr("Keyboard shortcuts"), this);
+    keys->setObjectName("shortcutsAction");
+    connect(keys, &QAction::triggered, this, [this] {
+        QMessageBox::information(this, tr("Keyboard shortcuts"), shortcutSummary());
+    });
+    helpMenu->addAction(keys);
     auto* about = new QAction(tr("About kvscope"), this);
     connect(about, &QAction::triggered, this, [this] {
         QMessageBox::about(this, tr("About kvscope"),
@@ -313,9 +372,25 @@ void MainWindow::buildActions() {
     helpMenu->addAction(about);
 }
 
+QString MainWindow::shortcutSummary() const {
+    // Read from the actions themselves, so the list cannot drift from what the keys do.
+    QString rows;
+    for (const QAction* a : findChildren<QAction*>()) {
+        if (a->shortcuts().isEmpty()) continue;
+        QStringList keys;
+        for (const QKeySequence& k : a->shortcuts()) keys << k.toString(QKeySequence::NativeText).toHtmlEscaped();
+        rows += QString("<tr><td><b>%1</b></td><td>%2</td></tr>").arg(keys.join(", "), a->text().remove('&').toHtmlEscaped());
+    }
+    rows += tr("<tr><td><b>Tab, Shift+Tab</b></td><td>Next, previous control (also out of text boxes)</td></tr>");
+    return QString("<table cellspacing=6>%1</table>").arg(rows);
+}
+
 void MainWindow::restoreSettings() {
     QSettings s;
+    const QRect screen = (this->screen() ? this->screen() : QApplication::primaryScreen())->availableGeometry();
     if (!restoreGeometry(s.value("geometry").toByteArray())) resize(1600, 1000);
+    // A window saved on a larger screen (or grown by an older version) still fits this one.
+    resize(size().boundedTo(screen.size()));
     restoreState(s.value("windowState").toByteArray());
     m_darkTheme = s.value("darkTheme", true).toBool();
     if (auto* a = findChild<QAction*>("darkThemeAction")) a->setChecked(m_darkTheme);
@@ -351,9 +426,11 @@ ChatPane* MainWindow::addPane() {
     connect(pane, &ChatPane::activated, this, [this](ChatPane* p) { m_activePane = p; });
     connect(pane, &ChatPane::requestSelected, this, &MainWindow::selectRequest);
     m_activePane = pane;
+    m_noPaneHint->setVisible(false);
     QList<int> sizes;
-    for (int i = 0; i < m_paneSplitter->count(); ++i) sizes << 1000;
+    for (int i = 0; i < m_paneSplitter->count(); ++i) sizes << (m_paneSplitter->widget(i) == m_noPaneHint ? 0 : 1000);
     m_paneSplitter->setSizes(sizes);
+    m_paneArea->ensureWidgetVisible(pane);
     return pane;
 }
 
@@ -361,7 +438,9 @@ void MainWindow::closePane(ChatPane* pane) {
     pane->stop();
     m_panes.removeAll(pane);
     if (m_activePane == pane) m_activePane = m_panes.isEmpty() ? nullptr : m_panes.back();
+    pane->hide();  // leaves the splitter's layout now; deleted once its queued signals are through
     pane->deleteLater();
+    m_noPaneHint->setVisible(m_panes.isEmpty());
 }
 
 ChatPane* MainWindow::activePane() const { return m_activePane ? m_activePane : (m_panes.isEmpty() ? nullptr : m_panes.front()); }
@@ -388,19 +467,7 @@ void MainWindow::selectRequest(const QString& requestId) {
 }
 
 void MainWindow::updateStatus() {
-    const auto& steps = m_controller->session()->steps();
-    if (!steps.empty()) {
-        const StepStats& s = steps.back().stats;
-        m_engineLabel->setText(tr("step %1  |  %2 running, %3 waiting  |  KV %4% used, %5 of %6 blocks free  |  %7 preemptions  |  %8")
-                                   .arg(s.step)
-                                   .arg(s.num_running)
-                                   .arg(s.num_waiting)
-                                   .arg(s.kv_usage * 100, 0, 'f', 1)
-                                   .arg(s.num_free_blocks)
-                                   .arg(s.num_blocks)
-                                   .arg(s.total_preemptions)
-                                   .arg(m_controller->isIdle() ? tr("idle") : tr("running")));
-    }
+    m_engineLabel->setText(statusText(m_controller->status()));
     m_stall->setActive(!m_controller->isIdle() || m_controller->isLoading());
     m_stallLabel->setText(tr("GUI stall max %1 ms").arg(m_stall->maxStallMs(), 0, 'f', 1));
     // Keep the selected request's block table current as it grows.

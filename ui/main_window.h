@@ -11,6 +11,7 @@
 class QLabel;
 class QLineEdit;
 class QProgressBar;
+class QScrollArea;
 class QSplitter;
 class QTableView;
 class QTabWidget;
@@ -43,6 +44,8 @@ public:
 
     // Writes the session export (see session_exporter.h) into dir.
     bool exportSession(const QString& dir, QString* error = nullptr);
+    // Every shortcut of the window's actions with what it does (HTML table; Help > Keyboard shortcuts).
+    QString shortcutSummary() const;
 
 public slots:
     void loadModel(const QString& spec, const kvscope::EngineConfig& config);
@@ -75,6 +78,8 @@ private:
     ChatPane* m_activePane = nullptr;
     int m_paneCounter = 0;
     QSplitter* m_paneSplitter = nullptr;
+    QScrollArea* m_paneArea = nullptr;
+    QLabel* m_noPaneHint = nullptr;
     BlockMapWidget* m_blockMap = nullptr;
     ChartsPanel* m_charts = nullptr;
     TuningPanel* m_tuning = nullptr;

@@ -8,7 +8,10 @@
 #include "stall_monitor.h"
 #include "tuning_panel.h"
 
+#include <QAction>
+#include <QApplication>
 #include <QDir>
+#include <QKeyEvent>
 #include <QFile>
 #include <QImage>
 #include <QJsonDocument>
@@ -17,7 +20,7 @@ namespace kvscope::ui {
 
 namespace {
 const QStringList kActions = {"open_pane", "submit", "send_all", "set", "benchmark", "wait", "wait_idle",
-                              "wait_benchmark", "select", "stop_all", "theme", "screenshot"};
+                              "wait_benchmark", "select", "stop_all", "theme", "screenshot", "resize", "key"};
 }
 
 ScriptRunner::ScriptRunner(MainWindow* window, QObject* parent) : QObject(parent), m_window(window), m_poll(this) {
@@ -191,6 +194,41 @@ bool ScriptRunner::runAction(const QJsonObject& a) {
             fail(file + ": cannot write the screenshot");
         m_window->stallMonitor()->skipInterval();  // the grab blocks on purpose: not a stall of the app
         return !m_done;
+    }
+    if (action == "resize") {
+        // The size a person would give it, so a session replays at 1024x700 as at 2560x1440.
+        m_window->resize(a.value("width").toInt(m_window->width()), a.value("height").toInt(m_window->height()));
+        return true;
+    }
+    if (action == "key") {
+        // As the keyboard would: the action bound to the keys (Ctrl+N, Ctrl+W, Esc), else a key press in
+        // the focused widget (Tab, Return, text).
+        const QKeySequence keys(a.value("keys").toString());
+        if (keys.isEmpty()) {
+            fail(QString("actions[%1]: \"keys\" is not a key sequence").arg(m_index - 1));
+            return false;
+        }
+        for (QAction* act : m_window->findChildren<QAction*>())
+            if (act->isEnabled() && act->shortcuts().contains(keys)) {
+                act->trigger();
+                return true;
+            }
+        QWidget* target = QApplication::focusWidget() ? QApplication::focusWidget() : m_window;
+        for (int i = 0; i < keys.count(); ++i) {
+            const QKeyCombination k = keys[i];
+            // Printable keys carry their character (what a text box inserts); Tab, Esc and chords none.
+            QString text;
+            if (k.key() >= Qt::Key_Space && k.key() <= Qt::Key_AsciiTilde && !(k.keyboardModifiers() & Qt::ControlModifier)) {
+                text = QChar(int(k.key()));
+                text = (k.keyboardModifiers() & Qt::ShiftModifier) ? text.toUpper() : text.toLower();
+            }
+            QKeyEvent press(QEvent::KeyPress, k.key(), k.keyboardModifiers(), text);
+            QKeyEvent release(QEvent::KeyRelease, k.key(), k.keyboardModifiers());
+            QApplication::sendEvent(target, &press);
+            QApplication::sendEvent(QApplication::focusWidget() ? QApplication::focusWidget() : m_window, &release);
+            target = QApplication::focusWidget() ? QApplication::focusWidget() : m_window;
+        }
+        return true;
     }
     if (action == "theme") {
         m_window->setDarkTheme(a.value("dark").toBool(true));

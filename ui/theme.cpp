@@ -24,11 +24,13 @@ void Theme::apply(bool dark) {
         p.setColor(QPalette::ToolTipBase, QColor(0x30, 0x33, 0x38));
         p.setColor(QPalette::ToolTipText, text);
         p.setColor(QPalette::Text, text);
-        p.setColor(QPalette::PlaceholderText, QColor(0x80, 0x85, 0x8c));
+        // Secondary text (placeholders, the block map's totals, the engine panel's status) is still
+        // text: 4.5:1 on Window and Base like the rest (test_theme_contrast).
+        p.setColor(QPalette::PlaceholderText, QColor(0x9c, 0xa1, 0xa8));
         p.setColor(QPalette::Button, QColor(0x2e, 0x31, 0x36));
         p.setColor(QPalette::ButtonText, text);
         p.setColor(QPalette::BrightText, Qt::white);
-        p.setColor(QPalette::Highlight, QColor(0x3d, 0x8b, 0xd9));
+        p.setColor(QPalette::Highlight, QColor(0x2d, 0x6c, 0xb5));
         p.setColor(QPalette::HighlightedText, Qt::white);
         p.setColor(QPalette::Link, QColor(0x6c, 0xb6, 0xff));
         p.setColor(QPalette::Mid, QColor(0x3a, 0x3d, 0x42));
@@ -40,6 +42,7 @@ void Theme::apply(bool dark) {
         p = QApplication::style()->standardPalette();
         p.setColor(QPalette::Window, QColor(0xf3, 0xf4, 0xf6));
         p.setColor(QPalette::Highlight, QColor(0x2f, 0x6f, 0xc0));
+        p.setColor(QPalette::PlaceholderText, QColor(0x5c, 0x60, 0x66));
     }
     QApplication::setPalette(p);
     for (QWidget* w : QApplication::allWidgets())
@@ -50,6 +53,8 @@ void Theme::apply(bool dark) {
 }
 
 bool Theme::isDark() { return g_dark; }
+
+QColor Theme::errorText() { return g_dark ? QColor(0xff, 0x7b, 0x86) : QColor(0xb3, 0x26, 0x1e); }
 
 QColor Theme::chartBackground() { return g_dark ? QColor(0x1b, 0x1d, 0x21) : QColor(Qt::white); }
 QColor Theme::chartForeground() { return g_dark ? QColor(0xc8, 0xcc, 0xd2) : QColor(0x30, 0x33, 0x38); }

@@ -16,6 +16,8 @@ public:
     static QColor chartBackground();
     static QColor chartForeground();
     static QColor chartGrid();
+    // Text that reports a failure, readable (4.5:1) on this theme's Window and Base.
+    static QColor errorText();
     // Series colours that read on both palettes.
     static QColor series(int index);
 };

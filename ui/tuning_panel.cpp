@@ -1,5 +1,7 @@
 #include "tuning_panel.h"
 
+#include "theme.h"
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QFormLayout>
@@ -104,7 +106,8 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent), m_debounce(this) {
 
     m_status = new QLabel(this);
     m_status->setWordWrap(true);
-    m_status->setStyleSheet("color: palette(placeholder-text);");
+    // A palette role, not a style sheet: it follows a theme change.
+    m_status->setForegroundRole(QPalette::PlaceholderText);
 
     auto* outer = new QVBoxLayout(this);
     outer->setContentsMargins(0, 0, 0, 0);
@@ -152,12 +155,16 @@ void TuningPanel::setConfig(const EngineConfig& c) {
     m_mode->setCurrentIndex(c.mode == BatchingMode::NAIVE ? 1 : 0);
     m_kvDtype->setCurrentText(QString::fromStdString(c.kv_cache_dtype));
     m_kvMiB->setValue(int(std::max<int64_t>(1, c.kv_cache_memory >> 20)));
-    m_status->setStyleSheet("color: palette(placeholder-text);");
+    m_status->setPalette(QPalette());  // inherits the theme's again
+    m_status->setForegroundRole(QPalette::PlaceholderText);
     m_status->setText(tr("Applied. max_model_len %1. Changes apply at the next step.").arg(c.scheduler.max_model_len));
 }
 
 void TuningPanel::showRefusal(const QString& message) {
-    m_status->setStyleSheet("color: #e05a6a;");
+    QPalette error;
+    error.setColor(QPalette::WindowText, Theme::errorText());
+    m_status->setPalette(error);  // only this role is set: the rest still follows the theme
+    m_status->setForegroundRole(QPalette::WindowText);
     m_status->setText(tr("Not applied: %1. The knobs are back at the running configuration.").arg(message));
 }
 

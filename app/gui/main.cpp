@@ -1,6 +1,7 @@
 // kvscope: the GUI. Parses the command line (docs/DESIGN.md section 4), opens the main window, loads the
 // model on the engine thread, and in script mode replays the script, writes the export and quits.
 // Exit codes: 0 success, 1 runtime failure (script failed, export failed), 2 bad input.
+#include "chat_pane.h"
 #include "engine_controller.h"
 #include "main_window.h"
 #include "script_runner.h"
@@ -121,6 +122,15 @@ int main(int argc, char** argv) {
         });
     } else if (!exportDir.isEmpty()) {
         QObject::connect(&app, &QApplication::aboutToQuit, &app, [&] { writeExport(); });
+    }
+    if (!scripted) {
+        // A first window that teaches: one pane, a prompt ready to send with Ctrl+Return.
+        QObject::connect(&window, &MainWindow::modelReady, &window, [&window] {
+            if (!window.panes().isEmpty()) return;
+            ChatPane* pane = window.addPane();
+            pane->setInputText(QObject::tr("Tell me a short story about a lighthouse keeper."));
+            pane->focusInput();
+        }, Qt::SingleShotConnection);
     }
     window.loadModel(model, runner.engineConfig(EngineController::defaultConfig()));
     return app.exec();

@@ -1,0 +1,152 @@
+// The live charts' axes follow the data (issue 17): a rejected request sets no latency floor (the log
+// axis once fell to 1e-200), an idle gap shows zero throughput rather than the last value, time starts
+// at the first step rather than at the model load, and a limit line far above the data does not flatten
+// it. Fed through SessionData like the engine feeds it; no engine, no clock.
+#include "charts_panel.h"
+#include "session_data.h"
+
+#include <QtTest>
+#include <qcustomplot.h>
+
+using namespace kvscope;
+using namespace kvscope::ui;
+
+namespace {
+
+RequestMetrics finished(const std::string& id, double arrival, double ttftMs, double tpotMs, int outputTokens) {
+    RequestMetrics m;
+    m.request_id = id;
+    m.arrival_time = arrival;
+    m.first_scheduled_time = arrival;
+    m.prefill_chunk_times = {arrival};
+    m.num_output_tokens = outputTokens;
+    for (int i = 0; i < outputTokens; ++i) m.token_times.push_back(arrival + (ttftMs + i * tpotMs) / 1e3);
+    m.finish_time = m.token_times.back();
+    m.finish_reason = FinishReason::LENGTH;
+    return m;
+}
+
+// A decode step at time t with `running` requests, one output token each.
+StepRecord step(double t, int running, int maxNumSeqs = 256) {
+    StepRecord r;
+    r.stats.start_time = t;
+    r.stats.duration = 0.01;
+    r.stats.num_running = running;
+    r.stats.num_scheduled_seqs = running;
+    r.stats.num_decode_tokens = running;
+    r.stats.max_num_seqs = maxNumSeqs;
+    r.stats.max_num_batched_tokens = 2048;
+    r.numOutputTokens = running;
+    return r;
+}
+
+QCustomPlot* chart(const ChartsPanel& panel, const QString& name) {
+    for (const auto& c : panel.charts())
+        if (c.name == name) return c.plot;
+    return nullptr;
+}
+
+QCPGraph* graph(QCustomPlot* plot, const QString& name) {
+    for (int i = 0; i < plot->graphCount(); ++i)
+        if (plot->graph(i)->name() == name) return plot->graph(i);
+    return nullptr;
+}
+
+}  // namespace
+
+class TestChartAxes : public QObject {
+    Q_OBJECT
+private slots:
+    void rejectedRequestSetsNoLatencyFloor() {
+        SessionData session;
+        ChartsPanel panel(&session);
+        panel.resize(1000, 900);
+        session.addRequest("bad", "pane 1", Qt::red);
+        session.rejectRequest("bad", "prompt of 300 tokens does not fit max_model_len 256");
+        panel.replotNow();
+        QCustomPlot* latency = chart(panel, "latency");
+        QVERIFY(latency);
+        // Nothing plotted yet: a sane default decade range, not a floor near zero.
+        QVERIFY2(latency->yAxis->range().lower >= 0.1, qPrintable(QString::number(latency->yAxis->range().lower)));
+
+        EngineUpdate u;
+        u.finished.push_back(finished("ok-1", 1.0, 20, 5, 8));
+        u.finished.push_back(finished("ok-2", 1.2, 40, 6, 8));
+        RequestMetrics aborted = finished("stopped", 1.1, 0, 0, 1);  // aborted at once: a zero TTFT
+        aborted.finish_reason = FinishReason::ABORT;
+        u.finished.push_back(aborted);
+        u.engineTime = 2;
+        session.applyUpdate(u);
+        panel.replotNow();
+        const QCPRange y = latency->yAxis->range();
+        // The smallest plotted value is the 5 ms TPOT, the largest the E2EL of ok-2 (40 + 7 * 6 ms).
+        QVERIFY2(y.lower > 1 && y.lower < 5, qPrintable(QString::number(y.lower)));
+        QVERIFY2(y.upper > 82 && y.upper < 1000, qPrintable(QString::number(y.upper)));
+    }
+
+    void idleGapShowsZeroThroughput() {
+        SessionData session;
+        ChartsPanel panel(&session);
+        panel.resize(1000, 900);
+        EngineUpdate busy;
+        for (double t = 10.0; t < 11.0; t += 0.05) busy.steps.push_back(step(t, 2));
+        busy.engineTime = 11.0;
+        session.applyUpdate(busy);
+        EngineUpdate again;  // idle from 11 s to 14 s
+        for (double t = 14.0; t < 14.5; t += 0.05) again.steps.push_back(step(t, 3));
+        again.engineTime = 15.8;  // and idle again since 14.5 s
+        session.applyUpdate(again);
+        panel.replotNow();
+
+        QCustomPlot* throughput = chart(panel, "throughput");
+        QVERIFY(throughput);
+        QCPGraph* output = graph(throughput, "output");
+        QVERIFY(output);
+        int zerosInGap = 0, nonZero = 0;
+        double lastKey = 0;
+        for (auto it = output->data()->constBegin(); it != output->data()->constEnd(); ++it) {
+            if (it->key >= 11.0 && it->key < 14.0) {
+                QCOMPARE(it->value, 0.0);
+                ++zerosInGap;
+            }
+            nonZero += it->value > 0;
+            lastKey = it->key;
+        }
+        QCOMPARE(zerosInGap, 6);  // six 0.5 s buckets of nothing
+        QVERIFY(nonZero >= 3);
+        QCOMPARE(lastKey, 15.5);  // the idle tail is drawn up to now, at zero
+        QCOMPARE((output->data()->constEnd() - 1)->value, 0.0);
+
+        // Time starts at the first step (10 s after the model load), not at 0.
+        for (const char* name : {"occupancy", "throughput", "tokens", "request_timeline"}) {
+            const QCPRange x = chart(panel, name)->xAxis->range();
+            QVERIFY2(x.lower >= 10.0 && x.lower < 10.5, qPrintable(QString("%1: %2").arg(name).arg(x.lower)));
+            QVERIFY2(x.upper >= 15.8, name);
+        }
+    }
+
+    void limitLineDoesNotFlattenData() {
+        SessionData session;
+        ChartsPanel panel(&session);
+        panel.resize(1000, 900);
+        EngineUpdate u;
+        for (int i = 0; i < 20; ++i) u.steps.push_back(step(0.1 * i, 1 + i % 3, 256));
+        u.engineTime = 2;
+        session.applyUpdate(u);
+        panel.replotNow();
+        QCustomPlot* occupancy = chart(panel, "occupancy");
+        QVERIFY(occupancy->yAxis->range().upper >= 3);
+        QVERIFY2(occupancy->yAxis->range().upper < 10, qPrintable(QString::number(occupancy->yAxis->range().upper)));
+
+        // Near the limit, the limit is in view.
+        EngineUpdate full;
+        full.steps.push_back(step(2.1, 200, 256));
+        full.engineTime = 2.2;
+        session.applyUpdate(full);
+        panel.replotNow();
+        QVERIFY(occupancy->yAxis->range().upper >= 256);
+    }
+};
+
+QTEST_MAIN(TestChartAxes)
+#include "test_chart_axes.moc"

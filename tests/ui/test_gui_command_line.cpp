@@ -1,0 +1,47 @@
+// kvscope answers --help, --version and a bad option with no display at all (issue 17): the command
+// line is parsed before QApplication, which aborts without one. Runs the built GUI with DISPLAY,
+// WAYLAND_DISPLAY and QT_QPA_PLATFORM removed from its environment.
+#include <QProcess>
+#include <QtTest>
+
+class TestGuiCommandLine : public QObject {
+    Q_OBJECT
+
+    struct Run {
+        int exitCode = -1;
+        QString out, err;
+    };
+    static Run run(const QStringList& args) {
+        QProcess p;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        for (const char* name : {"DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"}) env.remove(name);
+        p.setProcessEnvironment(env);
+        p.start(KVSCOPE_GUI_PATH, args);
+        Run r;
+        if (!p.waitForFinished(30000) || p.exitStatus() != QProcess::NormalExit) return r;
+        r.exitCode = p.exitCode();
+        r.out = QString::fromLocal8Bit(p.readAllStandardOutput());
+        r.err = QString::fromLocal8Bit(p.readAllStandardError());
+        return r;
+    }
+
+private slots:
+    void helpWithoutDisplay() {
+        const Run r = run({"--help"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QVERIFY2(r.out.contains("Usage: kvscope") && r.out.contains("--script"), qPrintable(r.out));
+    }
+    void versionWithoutDisplay() {
+        const Run r = run({"--version"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QVERIFY2(r.out.startsWith("kvscope "), qPrintable(r.out));
+    }
+    void badOptionWithoutDisplay() {
+        const Run r = run({"--no-such-option"});
+        QCOMPARE(r.exitCode, 2);
+        QVERIFY2(r.err.contains("no-such-option"), qPrintable(r.err));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestGuiCommandLine)
+#include "test_gui_command_line.moc"

@@ -1,0 +1,110 @@
+// The window by keyboard alone (issue 17): Tab leaves every pane's message box without typing a tab
+// and reaches Send; Ctrl+N opens a pane with the focus in its message box, Ctrl+W closes the active one;
+// Help > Keyboard shortcuts lists these keys. No model is needed: nothing is sent.
+#include "chat_pane.h"
+#include "main_window.h"
+#include "script_runner.h"
+#include "theme.h"
+
+#include <QAction>
+#include <QJsonDocument>
+#include <QSignalSpy>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QStandardPaths>
+#include <QtTest>
+
+using namespace kvscope::ui;
+
+class TestKeyboard : public QObject {
+    Q_OBJECT
+private slots:
+    void initTestCase() {
+        QStandardPaths::setTestModeEnabled(true);
+        Theme::apply(true);
+    }
+
+    void tabReachesSendInEveryPane() {
+        MainWindow window;
+        window.resize(1600, 1000);
+        for (int i = 0; i < 3; ++i) window.addPane();
+        window.show();
+        window.activateWindow();
+        QVERIFY(QTest::qWaitForWindowActive(&window));
+        for (ChatPane* pane : window.panes()) {
+            auto* input = pane->findChild<QPlainTextEdit*>("messageInput");
+            auto* send = pane->findChild<QPushButton*>("sendButton");
+            QVERIFY(input && send);
+            input->setFocus(Qt::TabFocusReason);
+            QTRY_COMPARE(QApplication::focusWidget(), input);
+            QTest::keyClicks(input, "hi");
+            int presses = 0;
+            while (QApplication::focusWidget() != send && presses < 10) {
+                QTest::keyClick(QApplication::focusWidget(), Qt::Key_Tab);
+                ++presses;
+            }
+            QCOMPARE(QApplication::focusWidget(), send);
+            QCOMPARE(presses, 1);  // Send is next after the message box
+            QCOMPARE(input->toPlainText(), QString("hi"));  // no tab character typed
+            // And back: Shift+Tab returns to the message box.
+            QTest::keyClick(send, Qt::Key_Backtab, Qt::ShiftModifier);
+            QCOMPARE(QApplication::focusWidget(), input);
+        }
+    }
+
+    void paneShortcuts() {
+        MainWindow window;
+        window.resize(1600, 1000);
+        window.show();
+        window.activateWindow();
+        QVERIFY(QTest::qWaitForWindowActive(&window));
+        QTest::keyClick(&window, Qt::Key_N, Qt::ControlModifier);
+        QTest::keyClick(QApplication::focusWidget(), Qt::Key_N, Qt::ControlModifier);
+        QCOMPARE(int(window.panes().size()), 2);
+        // The new pane's message box has the focus: typing goes there.
+        auto* input = window.panes().back()->findChild<QPlainTextEdit*>("messageInput");
+        QCOMPARE(QApplication::focusWidget(), input);
+        QTest::keyClick(QApplication::focusWidget(), Qt::Key_W, Qt::ControlModifier);
+        QTRY_COMPARE(int(window.panes().size()), 1);
+        QCOMPARE(QApplication::focusWidget(), window.panes().front()->findChild<QPlainTextEdit*>("messageInput"));
+
+        const QString help = window.shortcutSummary();
+        for (const QString& key : {QKeySequence(QKeySequence::New).toString(QKeySequence::NativeText),
+                                   QString("Ctrl+W"),
+                                   QString("Ctrl+Return"), QString("Esc")})
+            QVERIFY2(help.contains(key), qPrintable(key + " missing from " + help));
+        auto* action = window.findChild<QAction*>("shortcutsAction");
+        QVERIFY(action);
+        QVERIFY(!action->associatedObjects().isEmpty());  // in the Help menu
+    }
+
+    // Script mode replays a session at a size and by keys: resize, Ctrl+N twice, Ctrl+W, Tab.
+    void scriptResizeAndKeys() {
+        MainWindow window;
+        window.show();
+        window.activateWindow();
+        QVERIFY(QTest::qWaitForWindowActive(&window));
+        ScriptRunner runner(&window);
+        QString error;
+        const QByteArray script = R"({"actions": [
+            {"action": "resize", "width": 1024, "height": 700},
+            {"action": "key", "keys": "Ctrl+N"},
+            {"action": "key", "keys": "Ctrl+N"},
+            {"action": "key", "keys": "Ctrl+W"},
+            {"action": "key", "keys": "h"},
+            {"action": "key", "keys": "Tab"}]})";
+        QVERIFY2(runner.loadJson(QJsonDocument::fromJson(script).object(), &error), qPrintable(error));
+        QSignalSpy finished(&runner, &ScriptRunner::finished);
+        runner.start();
+        QVERIFY(!finished.isEmpty() || finished.wait(10000));  // actions without waits finish within start()
+        QVERIFY2(finished.at(0).at(0).toBool(), qPrintable(finished.at(0).at(1).toString()));
+        QCOMPARE(window.size(), QSize(1024, 700));
+        QCOMPARE(int(window.panes().size()), 1);
+        ChatPane* pane = window.panes().front();
+        QCOMPARE(pane->inputText(), QString("h"));
+        QCOMPARE(QApplication::focusWidget(), pane->findChild<QPushButton*>("sendButton"));
+    }
+};
+
+QTEST_MAIN(TestKeyboard)
+#include "test_keyboard.moc"

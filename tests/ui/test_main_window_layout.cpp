@@ -1,0 +1,146 @@
+// The real main window at the sizes people use (1024x700 up to 2560x1440) with 0, 1, 3 and 6 chat panes
+// (issue 17): the window keeps the size it was given (its content never forces it wider), no two visible
+// sibling widgets overlap, none lies outside its parent (unless it scrolls there) and none is squeezed
+// below its minimum size hint. Set KVSCOPE_TEST_SCREENSHOTS=DIR to keep a PNG of every case.
+#include "chat_pane.h"
+#include "engine_controller.h"
+#include "main_window.h"
+#include "theme.h"
+
+#include <QAbstractScrollArea>
+#include <QDir>
+#include <QLayout>
+#include <QSignalSpy>
+#include <QSplitter>
+#include <QStandardPaths>
+#include <QtTest>
+
+using namespace kvscope;
+using namespace kvscope::ui;
+
+namespace {
+
+QString nameOf(const QWidget* w) {
+    QString path;
+    for (const QWidget* p = w; p; p = p->parentWidget()) {
+        const QString n = p->objectName().isEmpty() ? QString(p->metaObject()->className()) : p->objectName();
+        path = path.isEmpty() ? n : n + "/" + path;
+    }
+    return path;
+}
+
+// The smallest size a layout may give w (as qSmartMinSize): what it asked for with setMinimumSize,
+// else its hint, never above its maximum; a policy of Ignored asks for nothing.
+QSize effectiveMinimum(const QWidget* w) {
+    const QSize hint = w->minimumSizeHint();
+    const QSizePolicy policy = w->sizePolicy();
+    int width = w->minimumWidth() > 0 ? w->minimumWidth() : hint.width();
+    int height = w->minimumHeight() > 0 ? w->minimumHeight() : hint.height();
+    if (policy.horizontalPolicy() == QSizePolicy::Ignored) width = w->minimumWidth();
+    if (policy.verticalPolicy() == QSizePolicy::Ignored) height = w->minimumHeight();
+    return QSize(std::max(0, width), std::max(0, height)).boundedTo(w->maximumSize());
+}
+
+bool inLayout(const QLayout* layout, const QWidget* w) {
+    for (int i = 0; layout && i < layout->count(); ++i) {
+        QLayoutItem* item = layout->itemAt(i);
+        if (item->widget() == w || inLayout(item->layout(), w)) return true;
+    }
+    return false;
+}
+
+bool scrolls(const QWidget* w);
+
+// Sized by a layout, a splitter or a scroll area, that is by the window's own arrangement. Qt's own
+// parts (qt_spinbox_lineedit, a dock's title buttons, a view's header) are sized by their widget.
+bool laidOut(const QWidget* w) {
+    if (w->objectName().startsWith("qt_")) return false;
+    const QWidget* parent = w->parentWidget();
+    return qobject_cast<const QSplitter*>(parent) || scrolls(w) || inLayout(parent->layout(), w);
+}
+
+bool scrolls(const QWidget* w) {
+    // The content of a scroll area's viewport may be larger than the viewport: that is what scrolling is.
+    const QWidget* parent = w->parentWidget();
+    auto* area = parent ? qobject_cast<const QAbstractScrollArea*>(parent->parentWidget()) : nullptr;
+    return area && area->viewport() == parent;
+}
+
+void checkTree(const QWidget* w, QStringList* problems) {
+    QList<const QWidget*> visible;
+    for (const QObject* o : w->children()) {
+        auto* c = qobject_cast<const QWidget*>(o);
+        if (c && c->isVisible() && !c->isWindow()) visible << c;
+    }
+    for (int i = 0; i < visible.size(); ++i) {
+        const QWidget* c = visible[i];
+        const QSize min = effectiveMinimum(c);
+        if (laidOut(c) && (c->width() < min.width() || c->height() < min.height()))
+            *problems << QString("%1 is %2x%3, below its minimum %4x%5")
+                             .arg(nameOf(c)).arg(c->width()).arg(c->height()).arg(min.width()).arg(min.height());
+        if (!scrolls(c) && !w->rect().contains(c->geometry()))
+            *problems << QString("%1 (%2,%3 %4x%5) is clipped by its parent (%6x%7)")
+                             .arg(nameOf(c)).arg(c->x()).arg(c->y()).arg(c->width()).arg(c->height())
+                             .arg(w->width()).arg(w->height());
+        for (int j = i + 1; j < visible.size(); ++j)
+            if (c->geometry().intersects(visible[j]->geometry()))
+                *problems << QString("%1 overlaps %2").arg(nameOf(c), nameOf(visible[j]));
+        checkTree(c, problems);
+    }
+}
+
+}  // namespace
+
+class TestMainWindowLayout : public QObject {
+    Q_OBJECT
+private slots:
+    void initTestCase() {
+        QStandardPaths::setTestModeEnabled(true);  // no saved geometry or theme of a real session
+        Theme::apply(true);
+    }
+
+    void layoutFits_data() {
+        QTest::addColumn<int>("panes");
+        QTest::addColumn<QSize>("size");
+        for (const QSize size : {QSize(1024, 700), QSize(1600, 1000), QSize(2560, 1440)})
+            for (int panes : {0, 1, 3, 6})
+                QTest::addRow("%d panes at %dx%d", panes, size.width(), size.height()) << panes << size;
+    }
+    void layoutFits() {
+        QFETCH(int, panes);
+        QFETCH(QSize, size);
+        MainWindow window;
+        QSignalSpy ready(&window, &MainWindow::modelReady);
+        EngineConfig config = EngineController::defaultConfig();
+        config.kv_cache_memory = 2ll << 20;
+        window.loadModel("dummy:tiny", config);
+        QVERIFY(ready.wait(60000));
+        window.resize(size);
+        window.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&window));
+        for (int i = 0; i < panes; ++i) window.addPane();
+        // One pane more and one closed again: neither may leave the window wider than it was.
+        window.closePane(window.addPane());
+        QTRY_COMPARE(int(window.panes().size()), panes);
+        QApplication::processEvents();
+        QCOMPARE(window.size(), size);
+
+        if (const QString dir = qEnvironmentVariable("KVSCOPE_TEST_SCREENSHOTS"); !dir.isEmpty()) {
+            QDir().mkpath(dir);
+            window.grab().save(QDir(dir).filePath(QString("layout_%1x%2_%3panes.png")
+                                                      .arg(size.width()).arg(size.height()).arg(panes)));
+        }
+        QStringList problems;
+        checkTree(&window, &problems);
+        QVERIFY2(problems.isEmpty(), qPrintable("\n" + problems.join("\n")));
+
+        // The request table and the block map keep a usable size whatever the panes take.
+        auto* table = window.findChild<QWidget*>("requestTable");
+        QVERIFY(table);
+        QVERIFY2(table->width() >= 300 && table->height() >= 100, qPrintable(nameOf(table)));
+        for (ChatPane* pane : window.panes()) QVERIFY(pane->isVisible());
+    }
+};
+
+QTEST_MAIN(TestMainWindowLayout)
+#include "test_main_window_layout.moc"

@@ -1,0 +1,21 @@
+#include "engine_status.h"
+
+#include <QCoreApplication>
+
+namespace kvscope::ui {
+
+QString statusText(const EngineStatus& s) {
+    auto tr = [](const char* text) { return QCoreApplication::translate("EngineStatus", text); };
+    QString requests = tr("%1 running, %2 waiting").arg(s.numRunning).arg(s.numWaiting);
+    if (s.numPreempted) requests += tr(" (%1 preempted)").arg(s.numPreempted);
+    QStringList parts = {tr("step %1").arg(s.step), requests};
+    if (s.kv)
+        parts << tr("KV %1% used, %2 of %3 blocks free")
+                     .arg(s.kv->usage * 100, 0, 'f', 1)
+                     .arg(s.kv->num_free_blocks)
+                     .arg(s.kv->num_blocks);
+    parts << tr("%1 preemptions").arg(s.totalPreemptions) << (s.idle ? tr("idle") : tr("running"));
+    return parts.join("  |  ");
+}
+
+}  // namespace kvscope::ui

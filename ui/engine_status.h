@@ -1,0 +1,27 @@
+// EngineStatus: what the status bar says about the engine, taken from one EngineUpdate (GUI thread):
+// the request counts the worker read when it made the update and the KV snapshot the block map shows.
+// Nothing here is remembered from earlier steps, so after a stop, a reload, a rebuild or a benchmark's
+// end the status bar, the block map and the panes cannot disagree.
+#pragma once
+
+#include "kv/kv_cache_snapshot.h"
+
+#include <QString>
+
+#include <memory>
+
+namespace kvscope::ui {
+
+struct EngineStatus {
+    qint64 step = 0;              // steps the current engine has run
+    int numRunning = 0;           // requests with status RUNNING
+    int numWaiting = 0;           // WAITING or PREEMPTED: not in the batch
+    int numPreempted = 0;         // of numWaiting: preempted, to be recomputed
+    qint64 totalPreemptions = 0;  // since the model was loaded
+    bool idle = true;             // EngineController::isIdle() when the update was applied
+    std::shared_ptr<const KvCacheSnapshot> kv;  // null before the first snapshot
+};
+
+QString statusText(const EngineStatus& status);
+
+}  // namespace kvscope::ui
