@@ -36,6 +36,8 @@ void EngineConfig::validate() const {
     if (block_size < 1 || block_size > 256 || (block_size & (block_size - 1)) != 0)
         bad("block_size must be a power of two from 1 to 256, got " + std::to_string(block_size));
     if (kv_cache_memory < 0) bad("kv_cache_memory must be >= 0, got " + std::to_string(kv_cache_memory));
+    if (!(gpu_memory_utilization > 0 && gpu_memory_utilization <= 1))
+        bad("gpu_memory_utilization must be in (0, 1], got " + std::to_string(gpu_memory_utilization));
     if (num_blocks < 0) bad("num_blocks must be >= 0, got " + std::to_string(num_blocks));
     if (!is_kv_cache_dtype_name(kv_cache_dtype))
         bad("kv_cache_dtype must be auto, float32, float16 or bfloat16, got '" + kv_cache_dtype + "'");

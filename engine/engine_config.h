@@ -28,6 +28,10 @@ struct EngineConfig {
     int block_size = 16;          // power of two, 1..256
     int64_t kv_cache_memory = 0;  // bytes for the KV pool; 0 = default (see resolve())
     int num_blocks = 0;           // explicit block count (tests); overrides kv_cache_memory
+    // On a backend with device memory (CUDA): the fraction of it for weights, activations and the KV pool
+    // (vLLM's meaning); the pool takes what the weights and a profiled activation peak leave. Unused on
+    // the CPU, and when kv_cache_memory or num_blocks is given.
+    double gpu_memory_utilization = 0.9;
     BatchingMode mode = BatchingMode::PAGED;
     std::string kv_cache_dtype = "auto";  // auto | float32 | float16 | bfloat16 (kv/kv_cache_dtype.h)
     int num_threads = 0;          // CPU threads; 0 = all cores

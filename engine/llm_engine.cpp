@@ -8,6 +8,7 @@
 #include "util/host_memory.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <stdexcept>
 #include <utility>
 
@@ -46,9 +47,9 @@ int LlmEngine::compute_num_blocks(const EngineConfig& c, DType kv_dtype) const {
     const ModelConfig& m = model_->config;
     const int64_t bytes_per_block =
         KvCacheLayout::bytes_per_block(m.num_layers, m.num_kv_heads, m.head_dim, c.block_size, kv_dtype);
-    const int64_t budget = c.kv_cache_memory > 0
-                               ? c.kv_cache_memory
-                               : default_kv_cache_memory(m.kv_bytes_per_token(kv_dtype), c.scheduler.max_num_seqs,
+    const int64_t budget = c.kv_cache_memory > 0  ? c.kv_cache_memory
+                           : device_kv_budget_ > 0 ? device_kv_budget_
+                                                   : default_kv_cache_memory(m.kv_bytes_per_token(kv_dtype), c.scheduler.max_num_seqs,
                                                          c.scheduler.max_model_len);
     const int64_t n = budget / bytes_per_block;
     if (n < 1)
@@ -66,8 +67,50 @@ std::unique_ptr<Scheduler> LlmEngine::make_scheduler(const EngineConfig& c) {
     return std::make_unique<ContinuousScheduler>(*kv_, sc);
 }
 
+int64_t LlmEngine::device_kv_budget(const EngineConfig& c, DType kv_dtype) const {
+    int64_t total = 0, used = 0;
+    backend_->device_memory(total, used);
+    const int64_t base = used - static_cast<int64_t>(runner_->kv_cache_bytes());  // weights, activations, context
+    const auto mib = [](int64_t b) { return std::to_string(b >> 20) + " MiB"; };
+    if (c.num_blocks > 0) return 0;
+    if (c.kv_cache_memory > 0) {
+        if (c.kv_cache_memory > total - base)
+            throw BadInput("--kv-cache-memory " + mib(c.kv_cache_memory) + " exceeds the " + mib(total - base) +
+                           " the device has free after weights and activations (" + mib(base) + " of " + mib(total) +
+                           " in use)");
+        return 0;
+    }
+    const int64_t budget = static_cast<int64_t>(c.gpu_memory_utilization * static_cast<double>(total)) - base;
+    const ModelConfig& m = model_->config;
+    const int64_t bytes_per_block =
+        KvCacheLayout::bytes_per_block(m.num_layers, m.num_kv_heads, m.head_dim, c.block_size, kv_dtype);
+    const int64_t need = (c.scheduler.max_model_len + c.block_size - 1) / c.block_size * bytes_per_block;
+    if (budget < need) {
+        char util[16];
+        std::snprintf(util, sizeof util, "%.2f", c.gpu_memory_utilization);
+        throw BadInput(std::string("--gpu-memory-utilization ") + util + " of " + mib(total) + " leaves " +
+                       mib(std::max<int64_t>(0, budget)) + " for the KV cache after weights, activations and the " +
+                       "runtime (" + mib(base) + "); one request of max_model_len " +
+                       std::to_string(c.scheduler.max_model_len) + " needs " + mib(need) +
+                       ": raise it, or lower --max-model-len or --max-num-batched-tokens");
+    }
+    return budget;
+}
+
 void LlmEngine::build_pool(const EngineConfig& c) {
     const DType kv_dtype = resolve_kv_dtype(c);
+    if (!runner_) {
+        int64_t total = 0, used = 0;
+        backend_->device_memory(total, used);
+        if (total > 0) {
+            // vLLM's order: weights, a profile run to the activation peak, then the pool from what is left.
+            runner_ = std::make_unique<ModelRunner>(
+                *model_, *backend_, 1, c.block_size, c.scheduler.max_num_batched_tokens,
+                std::min(c.scheduler.max_num_seqs, c.scheduler.max_num_batched_tokens), kv_dtype);
+            runner_->profile_run();
+            device_kv_budget_ = device_kv_budget(c, kv_dtype);
+        }
+    }
     const int num_blocks = compute_num_blocks(c, kv_dtype);
     const bool caching = c.scheduler.enable_prefix_caching && c.mode == BatchingMode::PAGED;
     if (!kv_ || kv_->enable_caching() != caching)

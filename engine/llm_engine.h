@@ -97,7 +97,12 @@ private:
 
     DType resolve_kv_dtype(const EngineConfig& config) const;
     int compute_num_blocks(const EngineConfig& config, DType kv_dtype) const;
+    // On a backend with device memory: the bytes gpu_memory_utilization leaves for the KV pool once the
+    // runner's profile run has brought weights, activations and scratch to their peak. Throws BadInput when
+    // that cannot hold one max_model_len request, or an explicit kv_cache_memory exceeds free memory.
+    int64_t device_kv_budget(const EngineConfig& config, DType kv_dtype) const;
     void build_pool(const EngineConfig& config);
+    int64_t device_kv_budget_ = 0;  // 0: no device memory, or not measured
     std::unique_ptr<Scheduler> make_scheduler(const EngineConfig& config);
     void validate_request(const NewRequest& r) const;
     // Throws BadInput when a request of this length could never run in a pool of num_blocks under c.

@@ -8,6 +8,7 @@ namespace kvscope::cli {
 
 using command_line::byte_size;
 using command_line::int_in;
+using command_line::real_in;
 
 void add_engine_options(CLI::App& app, EngineOptions& o) {
     EngineConfig& c = o.config;
@@ -37,6 +38,10 @@ void add_engine_options(CLI::App& app, EngineOptions& o) {
     app.add_option("--kv-cache-memory", c.kv_cache_memory,
                    "KV pool bytes, accepts 512M/8G (0 = sized to max_num_seqs x max_model_len, at most 1G)")
         ->type_name("SIZE")->transform(byte_size())->group(group);
+    app.add_option("--gpu-memory-utilization", c.gpu_memory_utilization,
+                   "fraction of GPU memory for weights, activations and the KV pool, which takes the rest "
+                   "(CUDA; --kv-cache-memory or --num-blocks wins when given)")
+        ->type_name("FRACTION")->check(real_in(0.01, 1.0))->group(group);
     app.add_option("--num-blocks", c.num_blocks,
                    "KV blocks in the pool; overrides --kv-cache-memory (0 = as many as its bytes hold)")
         ->type_name("UINT")->check(int_in(0))->group(group);

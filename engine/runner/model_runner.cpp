@@ -107,6 +107,26 @@ void ModelRunner::free_buffers() {
     kv_cache_ = nullptr;
 }
 
+void ModelRunner::profile_run() {
+    const int T = max_num_tokens_, S = std::max(1, std::min(max_num_logits_, T));
+    const int bs = layout_.block_size;
+    ModelInput in;
+    in.clear();
+    std::vector<int32_t> tokens(T, 0);
+    int next_block = 0;
+    std::vector<std::pair<int, std::vector<int32_t>>> seqs;  // (length, block table)
+    for (int i = 0; i < S; ++i) {
+        const int len = T / S + (i < T % S ? 1 : 0);
+        std::vector<int32_t> table((len + bs - 1) / bs);
+        for (auto& b : table) b = next_block++;
+        seqs.emplace_back(len, std::move(table));
+    }
+    reset_kv_cache(next_block, bs, layout_.kv_dtype);
+    for (const auto& [len, table] : seqs) in.add_sequence(tokens.data(), 0, len, table, bs, true);
+    in.finalize();
+    execute(in);
+}
+
 void ModelRunner::reset_kv_cache(int num_blocks, int block_size, DType kv_dtype) {
     const ModelConfig& c = model_.config;
     if (!backend_.supports_kv_dtype(kv_dtype))

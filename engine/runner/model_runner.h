@@ -68,6 +68,12 @@ public:
     // Why the first capture that failed did ("" if none has): its shape then runs op by op.
     const std::string& graph_capture_error() const { return graph_capture_error_; }
 
+    // vLLM's profile run: one step of the largest shape the buffers take (max_num_tokens tokens over
+    // max_num_logits sequences, every logits row computed), so that the backend's scratch reaches its
+    // peak and device memory in use afterwards is weights + activations + scratch + the KV pool.
+    // Replaces the KV pool by one just large enough for it: call reset_kv_cache() afterwards.
+    void profile_run();
+
     // Grows the activation buffers for larger steps (live reconfiguration); never shrinks them.
     void ensure_capacity(int max_num_tokens, int max_num_logits);
 

@@ -35,37 +35,46 @@ __global__ void probe_kernel() {}
 }  // namespace
 
 CudaBackend::CudaBackend(int device) : device_(device) {
-    CUDA_CHECK(cudaSetDevice(device_));
-    cudaDeviceProp prop{};
-    CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
-    info_.device = device_;
-    info_.name = prop.name;
-    info_.cc_major = prop.major;
-    info_.cc_minor = prop.minor;
-    info_.num_sms = prop.multiProcessorCount;
-    info_.total_memory = static_cast<int64_t>(prop.totalGlobalMem);
-    int mem_clock_khz = 0, bus_bits = 0;
-    CUDA_CHECK(cudaDeviceGetAttribute(&mem_clock_khz, cudaDevAttrMemoryClockRate, device_));
-    CUDA_CHECK(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device_));
-    info_.peak_bandwidth = 2.0 * mem_clock_khz * 1e3 * (bus_bits / 8.0);
-    cudaFuncAttributes attr{};
-    CUDA_CHECK(cudaFuncGetAttributes(&attr, probe_kernel));  // fails without a matching kernel image
-    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    cublasHandle_t handle = nullptr;
-    CUBLAS_CHECK(cublasCreate(&handle));
-    cublas_ = handle;
-    CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
-    cublas_workspace_bytes_ = cublas_workspace_bytes(info_.cc_major);
-    cublas_workspace_ = device_alloc(cublas_workspace_bytes_, "the cuBLAS workspace");
-    CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, cublas_workspace_bytes_));  // after SetStream, which resets it
-    // Full F32 GEMMs: no TF32 down-conversion (CUBLAS_COMPUTE_32F in matmul asks for it too).
-    CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
-    CUDA_CHECK(cudaMallocHost(&pinned_, kPinnedInitial));
-    pinned_bytes_ = kPinnedInitial;
-    scratch_.resize(kNumScratch);
+    // A constructor that throws runs no destructor: release what was acquired before the failing step
+    // (stream, cuBLAS handle, workspace, pinned memory), or every failed start-up leaks them.
+    try {
+        CUDA_CHECK(cudaSetDevice(device_));
+        cudaDeviceProp prop{};
+        CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+        info_.device = device_;
+        info_.name = prop.name;
+        info_.cc_major = prop.major;
+        info_.cc_minor = prop.minor;
+        info_.num_sms = prop.multiProcessorCount;
+        info_.total_memory = static_cast<int64_t>(prop.totalGlobalMem);
+        int mem_clock_khz = 0, bus_bits = 0;
+        CUDA_CHECK(cudaDeviceGetAttribute(&mem_clock_khz, cudaDevAttrMemoryClockRate, device_));
+        CUDA_CHECK(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device_));
+        info_.peak_bandwidth = 2.0 * mem_clock_khz * 1e3 * (bus_bits / 8.0);
+        cudaFuncAttributes attr{};
+        CUDA_CHECK(cudaFuncGetAttributes(&attr, probe_kernel));  // fails without a matching kernel image
+        CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+        cublasHandle_t handle = nullptr;
+        CUBLAS_CHECK(cublasCreate(&handle));
+        cublas_ = handle;
+        CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+        cublas_workspace_bytes_ = cublas_workspace_bytes(info_.cc_major);
+        cublas_workspace_ = device_alloc(cublas_workspace_bytes_, "the cuBLAS workspace");
+        CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, cublas_workspace_bytes_));  // after SetStream, which resets it
+        // Full F32 GEMMs: no TF32 down-conversion (CUBLAS_COMPUTE_32F in matmul asks for it too).
+        CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
+        CUDA_CHECK(cudaMallocHost(&pinned_, kPinnedInitial));
+        pinned_bytes_ = kPinnedInitial;
+        scratch_.resize(kNumScratch);
+    } catch (...) {
+        release();
+        throw;
+    }
 }
 
-CudaBackend::~CudaBackend() {
+CudaBackend::~CudaBackend() { release(); }
+
+void CudaBackend::release() noexcept {
     // No throwing here: errors while tearing down are ignored.
     cudaSetDevice(device_);
     if (capturing_) {  // an exception left a capture open

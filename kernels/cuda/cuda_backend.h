@@ -105,6 +105,7 @@ public:
     void force_attention_splits(int splits) { forced_splits_ = splits; }
 
 private:
+    void release() noexcept;  // everything the constructor acquired; from the destructor, or a failing constructor
     void bind() const;
     void check_not_capturing(const char* what) const;  // throws std::logic_error while capturing
     void* device_alloc(size_t bytes, const char* what);

@@ -7,12 +7,15 @@
 // Sampler with a generator seeded from (seed, offset) alone, as the device's counter-based draw is, so
 // the engine's split between device-sampled and host-sampled rows can be tested. fail_captures() makes
 // captures fail the two ways a CUDA capture can: an op that cannot be recorded throws, or the finished
-// recording cannot be instantiated.
+// recording cannot be instantiated. set_device_memory() makes it a device of that many bytes: weights,
+// vectors and allocations count as used (plus a fixed context), for the engine's KV sizing from device
+// memory (gpu_memory_utilization).
 #pragma once
 
 #include "cpu/cpu_kernel_sets.h"
 #include "runner/sampler.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
@@ -33,12 +36,27 @@ public:
 
     void* allocate(size_t bytes) override {
         refuse_while_capturing("allocate");
-        return cpu_->allocate(bytes);
+        void* p = cpu_->allocate(bytes);
+        allocated_[p] = static_cast<int64_t>(bytes);
+        used_ += static_cast<int64_t>(bytes);
+        peak_used_ = std::max(peak_used_, used_);
+        return p;
     }
     void deallocate(void* ptr) override {
         refuse_while_capturing("deallocate");
+        if (const auto it = allocated_.find(ptr); it != allocated_.end()) {
+            used_ -= it->second;
+            allocated_.erase(it);
+        }
         cpu_->deallocate(ptr);
     }
+    static constexpr int64_t kContextBytes = 8 << 20;  // what a CUDA context and cuBLAS hold before any use
+    void set_device_memory(int64_t total) { device_total_ = total; }
+    void device_memory(int64_t& total, int64_t& used) const override {
+        total = device_total_;
+        used = device_total_ ? kContextBytes + used_ : 0;
+    }
+    int64_t peak_used() const { return kContextBytes + peak_used_; }
     void copy_to_device(void* dst, const void* src, size_t bytes) override {
         refuse_while_capturing("copy_to_device");
         cpu_->copy_to_device(dst, src, bytes);
@@ -47,8 +65,14 @@ public:
         refuse_while_capturing("copy_to_host");
         cpu_->copy_to_host(dst, src, bytes);
     }
-    WeightView upload_weight(const WeightView& w) override { return cpu_->upload_weight(w); }
-    const float* upload_vector(const float* data, size_t n) override { return cpu_->upload_vector(data, n); }
+    WeightView upload_weight(const WeightView& w) override {
+        used_ += dtype_row_bytes(w.dtype, w.cols) * w.rows;
+        return cpu_->upload_weight(w);
+    }
+    const float* upload_vector(const float* data, size_t n) override {
+        used_ += static_cast<int64_t>(n * sizeof(float));
+        return cpu_->upload_vector(data, n);
+    }
 
     void embedding(const WeightView& table, const int32_t* ids, int n, float* out) override {
         run([this, table, ids, n, out] { cpu_->embedding(table, ids, n, out); });
@@ -167,6 +191,8 @@ private:
     int next_graph_ = 0;
     int num_captures_ = 0, num_replays_ = 0, num_capture_attempts_ = 0;
     CaptureFailure capture_failure_ = CaptureFailure::none;
+    int64_t device_total_ = 0, used_ = 0, peak_used_ = 0;
+    std::map<void*, int64_t> allocated_;
     std::string capture_error_;
 };
 
