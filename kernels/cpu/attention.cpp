@@ -14,22 +14,22 @@ namespace KVSCOPE_CPU_NAMESPACE {
 
 namespace {
 
-// The KV cache's element types: how 16 stored values become F32 lanes, and how a value is stored.
+// The KV cache's element types: how kLanes stored values become F32 lanes, and how a value is stored.
 struct KvF32 {
     using T = float;
-    static v16f load(const T* p) { return load16(p); }
+    static vf load(const T* p) { return loadv(p); }
     static float get(T x) { return x; }
     static T put(float x) { return x; }
 };
 struct KvF16 {
     using T = uint16_t;
-    static v16f load(const T* p) { return load16_f16(p); }
+    static vf load(const T* p) { return loadv_f16(p); }
     static float get(T x) { return f16_to_f32(x); }
     static T put(float x) { return f32_to_f16(x); }
 };
 struct KvBF16 {
     using T = uint16_t;
-    static v16f load(const T* p) { return load16_bf16(p); }
+    static vf load(const T* p) { return loadv_bf16(p); }
     static float get(T x) { return bf16_to_f32(x); }
     static T put(float x) { return f32_to_bf16(x); }
 };
@@ -69,37 +69,37 @@ void write_kv(ThreadPool&, const float* k, const float* v, const int64_t* slot_m
 
 namespace {
 
-// Softmax of each of the group's score rows in place, 16 lanes at a time (the tail through a padded
+// Softmax of each of the group's score rows in place, kLanes at a time (the tail through a padded
 // copy, so every score takes the same arithmetic).                              scores [group, ctx]
 void softmax_rows(float* scores, int group, int ctx) {
-    const int cv = ctx / 16 * 16;
+    const int cv = ctx / kLanes * kLanes;
     for (int g = 0; g < group; ++g) {
         float* s = scores + g * ctx;
-        v16f mv = splat16(s[0]);
-        for (int j = 0; j < cv; j += 16) {
-            const v16f x = load16(s + j);
+        vf mv = splatv(s[0]);
+        for (int j = 0; j < cv; j += kLanes) {
+            const vf x = loadv(s + j);
             mv = x > mv ? x : mv;
         }
         float mx = s[0];
-        for (int l = 0; l < 16; ++l) mx = std::max(mx, mv[l]);
+        for (int l = 0; l < kLanes; ++l) mx = std::max(mx, mv[l]);
         for (int j = cv; j < ctx; ++j) mx = std::max(mx, s[j]);
-        v16f sumv{};
-        for (int j = 0; j < cv; j += 16) {
-            const v16f e = exp16(load16(s + j) - mx);
-            store16(s + j, e);
+        vf sumv{};
+        for (int j = 0; j < cv; j += kLanes) {
+            const vf e = expv(loadv(s + j) - mx);
+            storev(s + j, e);
             sumv += e;
         }
         if (cv < ctx) {
-            float tail[16];
-            std::fill(tail, tail + 16, -1e30f);
+            float tail[kLanes];
+            std::fill(tail, tail + kLanes, -1e30f);
             std::copy(s + cv, s + ctx, tail);
-            const v16f e = exp16(load16(tail) - mx);
-            store16(tail, e);
+            const vf e = expv(loadv(tail) - mx);
+            storev(tail, e);
             std::copy(tail, tail + (ctx - cv), s + cv);
             for (int l = 0; l < ctx - cv; ++l) sumv[l] += tail[l];
         }
-        const v16f inv = splat16(1.0f / hsum16(sumv));
-        for (int j = 0; j < cv; j += 16) store16(s + j, load16(s + j) * inv);
+        const vf inv = splatv(1.0f / hsumv(sumv));
+        for (int j = 0; j < cv; j += kLanes) storev(s + j, loadv(s + j) * inv);
         for (int j = cv; j < ctx; ++j) s[j] *= inv[0];
     }
 }
@@ -108,14 +108,14 @@ void softmax_rows(float* scores, int group, int ctx) {
 
 namespace {
 
-// Head dims that are multiples of 16 take 16-lane vectors; others (stories260K's 8) stay scalar.
+// Head dims that are multiples of kLanes take vectors; others (stories260K's 8 on wider sets) stay scalar.
 inline float dot(const float* __restrict a, const float* __restrict b, int d) {
     int i = 0;
     float s = 0;
-    if (d >= 16) {
-        v16f acc{};
-        for (; i + 16 <= d; i += 16) acc += load16(a + i) * load16(b + i);
-        s = hsum16(acc);
+    if (d >= kLanes) {
+        vf acc{};
+        for (; i + kLanes <= d; i += kLanes) acc += loadv(a + i) * loadv(b + i);
+        s = hsumv(acc);
     }
     for (; i < d; ++i) s += a[i] * b[i];
     return s;
@@ -123,8 +123,8 @@ inline float dot(const float* __restrict a, const float* __restrict b, int d) {
 
 inline void axpy(float a, const float* __restrict x, float* __restrict y, int d) {
     int i = 0;
-    const v16f av = splat16(a);
-    for (; i + 16 <= d; i += 16) store16(y + i, load16(y + i) + av * load16(x + i));
+    const vf av = splatv(a);
+    for (; i + kLanes <= d; i += kLanes) storev(y + i, loadv(y + i) + av * loadv(x + i));
     for (; i < d; ++i) y[i] += a * x[i];
 }
 
@@ -209,86 +209,135 @@ struct RowPrefetcher {
 // The V pass for G query heads of the group at once: each V row is read once for all of them.
 template <int NV, int G, class KV>
 void weighted_values(const float* scores, int ctx, RowCursor<typename KV::T> values, float* out) {
-    constexpr int D = NV * 16;
+    constexpr int D = NV * kLanes;
     RowPrefetcher<D, typename KV::T> ahead(values, ctx);
-    v16f o[G][NV] = {};
+    vf o[G][NV] = {};
     for (int j = 0; j < ctx; ++j) {
         const typename KV::T* vrow = values.next();
         ahead.step();
-        v16f vv[NV];
-        for (int v = 0; v < NV; ++v) vv[v] = KV::load(vrow + 16 * v);
+        vf vv[NV];
+        for (int v = 0; v < NV; ++v) vv[v] = KV::load(vrow + kLanes * v);
         for (int g = 0; g < G; ++g) {
-            const v16f pj = splat16(scores[g * ctx + j]);
+            const vf pj = splatv(scores[g * ctx + j]);
             for (int v = 0; v < NV; ++v) o[g][v] += pj * vv[v];
         }
     }
     for (int g = 0; g < G; ++g)
-        for (int v = 0; v < NV; ++v) store16(out + g * D + 16 * v, o[g][v]);
+        for (int v = 0; v < NV; ++v) storev(out + g * D + kLanes * v, o[g][v]);
 }
 
-// attend_group for head_dim = 16 * NV: q and the output rows stay in registers, and the scores of 16
-// keys are reduced together (hsum16x16) instead of one horizontal sum per key. Each stored K row is
-// widened to F32 once for the whole group.
+// attend_group for head_dim = kLanes * NV: q and the output rows stay in registers, and the scores of
+// kLanes keys are reduced together (hsum_lanes) instead of one horizontal sum per key. Stored K and V
+// rows are widened as they are loaded, for each query head of the group (cheap with F16C; without it, F16
+// caches go through attend_group_widened below).
 template <int NV, class KV>
 void attend_group_v(const float* q, int kv_head, int group, int ctx, const int32_t* block_table,
                     const KvCacheLayout& layout, const typename KV::T* kv_cache, int layer, float scale,
                     float* scores, float* out) {
     using T = typename KV::T;
-    constexpr int D = NV * 16;
+    constexpr int D = NV * kLanes;
     const int h0 = kv_head * group;
     RowCursor<T> keys{layout, kv_cache, block_table, layer, 0, kv_head};
     RowPrefetcher<D, T> ahead(keys, ctx);
-    for (int j0 = 0; j0 < ctx; j0 += 16) {
-        const int nk = std::min(16, ctx - j0);
-        const T* krow[16];
+    for (int j0 = 0; j0 < ctx; j0 += kLanes) {
+        const int nk = std::min(kLanes, ctx - j0);
+        const T* krow[kLanes];
         for (int j = 0; j < nk; ++j) {
             krow[j] = keys.next();
             ahead.step();
         }
         for (int g = 0; g < group; ++g) {
-            v16f qv[NV];
-            for (int v = 0; v < NV; ++v) qv[v] = load16(q + (h0 + g) * D + 16 * v);
-            v16f acc[16];
-            for (int j = 0; j < 16; ++j) {
-                acc[j] = v16f{};
+            vf qv[NV];
+            for (int v = 0; v < NV; ++v) qv[v] = loadv(q + (h0 + g) * D + kLanes * v);
+            vf acc[kLanes];
+            for (int j = 0; j < kLanes; ++j) {
+                acc[j] = vf{};
                 if (j < nk)
-                    for (int v = 0; v < NV; ++v) acc[j] += qv[v] * KV::load(krow[j] + 16 * v);
+                    for (int v = 0; v < NV; ++v) acc[j] += qv[v] * KV::load(krow[j] + kLanes * v);
             }
-            float s[16];
-            store16(s, hsum16x16(acc) * scale);
+            float s[kLanes];
+            storev(s, hsum_lanes(acc) * scale);
             std::memcpy(scores + g * ctx + j0, s, nk * sizeof(float));
         }
     }
     softmax_rows(scores, group, ctx);
-    // Up to 16 accumulator registers of output rows per V pass (4 heads of 64, 2 of 128).
-    constexpr int kMaxG = std::clamp(16 / NV, 1, 4);
+    // Output rows of up to 4 heads per V pass, in at most half the vector registers (AVX-512: 4 heads of
+    // 64, 2 of 128; AVX2: 1 head of 64).
+    constexpr int kMaxG = std::clamp(kVectorRegisters / 2 / NV, 1, 4);
     const RowCursor<T> values{layout, kv_cache, block_table, layer, 1, kv_head};
     for (int g = 0; g < group; g += kMaxG) {
         const float* p = scores + g * ctx;
         float* o = out + (h0 + g) * D;
-        switch (std::min(kMaxG, group - g)) {
-        case 4: weighted_values<NV, std::min(4, kMaxG), KV>(p, ctx, values, o); break;
-        case 3: weighted_values<NV, std::min(3, kMaxG), KV>(p, ctx, values, o); break;
-        case 2: weighted_values<NV, std::min(2, kMaxG), KV>(p, ctx, values, o); break;
-        default: weighted_values<NV, 1, KV>(p, ctx, values, o); break;
+        with_constant<kMaxG>(std::min(kMaxG, group - g),
+                             [&](auto G) { weighted_values<NV, G(), KV>(p, ctx, values, o); });
+    }
+}
+
+// Sets without F16C widen F16 in integer lanes, several instructions per vector. There the vector path
+// widens the sequence's K and V rows of the kv head once, into scratch after the scores ([2][ctx][D]),
+// and attends over that F32 copy: attend_group_v widens a K row once per query head of the group and a
+// V row once per pass. Same values, so the same results.
+#if defined(__F16C__) || defined(__AVX512F__)
+constexpr bool kWidenF16Kv = false;
+#else
+constexpr bool kWidenF16Kv = true;
+#endif
+
+template <int NV>
+void attend_group_widened(const float* q, int kv_head, int group, int ctx, const int32_t* block_table,
+                          const KvCacheLayout& layout, const uint16_t* kv_cache, int layer, float scale, float* scores,
+                          float* out) {
+    constexpr int D = NV * kLanes;
+    float* const rows = scores + static_cast<size_t>(group) * ctx;
+    for (int kv = 0; kv < 2; ++kv) {
+        const RowCursor<uint16_t> from{layout, kv_cache, block_table, layer, kv, kv_head};
+        RowCursor<uint16_t> cursor = from;
+        RowPrefetcher<D, uint16_t> ahead(from, ctx);
+        float* dst = rows + static_cast<size_t>(kv) * ctx * D;
+        for (int j = 0; j < ctx; ++j, dst += D) {
+            const uint16_t* src = cursor.next();
+            ahead.step();
+            for (int d = 0; d < D; d += kLanes) storev(dst + d, loadv_f16(src + d));
         }
     }
+    // The copy as a cache of one layer, one kv head and one block of ctx slots.
+    const KvCacheLayout widened{1, 1, ctx, 1, D, DType::F32};
+    const int32_t block0 = 0;
+    const size_t h0 = static_cast<size_t>(kv_head) * group * D;
+    attend_group_v<NV, KvF32>(q + h0, 0, group, ctx, &block0, widened, rows, 0, scale, scores, out + h0);
 }
 
 template <class KV>
 using AttendFn = void (*)(const float*, int, int, int, const int32_t*, const KvCacheLayout&, const typename KV::T*,
                           int, float, float*, float*);
 
+template <class KV, int NV>
+AttendFn<KV> vector_attend() {
+    if constexpr (kWidenF16Kv && std::is_same_v<KV, KvF16>)
+        return attend_group_widened<NV>;
+    else
+        return attend_group_v<NV, KV>;
+}
+
 template <class KV>
 AttendFn<KV> pick_attend(int head_dim) {
-    switch (head_dim) {
-    case 32: return attend_group_v<2, KV>;
-    case 64: return attend_group_v<4, KV>;
-    case 80: return attend_group_v<5, KV>;
-    case 96: return attend_group_v<6, KV>;
-    case 128: return attend_group_v<8, KV>;
+    switch (head_dim) {  // multiples of 16: of every set's kLanes
+    case 32: return vector_attend<KV, 32 / kLanes>();
+    case 64: return vector_attend<KV, 64 / kLanes>();
+    case 80: return vector_attend<KV, 80 / kLanes>();
+    case 96: return vector_attend<KV, 96 / kLanes>();
+    case 128: return vector_attend<KV, 128 / kLanes>();
     default: return attend_group<KV>;
     }
+}
+
+// Scratch floats per thread: the scores, and for attend_group_widened its copy of K and V.
+template <class KV>
+size_t attend_scratch(int group, int max_seq_len, int head_dim) {
+    const size_t scores = static_cast<size_t>(group) * max_seq_len;
+    if (kWidenF16Kv && std::is_same_v<KV, KvF16> && pick_attend<KV>(head_dim) != attend_group<KV>)
+        return scores + 2 * static_cast<size_t>(max_seq_len) * head_dim;
+    return scores;
 }
 
 template <class KV>
@@ -297,7 +346,7 @@ void paged_attention_as(ThreadPool& pool, std::vector<std::vector<float>>& scrat
                         int layer, int num_heads, float scale, float* out) {
     const int Hkv = layout.num_kv_heads, D = layout.head_dim;
     const int group = num_heads / Hkv;
-    const size_t need = static_cast<size_t>(group) * std::max(1, meta.max_seq_len);
+    const size_t need = attend_scratch<KV>(group, std::max(1, meta.max_seq_len), D);
     if (scratch.size() < static_cast<size_t>(pool.size())) scratch.resize(pool.size());
     for (auto& s : scratch)
         if (s.size() < need) s.resize(need);

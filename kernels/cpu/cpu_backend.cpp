@@ -144,18 +144,18 @@ void CpuBackend::paged_attention(const float* q, const AttentionMetadata& meta, 
 }
 
 void CpuBackend::silu_mul(const float* gate, const float* up, int64_t n, float* out) {
-    // 16 lanes through exp16 (libm's scalar expf was about 4% of a decode step). A chunk's tail goes
-    // through a padded copy, so every value takes the same arithmetic wherever the chunk edges fall:
+    // kLanes at a time through expv (libm's scalar expf was about 4% of a decode step). A chunk's tail
+    // goes through a padded copy, so every value takes the same arithmetic wherever the chunk edges fall:
     // results stay independent of the thread count and of the batch around a token.
     auto lanes = [](const float* g, const float* u, float* o) {
-        const v16f gv = load16(g);
-        store16(o, gv / (1.0f + exp16(-gv)) * load16(u));
+        const vf gv = loadv(g);
+        storev(o, gv / (1.0f + expv(-gv)) * loadv(u));
     };
     parallel_chunks(pool_, n, [&](int64_t b, int64_t e) {
         int64_t i = b;
-        for (; i + 16 <= e; i += 16) lanes(gate + i, up + i, out + i);
+        for (; i + kLanes <= e; i += kLanes) lanes(gate + i, up + i, out + i);
         if (i < e) {
-            float g[16] = {}, u[16] = {}, o[16];
+            float g[kLanes] = {}, u[kLanes] = {}, o[kLanes];
             std::copy(gate + i, gate + e, g);
             std::copy(up + i, up + e, u);
             lanes(g, u, o);

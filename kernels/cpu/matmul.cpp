@@ -12,27 +12,38 @@ namespace KVSCOPE_CPU_NAMESPACE {
 
 namespace {
 
-constexpr int kTileX = 4;  // x rows per register tile
-constexpr int kTileW = 6;  // weight rows per register tile: 24 accumulators
+// Register tiles per kernel set: kTileX x rows by kTileW weight rows, one accumulator vector each, plus
+// the x vectors of a k step. AVX-512: 4 x 6 (24 zmm); AVX2: 3 x 4 (12 ymm + 3 x); baseline: 2 x 4.
+#if KVSCOPE_CPU_LANES == 16
+constexpr int kTileX = 4;
+constexpr int kTileW = 6;
+#elif KVSCOPE_CPU_LANES == 8
+constexpr int kTileX = 3;
+constexpr int kTileW = 4;
+#else
+constexpr int kTileX = 2;
+constexpr int kTileW = 4;
+#endif
 
-// Weight rows as the tile kernel reads them: 16 values at k (k a multiple of 16) as F32, and single
-// values for the tail. Each loader turns stored values into exactly the same floats as dequantize_row.
+// Weight rows as the tile kernel reads them: kLanes values at k (k a multiple of kLanes) as F32, and
+// single values for the tail. Each loader turns stored values into exactly the same floats as
+// dequantize_row.
 struct F32Rows {
     const float* base;
     size_t stride;  // floats between rows
-    v16f load(int r, int64_t k) const { return load16(base + r * stride + k); }
+    vf load(int r, int64_t k) const { return loadv(base + r * stride + k); }
     float at(int r, int64_t k) const { return base[r * stride + k]; }
 };
 struct F16Rows {
     const uint16_t* base;
     size_t stride;
-    v16f load(int r, int64_t k) const { return load16_f16(base + r * stride + k); }
+    vf load(int r, int64_t k) const { return loadv_f16(base + r * stride + k); }
     float at(int r, int64_t k) const { return f16_to_f32(base[r * stride + k]); }
 };
 struct BF16Rows {
     const uint16_t* base;
     size_t stride;
-    v16f load(int r, int64_t k) const { return load16_bf16(base + r * stride + k); }
+    vf load(int r, int64_t k) const { return loadv_bf16(base + r * stride + k); }
     float at(int r, int64_t k) const { return bf16_to_f32(base[r * stride + k]); }
 };
 
@@ -40,15 +51,15 @@ struct BF16Rows {
 // compile-time, so the MX x NW accumulators live in registers (a runtime bound spills them to memory).
 template <int MX, int NW, class Rows>
 inline void tile(const float* x, int64_t K, const Rows& w, float* out, int64_t ldo) {
-    v16f acc[MX][NW];
+    vf acc[MX][NW];
     for (int t = 0; t < MX; ++t)
-        for (int r = 0; r < NW; ++r) acc[t][r] = v16f{};
-    const int64_t kv = K / 16 * 16;
-    for (int64_t k = 0; k < kv; k += 16) {
-        v16f xv[MX];
-        for (int t = 0; t < MX; ++t) xv[t] = load16(x + t * K + k);
+        for (int r = 0; r < NW; ++r) acc[t][r] = vf{};
+    const int64_t kv = K / kLanes * kLanes;
+    for (int64_t k = 0; k < kv; k += kLanes) {
+        vf xv[MX];
+        for (int t = 0; t < MX; ++t) xv[t] = loadv(x + t * K + k);
         for (int r = 0; r < NW; ++r) {
-            v16f wv = w.load(r, k);
+            vf wv = w.load(r, k);
             // Keep wv in a register: left alone, GCC folds the load into each of the MX fmas (a memory
             // operand each), so the loop issued MX times the weight loads and ran load-bound at a third
             // of the FMA peak. With one x row the folded load is the better code.
@@ -56,15 +67,15 @@ inline void tile(const float* x, int64_t K, const Rows& w, float* out, int64_t l
             for (int t = 0; t < MX; ++t) acc[t][r] += wv * xv[t];
         }
     }
-    // Horizontal sums 16 accumulators at a time (hsum16x16 sums every lane set with the same tree as
-    // hsum16, so a row's result does not depend on the tile shape it was computed in).
-    constexpr int kAcc = MX * NW, kPadded = (kAcc + 15) / 16 * 16;
-    v16f flat[kPadded];
+    // Horizontal sums kLanes accumulators at a time (hsum_lanes sums every lane set with the same tree,
+    // so a row's result does not depend on the tile shape it was computed in).
+    constexpr int kAcc = MX * NW, kPadded = (kAcc + kLanes - 1) / kLanes * kLanes;
+    vf flat[kPadded];
     for (int t = 0; t < MX; ++t)
         for (int r = 0; r < NW; ++r) flat[t * NW + r] = acc[t][r];
-    for (int i = kAcc; i < kPadded; ++i) flat[i] = v16f{};
+    for (int i = kAcc; i < kPadded; ++i) flat[i] = vf{};
     float sums[kPadded];
-    for (int i = 0; i < kPadded; i += 16) store16(sums + i, hsum16x16(flat + i));
+    for (int i = 0; i < kPadded; i += kLanes) storev(sums + i, hsum_lanes(flat + i));
     for (int t = 0; t < MX; ++t)
         for (int r = 0; r < NW; ++r) {
             float s = sums[t * NW + r];
@@ -79,24 +90,12 @@ template <int NW, class Rows>
 inline void tile_rows_nw(const float* x, int n, int64_t K, const Rows& w, float* out, int64_t ldo) {
     int t = 0;
     for (; t + kTileX <= n; t += kTileX) tile<kTileX, NW>(x + t * K, K, w, out + t * ldo, ldo);
-    switch (n - t) {
-    case 3: tile<3, NW>(x + t * K, K, w, out + t * ldo, ldo); break;
-    case 2: tile<2, NW>(x + t * K, K, w, out + t * ldo, ldo); break;
-    case 1: tile<1, NW>(x + t * K, K, w, out + t * ldo, ldo); break;
-    default: break;
-    }
+    if (t < n) with_constant<kTileX>(n - t, [&](auto MX) { tile<MX(), NW>(x + t * K, K, w, out + t * ldo, ldo); });
 }
 
 template <class Rows>
 inline void tile_rows(const float* x, int n, int64_t K, const Rows& w, int nw, float* out, int64_t ldo) {
-    switch (nw) {
-    case 6: tile_rows_nw<6>(x, n, K, w, out, ldo); break;
-    case 5: tile_rows_nw<5>(x, n, K, w, out, ldo); break;
-    case 4: tile_rows_nw<4>(x, n, K, w, out, ldo); break;
-    case 3: tile_rows_nw<3>(x, n, K, w, out, ldo); break;
-    case 2: tile_rows_nw<2>(x, n, K, w, out, ldo); break;
-    default: tile_rows_nw<1>(x, n, K, w, out, ldo); break;
-    }
+    with_constant<kTileW>(nw, [&](auto NW) { tile_rows_nw<NW()>(x, n, K, w, out, ldo); });
 }
 
 // Weight rows [r0, r0 + nw) against every x row.

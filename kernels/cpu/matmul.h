@@ -1,12 +1,13 @@
 // out[n, N] = x[n, K] @ w[N, K]^T (+ bias), F32 activations, weights in any supported type.
 //
 // Batch invariance: every output element is computed in the same order whatever the number of rows n
-// and wherever its row sits in the batch (16 lanes over k, k ascending, a fixed reduction tree, then a
-// scalar tail). So a request's logits do not depend on what else is in the step, and greedy outputs
+// and wherever its row sits in the batch (the set's vector lanes over k, k ascending, a fixed reduction
+// tree, then a scalar tail). So a request's logits do not depend on what else is in the step, and greedy outputs
 // alone and batched are identical (vLLM needs a special mode for that; here it is the only mode).
 //
-// Tiles of up to 4 x rows by 6 weight rows, dot products along k. With a single x tile (decode) weights
-// are converted in registers as they stream from memory; with more, each 6-row weight tile is converted
+// Tiles of up to 4 x rows by 6 weight rows (AVX-512; 3 x 4 with AVX2, 2 x 4 in the baseline), dot
+// products along k. With a single x tile (decode) weights
+// are converted in registers as they stream from memory; with more, each weight tile is converted
 // (F32: copied) once to F32 in per-thread scratch and reused by every x tile; past 64 rows (prefill) a task
 // converts all its weight rows once and reuses them for each 64-row x chunk. Parallel over weight rows.
 // Q8_0 weights take the int8 path of matmul_q8.h instead, and weights the backend repacked at load

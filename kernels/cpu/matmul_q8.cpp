@@ -9,8 +9,17 @@ namespace KVSCOPE_CPU_NAMESPACE {
 
 namespace {
 
-constexpr int kTileX = 4;  // activation rows per register tile
-constexpr int kTileW = 4;  // weight rows per register tile
+// Register tiles per kernel set: kTileX activation rows by kTileW weight rows; single-row decode takes
+// kDecodeW weight rows per tile, so that each x block's loads serve more rows. AVX2 and the baseline hold
+// 6 accumulators and the operands of 3 x 2 block dots in 16 registers (measured best of 2x2 to 4x2).
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
+constexpr int kTileX = 4;
+constexpr int kTileW = 4;
+#else
+constexpr int kTileX = 3;
+constexpr int kTileW = 2;
+#endif
+constexpr int kDecodeW = 8;
 
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
 
@@ -43,6 +52,13 @@ void tile(const BlockQ8Act* x, int64_t nb, const BlockQ8_0* w, int64_t wstride, 
             xu[t] = _mm512_xor_si512(pair_i8(xb[0].qs, two ? xb[1].qs : nullptr), offset);
             xs[t] = pair_f32(xb[0].d, two ? xb[1].d : 0.0f);
         }
+        // Decode streams the weights once from memory: fetch the next tile's rows a tile ahead (the
+        // hardware prefetchers alone left the lm head at about half the bandwidth).
+        if constexpr (MX == 1)
+            for (int r = 0; r < NW; ++r) {
+                __builtin_prefetch(w + (NW + r) * wstride + b);
+                __builtin_prefetch(w + (NW + r) * wstride + b + 1);
+            }
         for (int r = 0; r < NW; ++r) {
             const BlockQ8_0* wb = w + r * wstride + b;
             const __m512i wv = pair_i8(wb[0].qs, two ? wb[1].qs : nullptr);
@@ -55,13 +71,123 @@ void tile(const BlockQ8Act* x, int64_t nb, const BlockQ8_0* w, int64_t wstride, 
             }
         }
     }
-    constexpr int kAcc = MX * NW, kPadded = (kAcc + 15) / 16 * 16;
-    v16f flat[kPadded];
+    constexpr int kAcc = MX * NW, kPadded = (kAcc + kLanes - 1) / kLanes * kLanes;
+    vf flat[kPadded];
     for (int t = 0; t < MX; ++t)
-        for (int r = 0; r < NW; ++r) flat[t * NW + r] = reinterpret_cast<v16f>(acc[t][r]);
-    for (int i = kAcc; i < kPadded; ++i) flat[i] = v16f{};
+        for (int r = 0; r < NW; ++r) flat[t * NW + r] = reinterpret_cast<vf>(acc[t][r]);
+    for (int i = kAcc; i < kPadded; ++i) flat[i] = vf{};
     float sums[kPadded];
-    for (int i = 0; i < kPadded; i += 16) store16(sums + i, hsum16x16(flat + i));
+    for (int i = 0; i < kPadded; i += kLanes) storev(sums + i, hsum_lanes(flat + i));
+    for (int t = 0; t < MX; ++t)
+        for (int r = 0; r < NW; ++r) out[t * ldo + r] = sums[t * NW + r];
+}
+
+#elif defined(__AVX2__)
+
+// One 32-value block's exact int32 dot in 8 lanes, as llama.cpp's AVX2 path: vpmaddubsw multiplies
+// unsigned by signed bytes, so |w| (vpsignb(w, w): -128 becomes 128 unsigned) times x with w's sign (0
+// where w is 0); pairs of products fit int16 (|x| <= 127, |w| <= 128: at most 32512), then vpmaddwd sums
+// pairs into int32.
+inline __m256i block_dot(__m256i w_abs, __m256i w, __m256i x) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(x, w)), _mm256_set1_epi16(1));
+}
+
+// out[t * ldo + r] for t < MX, r < NW. Per block the exact int32 dot in 8 lanes, scaled by d_w * d_x and
+// accumulated (one fma per lane and block) in block order, then the 8 lanes summed by simd.h's halving
+// tree; every output takes exactly these steps in this order, whatever MX and NW: batch invariant. (Also
+// the path of AVX-512 builds without VNNI, where vf is wider than these accumulators.)
+template <int MX, int NW>
+void tile(const BlockQ8Act* x, int64_t nb, const BlockQ8_0* w, int64_t wstride, float* out, int64_t ldo) {
+    __m256 acc[MX][NW];
+    for (int t = 0; t < MX; ++t)
+        for (int r = 0; r < NW; ++r) acc[t][r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+        __m256i xq[MX];
+        __m256 xd[MX];
+        for (int t = 0; t < MX; ++t) {
+            const BlockQ8Act& xb = x[t * nb + b];
+            xq[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs));
+            xd[t] = _mm256_set1_ps(xb.d);
+        }
+        // Decode streams the weights once from memory: fetch the next tile's rows a tile ahead (the
+        // hardware prefetchers alone left the lm head at a third of the bandwidth).
+        if constexpr (MX == 1)
+            for (int r = 0; r < NW; ++r) __builtin_prefetch(w + (NW + r) * wstride + b);
+        for (int r = 0; r < NW; ++r) {
+            const BlockQ8_0& wb = w[r * wstride + b];
+            const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs));
+            const __m256i w_abs = _mm256_sign_epi8(wq, wq);
+            const __m256 wd = _mm256_set1_ps(f16_scale(wb.d));
+            for (int t = 0; t < MX; ++t) {
+                const __m256 dot = _mm256_cvtepi32_ps(block_dot(w_abs, wq, xq[t]));
+                acc[t][r] = _mm256_fmadd_ps(dot, _mm256_mul_ps(wd, xd[t]), acc[t][r]);
+            }
+        }
+    }
+    if constexpr (kLanes == 8) {  // kLanes accumulators reduced at once (hsum_lanes: the same tree)
+        constexpr int kAcc = MX * NW, kPadded = (kAcc + kLanes - 1) / kLanes * kLanes;
+        vf flat[kPadded];
+        for (int t = 0; t < MX; ++t)
+            for (int r = 0; r < NW; ++r) flat[t * NW + r] = reinterpret_cast<vf>(acc[t][r]);
+        for (int i = kAcc; i < kPadded; ++i) flat[i] = vf{};
+        float sums[kPadded];
+        for (int i = 0; i < kPadded; i += kLanes) storev(sums + i, hsum_lanes(flat + i));
+        for (int t = 0; t < MX; ++t)
+            for (int r = 0; r < NW; ++r) out[t * ldo + r] = sums[t * NW + r];
+    } else {
+        for (int t = 0; t < MX; ++t)
+            for (int r = 0; r < NW; ++r) {
+                __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc[t][r]), _mm256_extractf128_ps(acc[t][r], 1));
+                s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+                out[t * ldo + r] = _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+            }
+    }
+}
+
+#elif defined(__SSSE3__) && KVSCOPE_CPU_LANES == 4
+
+// The AVX2 path in two 16-byte halves: each half's products summed as in block_dot above, the halves
+// added in int32 (exact), 4 lanes per block scaled and accumulated (multiply, then add: no FMA here).
+inline __m128i half_dot(__m128i w_abs, __m128i w, __m128i x) {
+    return _mm_madd_epi16(_mm_maddubs_epi16(w_abs, _mm_sign_epi8(x, w)), _mm_set1_epi16(1));
+}
+
+template <int MX, int NW>
+void tile(const BlockQ8Act* x, int64_t nb, const BlockQ8_0* w, int64_t wstride, float* out, int64_t ldo) {
+    vf acc[MX][NW];
+    for (int t = 0; t < MX; ++t)
+        for (int r = 0; r < NW; ++r) acc[t][r] = vf{};
+    for (int64_t b = 0; b < nb; ++b) {
+        __m128i xlo[MX], xhi[MX];
+        vf xd[MX];
+        for (int t = 0; t < MX; ++t) {
+            const BlockQ8Act& xb = x[t * nb + b];
+            xlo[t] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.qs));
+            xhi[t] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.qs + 16));
+            xd[t] = splatv(xb.d);
+        }
+        if constexpr (MX == 1)  // as in the AVX2 tile
+            for (int r = 0; r < NW; ++r) __builtin_prefetch(w + (NW + r) * wstride + b);
+        for (int r = 0; r < NW; ++r) {
+            const BlockQ8_0& wb = w[r * wstride + b];
+            const __m128i wlo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.qs));
+            const __m128i whi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.qs + 16));
+            const __m128i alo = _mm_sign_epi8(wlo, wlo), ahi = _mm_sign_epi8(whi, whi);
+            const vf wd = splatv(f16_scale(wb.d));
+            for (int t = 0; t < MX; ++t) {
+                const __m128i dot = _mm_add_epi32(half_dot(alo, wlo, xlo[t]), half_dot(ahi, whi, xhi[t]));
+                const vf prod = reinterpret_cast<vf>(_mm_cvtepi32_ps(dot)) * (wd * xd[t]);
+                acc[t][r] += prod;
+            }
+        }
+    }
+    constexpr int kAcc = MX * NW, kPadded = (kAcc + kLanes - 1) / kLanes * kLanes;
+    vf flat[kPadded];
+    for (int t = 0; t < MX; ++t)
+        for (int r = 0; r < NW; ++r) flat[t * NW + r] = acc[t][r];
+    for (int i = kAcc; i < kPadded; ++i) flat[i] = vf{};
+    float sums[kPadded];
+    for (int i = 0; i < kPadded; i += kLanes) storev(sums + i, hsum_lanes(flat + i));
     for (int t = 0; t < MX; ++t)
         for (int r = 0; r < NW; ++r) out[t * ldo + r] = sums[t * NW + r];
 }
@@ -91,12 +217,8 @@ template <int NW>
 void tile_rows_nw(const BlockQ8Act* x, int n, int64_t nb, const BlockQ8_0* w, int64_t wstride, float* out, int64_t ldo) {
     int t = 0;
     for (; t + kTileX <= n; t += kTileX) tile<kTileX, NW>(x + t * nb, nb, w, wstride, out + t * ldo, ldo);
-    switch (n - t) {
-    case 3: tile<3, NW>(x + t * nb, nb, w, wstride, out + t * ldo, ldo); break;
-    case 2: tile<2, NW>(x + t * nb, nb, w, wstride, out + t * ldo, ldo); break;
-    case 1: tile<1, NW>(x + t * nb, nb, w, wstride, out + t * ldo, ldo); break;
-    default: break;
-    }
+    if (t < n)
+        with_constant<kTileX>(n - t, [&](auto MX) { tile<MX(), NW>(x + t * nb, nb, w, wstride, out + t * ldo, ldo); });
 }
 
 }  // namespace
@@ -107,8 +229,8 @@ void matmul_q8_0(ThreadPool& pool, std::vector<BlockQ8Act>& xq, const float* x, 
     if (xq.size() < static_cast<size_t>(n * nb)) xq.resize(static_cast<size_t>(n * nb));
     pool.run(n, [&](int64_t t, int) { quantize_activations_q8(x + t * K, xq.data() + t * nb, K); });
     const auto* rows = static_cast<const BlockQ8_0*>(w.data);
-    // Single-row decode: tiles of 8 weight rows, so each x block's loads serve twice as many rows.
-    const int tile_w = n == 1 ? 8 : kTileW;
+    // Single-row decode: tiles of kDecodeW weight rows, so that each x block's loads serve more rows.
+    const int tile_w = n == 1 ? kDecodeW : kTileW;
     const int64_t num_tiles = (N + tile_w - 1) / tile_w;
     const int64_t tiles_per_task = std::max<int64_t>(1, num_tiles / (pool.size() * 8));
     const int64_t num_tasks = (num_tiles + tiles_per_task - 1) / tiles_per_task;
@@ -124,15 +246,12 @@ void matmul_q8_0(ThreadPool& pool, std::vector<BlockQ8Act>& xq, const float* x, 
                 const BlockQ8Act* xs = xq.data() + static_cast<size_t>(x0) * nb;
                 const BlockQ8_0* ws = rows + r0 * nb;
                 float* o = out + static_cast<size_t>(x0) * N + r0;
-                switch (nw) {
-                case 8: tile<1, 8>(xs, nb, ws, nb, o, N); break;  // only with n == 1
-                case 4: tile_rows_nw<4>(xs, nx, nb, ws, nb, o, N); break;
-                case 3: tile_rows_nw<3>(xs, nx, nb, ws, nb, o, N); break;
-                case 2: tile_rows_nw<2>(xs, nx, nb, ws, nb, o, N); break;
-                default:  // a last tile of 1, or 5-7 rows of an 8-row tiling: row by row
+                if (n == 1 && nw == kDecodeW)
+                    tile<1, kDecodeW>(xs, nb, ws, nb, o, N);
+                else if (nw <= kTileW)
+                    with_constant<kTileW>(nw, [&](auto NW) { tile_rows_nw<NW()>(xs, nx, nb, ws, nb, o, N); });
+                else  // the last tile of a decode tiling, past kTileW rows: row by row
                     for (int r = 0; r < nw; ++r) tile_rows_nw<1>(xs, nx, nb, ws + r * nb, nb, o + r, N);
-                    break;
-                }
             }
         }
     });

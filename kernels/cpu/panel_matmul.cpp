@@ -5,31 +5,55 @@
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 namespace KVSCOPE_CPU_NAMESPACE {
 
 namespace {
 
-constexpr int kTileX = 6;       // x rows per register tile
-constexpr int kTilePanels = 4;  // panels per register tile: 6 x 4 = 24 accumulators, 64 output columns
+// Register tiles per kernel set: up to kTileX x rows by up to 4 panels of 16 columns, at most
+// kTileAccumulators accumulator registers. AVX-512: 6 x 4 panels (24 zmm, 10 loads per 24 FMAs). AVX2: 6
+// x 1 panel (12 ymm: the classic 6 x 16 AVX2 kernel, 8 loads per 12 FMAs; 3 x 2 panels measured slower).
+// The baseline: 2 x 1 panel (8 xmm; no FMA, so each product needs a temporary as well; 3 x 1 and 4 x 1
+// measured slower). Tiles of fewer x rows (decode, a chunk's last rows) take more panels, up to the same
+// accumulator count: independent FMA chains, and each x broadcast serves more columns.
+#if KVSCOPE_CPU_LANES == 16
+constexpr int kTileX = 6;
+constexpr int kTileAccumulators = 24;
+#elif KVSCOPE_CPU_LANES == 8
+constexpr int kTileX = 6;
+constexpr int kTileAccumulators = 12;
+#else
+constexpr int kTileX = 2;
+constexpr int kTileAccumulators = 8;
+#endif
+constexpr int kPanelVectors = kPanelRows / kLanes;  // vectors per panel and k
+static_assert(kPanelRows % kLanes == 0);
+
+constexpr int kGroupPanels = 4;  // the most panels per tile; tasks take whole groups of them (64 columns)
+
+// Panels per tile of mx x rows.
+constexpr int tile_panels(int mx) { return std::clamp(kTileAccumulators / (mx * kPanelVectors), 1, kGroupPanels); }
+static_assert(tile_panels(kTileX) * kTileX * kPanelVectors <= kTileAccumulators);
 
 int64_t num_panels(int64_t rows) { return (rows + kPanelRows - 1) / kPanelRows; }
 size_t elem_bytes(DType dt) { return dt == DType::F32 ? 4 : 2; }  // the panel_packable types
 
-// Loaders: load<Odd>(p, k) gives the 16 weights of panel p at k as F32; Odd is k's parity, known at
-// compile time in the kernel. F32 or F16 (T = uint16_t) panels: 16 consecutive values per k.
+// Loaders: load<Odd>(p, k, v) gives weights kLanes * v .. kLanes * (v + 1) - 1 of panel p at k as F32; Odd
+// is k's parity, known at compile time in the kernel. F32 or F16 (T = uint16_t) panels: 16 consecutive
+// values per k.
 template <class T>
 struct PlainPanels {
     static constexpr bool kPairs = false;
     const T* base;
     int64_t K;
     template <int Odd>
-    v16f load(int64_t p, int64_t k) const {
-        const T* v = base + (p * K + k) * kPanelRows;
+    vf load(int64_t p, int64_t k, int v) const {
+        const T* ptr = base + (p * K + k) * kPanelRows + v * kLanes;
         if constexpr (std::is_same_v<T, float>)
-            return load16(v);
+            return loadv(ptr);
         else
-            return load16_f16(v);
+            return loadv_f16(ptr);
     }
 };
 
@@ -41,13 +65,11 @@ struct BF16Panels {
     const uint32_t* base;
     int64_t pairs;  // per panel: K / 2 rounded up
     template <int Odd>
-    v16f load(int64_t p, int64_t k) const {
-        v16u32 word;
-        std::memcpy(&word, base + (p * pairs + k / 2) * kPanelRows, sizeof word);
+    vf load(int64_t p, int64_t k, int v) const {
+        vu32 word;
+        std::memcpy(&word, base + (p * pairs + k / 2) * kPanelRows + v * kLanes, sizeof word);
         word = Odd ? (word & 0xffff0000u) : (word << 16);
-        v16f f;
-        std::memcpy(&f, &word, sizeof f);
-        return f;
+        return bit_cast_vector<vf>(word);
     }
 };
 
@@ -55,18 +77,30 @@ struct BF16Panels {
 // MX and NP are compile-time so the accumulators live in registers.
 template <int MX, int NP, class Panels>
 void tile(const float* x, int64_t K, const Panels& w, int64_t p0, float* out, int64_t ldo, int64_t cols) {
-    v16f acc[MX][NP];
+    constexpr int NV = NP * kPanelVectors;  // accumulator vectors per x row
+    vf acc[MX][NV];
     for (int t = 0; t < MX; ++t)
-        for (int p = 0; p < NP; ++p) acc[t][p] = v16f{};
+        for (int v = 0; v < NV; ++v) acc[t][v] = vf{};
     auto step = [&]<int Odd>(int64_t k) {
-        v16f wv[NP];
-        for (int p = 0; p < NP; ++p) wv[p] = w.template load<Odd>(p0 + p, k);
+        if constexpr (kVectorRegisters == 16 && MX <= 2) {
+            // Few x rows (decode) with 16 registers: the broadcasts first, then each weight vector used as
+            // soon as it is loaded, so that NV loaded (and widened) weights are never live at once.
+            vf xb[MX];
+            for (int t = 0; t < MX; ++t) xb[t] = splatv(x[t * K + k]);
+            for (int v = 0; v < NV; ++v) {
+                const vf wv = w.template load<Odd>(p0 + v / kPanelVectors, k, v % kPanelVectors);
+                for (int t = 0; t < MX; ++t) acc[t][v] += xb[t] * wv;
+            }
+            return;
+        }
+        vf wv[NV];
+        for (int v = 0; v < NV; ++v) wv[v] = w.template load<Odd>(p0 + v / kPanelVectors, k, v % kPanelVectors);
         for (int t = 0; t < MX; ++t) {
-            v16f xb = splat16(x[t * K + k]);
-            // Keep the broadcast in a register: GCC would otherwise fold it into each of the NP fmas as a
-            // memory operand, NP broadcast loads instead of one (the same trap as matmul.h's weight loads).
-            if constexpr (NP > 1) keep_in_register(xb);
-            for (int p = 0; p < NP; ++p) acc[t][p] += xb * wv[p];
+            vf xb = splatv(x[t * K + k]);
+            // Keep the broadcast in a register: GCC would otherwise fold it into each of the NV fmas as a
+            // memory operand, NV broadcast loads instead of one (the same trap as matmul.h's weight loads).
+            if constexpr (NV > 1) keep_in_register(xb);
+            for (int v = 0; v < NV; ++v) acc[t][v] += xb * wv[v];
         }
     };
     int64_t k = 0;
@@ -80,10 +114,11 @@ void tile(const float* x, int64_t K, const Panels& w, int64_t p0, float* out, in
         for (int p = 0; p < NP; ++p) {
             const int64_t c = int64_t{p} * kPanelRows, valid = std::min<int64_t>(kPanelRows, cols - c);
             if (valid == kPanelRows) {
-                store16(out + t * ldo + c, acc[t][p]);
+                for (int v = 0; v < kPanelVectors; ++v)
+                    storev(out + t * ldo + c + v * kLanes, acc[t][p * kPanelVectors + v]);
             } else if (valid > 0) {  // the last panel's rows past w.rows are padding
                 float tmp[kPanelRows];
-                store16(tmp, acc[t][p]);
+                for (int v = 0; v < kPanelVectors; ++v) storev(tmp + v * kLanes, acc[t][p * kPanelVectors + v]);
                 // A loop: with memcpy, GCC 12 compiling for AVX2 or the baseline warns of a negative length
                 // (-Wstringop-overflow) on a path that valid > 0 rules out.
                 for (int64_t j = 0; j < valid; ++j) out[t * ldo + c + j] = tmp[j];
@@ -91,33 +126,35 @@ void tile(const float* x, int64_t K, const Panels& w, int64_t p0, float* out, in
         }
 }
 
-template <int NP, class Panels>
-void tile_x(const float* x, int mx, int64_t K, const Panels& w, int64_t p0, float* out, int64_t ldo, int64_t cols) {
-    switch (mx) {
-    case 6: tile<6, NP>(x, K, w, p0, out, ldo, cols); break;
-    case 5: tile<5, NP>(x, K, w, p0, out, ldo, cols); break;
-    case 4: tile<4, NP>(x, K, w, p0, out, ldo, cols); break;
-    case 3: tile<3, NP>(x, K, w, p0, out, ldo, cols); break;
-    case 2: tile<2, NP>(x, K, w, p0, out, ldo, cols); break;
-    default: tile<1, NP>(x, K, w, p0, out, ldo, cols); break;
-    }
+// x rows [x, x + mx) against panels [p0, p1) (up to kGroupPanels of them), in tiles of tile_panels(mx)
+// panels. w holds panel p at index p - wp0.
+template <class Panels>
+void tile_group(const float* x, int mx, int64_t K, const Panels& w, int64_t wp0, int64_t p0, int64_t p1, int64_t N,
+                float* out) {
+    with_constant<kTileX>(mx, [&](auto MX) {
+        constexpr int NP = tile_panels(MX());
+        for (int64_t p = p0; p < p1; p += NP) {
+            const int64_t col0 = p * kPanelRows;
+            with_constant<NP>(static_cast<int>(std::min<int64_t>(NP, p1 - p)), [&](auto np) {
+                tile<MX(), np()>(x, K, w, p - wp0, out + col0, N, N - col0);
+            });
+        }
+    });
 }
 
-template <class Panels>
-void tile_any(const float* x, int mx, int64_t K, const Panels& w, int64_t p0, int np, float* out, int64_t ldo,
-              int64_t cols) {
-    switch (np) {
-    case 4: tile_x<4>(x, mx, K, w, p0, out, ldo, cols); break;
-    case 3: tile_x<3>(x, mx, K, w, p0, out, ldo, cols); break;
-    case 2: tile_x<2>(x, mx, K, w, p0, out, ldo, cols); break;
-    default: tile_x<1>(x, mx, K, w, p0, out, ldo, cols); break;
-    }
-}
+// Sets without F16C widen F16 in integer lanes, several instructions per vector: when a group's panels
+// serve more than one x tile, they are widened to F32 once, into per-thread scratch, and the F32 tiles
+// run on that copy (the same values, so the same results as widening in the tile).
+#if defined(__F16C__) || defined(__AVX512F__)
+constexpr bool kWidenF16Groups = false;
+#else
+constexpr bool kWidenF16Groups = true;
+#endif
 
 template <class Panels>
 void run(ThreadPool& pool, const float* x, int n, const WeightView& w, const Panels& panels, float* out) {
     const int64_t N = w.rows, K = w.cols;
-    const int64_t groups = (num_panels(N) + kTilePanels - 1) / kTilePanels;  // 64 output columns each
+    const int64_t groups = (num_panels(N) + kGroupPanels - 1) / kGroupPanels;  // 64 output columns each
     const int threads = pool.size();
     // Enough tasks for balance, few enough that each streams a good run of weight panels.
     const int64_t group_tasks = std::min<int64_t>(groups, threads * 8);
@@ -133,11 +170,25 @@ void run(ThreadPool& pool, const float* x, int n, const WeightView& w, const Pan
         for (int64_t c0 = r0; c0 < r1; c0 += chunk_rows) {
             const int64_t c1 = std::min(r1, c0 + chunk_rows);
             for (int64_t g = g0; g < g1; ++g) {
-                const int64_t p0 = g * kTilePanels, col0 = p0 * kPanelRows;
-                const int np = static_cast<int>(std::min<int64_t>(kTilePanels, num_panels(N) - p0));
+                const int64_t p0 = g * kGroupPanels, p1 = std::min(num_panels(N), p0 + kGroupPanels);
+                if constexpr (kWidenF16Groups && std::is_same_v<Panels, PlainPanels<uint16_t>>) {
+                    if (c1 - c0 > kTileX) {
+                        // Grows on first use only; the pool's threads live as long as the backend.
+                        thread_local std::vector<float> widened;
+                        const int64_t count = (p1 - p0) * K * kPanelRows;
+                        if (widened.size() < static_cast<size_t>(count)) widened.resize(count);
+                        const uint16_t* src = panels.base + p0 * K * kPanelRows;
+                        for (int64_t i = 0; i < count; i += kLanes) storev(widened.data() + i, loadv_f16(src + i));
+                        const PlainPanels<float> f32{widened.data(), K};
+                        for (int64_t t = c0; t < c1; t += kTileX)
+                            tile_group(x + t * K, static_cast<int>(std::min<int64_t>(kTileX, c1 - t)), K, f32, p0, p0,
+                                       p1, N, out + t * N);
+                        continue;
+                    }
+                }
                 for (int64_t t = c0; t < c1; t += kTileX)
-                    tile_any(x + t * K, static_cast<int>(std::min<int64_t>(kTileX, c1 - t)), K, panels, p0, np,
-                             out + t * N + col0, N, N - col0);
+                    tile_group(x + t * K, static_cast<int>(std::min<int64_t>(kTileX, c1 - t)), K, panels, 0, p0, p1,
+                               N, out + t * N);
             }
         }
     });

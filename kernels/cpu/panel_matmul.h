@@ -2,14 +2,16 @@
 //
 // A panel is 16 consecutive output rows of the weight interleaved along k: panel p holds, for each k, the
 // 16 values w[16p .. 16p+15][k] side by side (rows past w.rows are zero). The microkernel is an outer
-// product: 16-wide weight vectors times a broadcast x value, accumulated over k for 6 x rows by 4 panels
-// (24 accumulators, 10 loads per 24 FMAs, no horizontal sums). The dot-product tiles of matmul.h pay a
-// horizontal reduction per output and hold only 6 weight rows per pass; this runs near the FMA peak.
+// product: 16 weights (one zmm, two ymm or four xmm) times a broadcast x value, accumulated over k for a
+// register tile of x rows by panels sized per kernel set (AVX-512: 6 x rows by 4 panels, 24 accumulators,
+// 10 loads per 24 FMAs; AVX2: 6 by 1, 12 ymm; no horizontal sums). The dot-product tiles of matmul.h pay a
+// horizontal reduction per output and hold only a few weight rows per pass; this runs near the FMA peak.
 //
 // Batch invariance holds as in matmul.h, by a simpler argument: every output is one FMA chain over
 // k = 0, 1, ..., K-1 from zero, whatever the tile shape or the number of rows in the batch.
 // F32, F16 and BF16 weights keep their type in the panels and are widened as they are loaded (BF16 panels
-// interleave k in pairs, so that widening is one instruction per vector).
+// interleave k in pairs, so that widening is one instruction per vector; without F16C a group of F16
+// panels is widened once per x chunk into scratch when several x tiles reuse it).
 #pragma once
 
 #include "backend.h"

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
-#if defined(__AVX512F__)
+#if defined(__F16C__)
 #include <immintrin.h>
 #endif
 
@@ -17,6 +17,9 @@ void dequantize_f16(const uint16_t* src, float* dst, int64_t n) {
 #if defined(__AVX512F__)
     for (; i + 16 <= n; i += 16)
         _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
+#elif defined(__F16C__)
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
 #endif
     for (; i < n; ++i) dst[i] = f16_to_f32(src[i]);
 }

@@ -1,5 +1,9 @@
-// 16-lane F32 vectors through GCC/Clang vector extensions: one zmm register with AVX-512, two ymm with
-// AVX2, and plain code elsewhere, from the same source. Loaders turn 16 stored weights into F32 lanes.
+// F32 vectors of the kernel set's native width through GCC/Clang vector extensions: vf is one register,
+// kLanes floats: one zmm (16 lanes) with AVX-512, one ymm (8) with AVX/AVX2, one xmm (4) otherwise. Kernels
+// are written over vf and kLanes, and size their register tiles from kVectorRegisters, so every set keeps
+// its accumulators in registers (a 16-lane vector without AVX-512 was two or four registers that GCC kept
+// on the stack, and tiles sized for 32 zmm overflowed the 16 ymm of AVX2). Loaders turn kLanes stored
+// weights into F32 lanes.
 #pragma once
 
 #include "cpu/kernel_set.h"
@@ -7,119 +11,174 @@
 
 #include <cstdint>
 #include <cstring>
-#if defined(__F16C__) || defined(__AVX512F__)
+#include <utility>
+#if defined(__SSE2__)
 #include <immintrin.h>
 #endif
 
 KVSCOPE_CPU_KERNEL_SET_ONLY("cpu/simd.h");
 
+#if defined(__AVX512F__)
+#define KVSCOPE_CPU_LANES 16
+#elif defined(__AVX__)
+#define KVSCOPE_CPU_LANES 8
+#else
+#define KVSCOPE_CPU_LANES 4
+#endif
+
 namespace KVSCOPE_CPU_NAMESPACE {
 
-typedef float v16f __attribute__((vector_size(64)));
-typedef uint16_t v16u16 __attribute__((vector_size(32)));
-typedef uint32_t v16u32 __attribute__((vector_size(64)));
-typedef int32_t v16i32 __attribute__((vector_size(64)));
+inline constexpr int kLanes = KVSCOPE_CPU_LANES;
+// Vector registers of the set: zmm0-31 with AVX-512, ymm/xmm0-15 otherwise.
+#if defined(__AVX512F__)
+inline constexpr int kVectorRegisters = 32;
+#else
+inline constexpr int kVectorRegisters = 16;
+#endif
 
-inline v16f load16(const float* p) {
-    v16f v;
+typedef float vf __attribute__((vector_size(4 * KVSCOPE_CPU_LANES)));
+typedef int32_t vi32 __attribute__((vector_size(4 * KVSCOPE_CPU_LANES)));
+typedef uint32_t vu32 __attribute__((vector_size(4 * KVSCOPE_CPU_LANES)));
+typedef uint16_t vu16 __attribute__((vector_size(2 * KVSCOPE_CPU_LANES)));
+
+template <class To, class From>
+inline To bit_cast_vector(From v) {
+    static_assert(sizeof(To) == sizeof(From));
+    To t;
+    std::memcpy(&t, &v, sizeof t);
+    return t;
+}
+
+inline vf loadv(const float* p) {
+    vf v;
     std::memcpy(&v, p, sizeof v);
     return v;
 }
-inline void store16(float* p, v16f v) { std::memcpy(p, &v, sizeof v); }
-inline v16f splat16(float x) { return v16f{} + x; }
+inline void storev(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
+// A broadcast (vf{} + x would add 0.0f first: an instruction per broadcast, and -0 becomes +0).
+inline vf splatv(float x) {
+#if defined(__AVX512F__)
+    return reinterpret_cast<vf>(_mm512_set1_ps(x));
+#elif KVSCOPE_CPU_LANES == 8
+    return reinterpret_cast<vf>(_mm256_set1_ps(x));
+#elif defined(__SSE2__)
+    return reinterpret_cast<vf>(_mm_set1_ps(x));
+#else
+    return vf{} + x;
+#endif
+}
 // Pins v to a register, so GCC cannot fold the load that made it into each instruction that uses it (a
-// memory operand each: as many loads as uses). Only where a v16f fits one register.
-inline void keep_in_register(v16f& v) {
+// memory operand each: as many loads as uses).
+inline void keep_in_register(vf& v) {
 #if defined(__AVX512F__)
     asm("" : "+v"(v));
+#elif defined(__SSE2__)
+    asm("" : "+x"(v));
 #else
     (void)v;
 #endif
 }
-inline float hsum16(v16f v) {
+
+// The horizontal sums of a set: one fixed tree, the halving one (lane i + lane i + W for W = kLanes / 2,
+// ..., 1), for hsumv and for every lane set of hsum_lanes alike, so an output's sum never depends on how
+// many others were reduced with it.
+inline float hsumv(vf v) {
 #if defined(__AVX512F__)
-    return _mm512_reduce_add_ps(reinterpret_cast<__m512>(v));
+    return _mm512_reduce_add_ps(reinterpret_cast<__m512>(v));  // 256 + 256, 128 + 128, 64, 32: the same tree
+#elif KVSCOPE_CPU_LANES == 8
+    const __m256 x = reinterpret_cast<__m256>(v);
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 #else
-    float s = 0;
-    for (int i = 0; i < 16; ++i) s += v[i];
-    return s;
+    const vf h = v + __builtin_shufflevector(v, v, 2, 3, 0, 1);
+    return h[0] + h[1];
 #endif
 }
 
-// out[j] = hsum16(acc[j]) for 16 vectors at once: a transpose-and-add tree (15 two-shuffle steps
-// instead of 16 full horizontal sums). Each level halves the lane segment that holds one input's partial
-// sum; feeding the inputs in bit-reversed order leaves the sums in natural lane order.
+// out[j] = hsumv(acc[j]) for kLanes vectors at once: a transpose-and-add tree (kLanes - 1 two-shuffle
+// steps instead of kLanes full horizontal sums). Each level halves the lane segment that holds one
+// input's partial sum; feeding the inputs in bit-reversed order leaves the sums in natural lane order.
 namespace detail {
+// Level W of the tree: output lane i (segment s = i / W, offset j = i % W) adds lanes base and base + W
+// of p (even s) or q (odd s), base = s / 2 * 2W + j.
+constexpr int fold_index(int i, int W, bool high) {
+    const int s = i / W, j = i % W;
+    return (s % 2 ? kLanes : 0) + s / 2 * 2 * W + j + (high ? W : 0);
+}
+template <int W, size_t... I>
+inline vf fold(vf p, vf q, std::index_sequence<I...>) {
+    return __builtin_shufflevector(p, q, fold_index(I, W, false)...) +
+           __builtin_shufflevector(p, q, fold_index(I, W, true)...);
+}
+constexpr int bit_reverse(int i) {
+    int r = 0;
+    for (int b = 1; b < kLanes; b <<= 1, i >>= 1) r = (r << 1) | (i & 1);
+    return r;
+}
 template <int W>
-inline v16f fold(v16f p, v16f q) {
-    if constexpr (W == 8)
-        return __builtin_shufflevector(p, q, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
-               __builtin_shufflevector(p, q, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
-    else if constexpr (W == 4)
-        return __builtin_shufflevector(p, q, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27) +
-               __builtin_shufflevector(p, q, 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
-    else if constexpr (W == 2)
-        return __builtin_shufflevector(p, q, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29) +
-               __builtin_shufflevector(p, q, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
-    else
-        return __builtin_shufflevector(p, q, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30) +
-               __builtin_shufflevector(p, q, 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
+inline void fold_level(vf* a, int count) {
+    for (int i = 0; i < count / 2; ++i) a[i] = fold<W>(a[2 * i], a[2 * i + 1], std::make_index_sequence<kLanes>());
+    if constexpr (W > 1) fold_level<W / 2>(a, count / 2);
 }
 }  // namespace detail
 
-inline v16f hsum16x16(const v16f* acc) {
-    constexpr int rev[16] = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15};
-    v16f a[8], b[4], c[2];
-    for (int i = 0; i < 8; ++i) a[i] = detail::fold<8>(acc[rev[2 * i]], acc[rev[2 * i + 1]]);
-    for (int i = 0; i < 4; ++i) b[i] = detail::fold<4>(a[2 * i], a[2 * i + 1]);
-    for (int i = 0; i < 2; ++i) c[i] = detail::fold<2>(b[2 * i], b[2 * i + 1]);
-    return detail::fold<1>(c[0], c[1]);
+inline vf hsum_lanes(const vf* acc) {
+    vf a[kLanes];
+    for (int i = 0; i < kLanes; ++i) a[i] = acc[detail::bit_reverse(i)];
+    detail::fold_level<kLanes / 2>(a, kLanes);
+    return a[0];
 }
 
-// exp(x) of 16 lanes: x = n ln2 + r with |r| <= ln2/2, a degree-6 Taylor polynomial for exp(r)
+// exp(x) of each lane: x = n ln2 + r with |r| <= ln2/2, a degree-6 Taylor polynomial for exp(r)
 // (relative error below 2e-7) and 2^n put into the exponent. x is clamped to [-87, 88], the normal range:
 // exp(-87) is negligible beside softmax's max term exp(0) = 1, and silu's x / (1 + exp(88)) is 0 as well.
-inline v16f exp16(v16f x) {
-    x = x < -87.0f ? splat16(-87.0f) : x;
-    x = x > 88.0f ? splat16(88.0f) : x;
-    const v16f n = (x * 1.44269504089f + 12582912.0f) - 12582912.0f;  // round to nearest (1.5 * 2^23 trick)
-    const v16f r = x - n * 0.693145751953125f - n * 1.428606765330187e-06f;
-    v16f p = splat16(1.0f / 720);
+inline vf expv(vf x) {
+    x = x < -87.0f ? splatv(-87.0f) : x;
+    x = x > 88.0f ? splatv(88.0f) : x;
+    const vf n = (x * 1.44269504089f + 12582912.0f) - 12582912.0f;  // round to nearest (1.5 * 2^23 trick)
+    const vf r = x - n * 0.693145751953125f - n * 1.428606765330187e-06f;
+    vf p = splatv(1.0f / 720);
     p = p * r + 1.0f / 120;
     p = p * r + 1.0f / 24;
     p = p * r + 1.0f / 6;
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    const v16i32 e = (__builtin_convertvector(n, v16i32) + 127) << 23;
-    v16f scale;
-    std::memcpy(&scale, &e, sizeof scale);
-    return p * scale;
+    const vi32 e = (__builtin_convertvector(n, vi32) + 127) << 23;
+    return p * bit_cast_vector<vf>(e);
 }
 
-inline v16f load16_bf16(const uint16_t* p) {
-    v16u16 h;
+inline vf loadv_bf16(const uint16_t* p) {
+    vu16 h;
     std::memcpy(&h, p, sizeof h);
-    v16u32 w = __builtin_convertvector(h, v16u32) << 16;
-    v16f f;
-    std::memcpy(&f, &w, sizeof f);
-    return f;
+    return bit_cast_vector<vf>(__builtin_convertvector(h, vu32) << 16);
 }
 
-inline v16f load16_f16(const uint16_t* p) {
+// kLanes F16 values widened exactly as f16_to_f32 does: F16C or AVX-512 where the set has it; else
+// integer lane arithmetic with no select and no subnormal F32 operand: the exponent rebiased, zero and
+// subnormal halves renormalized by one exact F32 subtraction (x * 2^-24 = (2^-14 + x * 2^-24) - 2^-14),
+// Inf/NaN given the F32 all-ones exponent.
+inline vf loadv_f16(const uint16_t* p) {
 #if defined(__AVX512F__)
-    return reinterpret_cast<v16f>(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
-#elif defined(__F16C__)
-    const __m256 lo = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    const __m256 hi = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)));
-    v16f f;
-    std::memcpy(&f, &lo, sizeof lo);
-    std::memcpy(reinterpret_cast<char*>(&f) + sizeof lo, &hi, sizeof hi);
-    return f;
+    return reinterpret_cast<vf>(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
+#elif defined(__F16C__) && KVSCOPE_CPU_LANES == 8
+    return reinterpret_cast<vf>(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 #else
-    v16f f;
-    for (int i = 0; i < 16; ++i) f[i] = f16_to_f32(p[i]);
-    return f;
+    vi32 h;
+#if defined(__SSE4_1__) && KVSCOPE_CPU_LANES == 4
+    h = reinterpret_cast<vi32>(_mm_cvtepu16_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+#else
+    vu16 h16;
+    std::memcpy(&h16, p, sizeof h16);
+    h = __builtin_convertvector(h16, vi32);
+#endif
+    const vi32 magnitude = h & 0x7fff;
+    const vi32 subnormal = (magnitude & 0x7c00) == 0;  // all ones where the exponent is 0
+    const vi32 bits = (magnitude << 13) + ((127 - 15) << 23) + (subnormal & (1 << 23));
+    const vf f = bit_cast_vector<vf>(bits) - bit_cast_vector<vf>(subnormal & (113 << 23));  // - 2^-14 or - 0
+    const vi32 inf_nan = (magnitude > 0x7bff) & 0x7f800000;
+    return bit_cast_vector<vf>(bit_cast_vector<vi32>(f) | inf_nan | ((h & 0x8000) << 16));
 #endif
 }
 
@@ -129,6 +188,15 @@ inline float f16_scale(uint16_t h) {
 #else
     return f16_to_f32(h);
 #endif
+}
+
+// Calls fn(std::integral_constant<int, m>{}) for a runtime m in [1, Max]: picks a register tile's
+// compile-time shape from a runtime remainder.
+template <int Max, class Fn>
+inline void with_constant(int m, Fn&& fn) {
+    [&]<int... I>(std::integer_sequence<int, I...>) {
+        (void)((m == I + 1 ? (fn(std::integral_constant<int, I + 1>{}), true) : false) || ...);
+    }(std::make_integer_sequence<int, Max>());
 }
 
 }  // namespace KVSCOPE_CPU_NAMESPACE

@@ -242,6 +242,46 @@ private slots:
         }
     }
 
+    // ---- F16 weights widen exactly: every finite F16 value (subnormals and both zeros included) as a
+    // weight, picked out by one-hot x rows, comes out as f16_to_f32 gives it, through each of the set's F16
+    // paths (row-major and panels; one x row widens in the tile, 64 rows through the paths that reuse a
+    // widened copy). Sets without F16C widen in integer lanes (cpu/simd.h loadv_f16).
+    void matmul_f16_every_value_data() {
+        QTest::addColumn<bool>("panels");
+        QTest::addColumn<int>("n");
+        for (bool panels : {false, true})
+            for (int n : {1, 64}) QTest::addRow("%s n=%d", panels ? "panels" : "row-major", n) << panels << n;
+    }
+    void matmul_f16_every_value() {
+        QFETCH(bool, panels);
+        QFETCH(int, n);
+        const int K = 64, N = 65536 / K;  // w[r][k] = F16 bits r * K + k
+        std::vector<uint16_t> bits(static_cast<size_t>(N) * K);
+        for (size_t i = 0; i < bits.size(); ++i)  // Inf and NaN (exponent all ones) become 0
+            bits[i] = static_cast<uint16_t>((i & 0x7c00) == 0x7c00 ? 0 : i);
+        WeightView w{bits.data(), DType::F16, N, K};
+        std::unique_ptr<Backend> packer;
+        if (panels) {
+            packer = make_cpu_backend(2, kernel_set());
+            w = packer->repack_matmul_weight(w);
+            QCOMPARE(w.layout, WeightLayout::panels16);
+        }
+        // x rows: one-hot at k = k0 + t (n = 1: every k0 in turn; n = 64: all at once).
+        for (int k0 = 0; k0 + n <= K; k0 += n) {
+            std::vector<float> x(static_cast<size_t>(n) * K, 0.0f), out(static_cast<size_t>(n) * N, kNaN);
+            for (int t = 0; t < n; ++t) x[static_cast<size_t>(t) * K + k0 + t] = 1.0f;
+            backend(1).matmul(x.data(), n, w, nullptr, out.data());
+            for (int t = 0; t < n; ++t)
+                for (int r = 0; r < N; ++r) {
+                    const uint16_t h = bits[static_cast<size_t>(r) * K + k0 + t];
+                    const float got = out[static_cast<size_t>(t) * N + r];
+                    QVERIFY2(got == f16_to_f32(h), qPrintable(QString("F16 0x%1 widened to %2, not %3")
+                                                                  .arg(h, 4, 16, QChar('0')).arg(got, 0, 'g', 9)
+                                                                  .arg(f16_to_f32(h), 0, 'g', 9)));
+                }
+        }
+    }
+
     // ---- Q8_0 x int8 activations: the whole int8 range of stored weights (-128 included, which files may
     // hold though quantize_row never writes it) against the reference, and the activation quantization's
     // own error against F32 activations.
