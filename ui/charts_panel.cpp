@@ -279,6 +279,9 @@ void ChartsPanel::addEventMarker(const SessionEvent& event) {
         line->point1->setCoords(event.time, 0);
         line->point2->setCoords(event.time, 1);
         line->setSelectable(false);
+        // Under the data: a rebuild is followed at once by prefill chunks narrower than the line, which
+        // it would hide.
+        line->setLayer(QStringLiteral("grid"));
         if (i != 0) continue;  // one label is enough; the other charts show the line
         auto* label = new QCPItemText(plot);
         label->setText(event.text.section('(', 0, 0).section(':', 1).trimmed());
