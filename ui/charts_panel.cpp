@@ -101,6 +101,14 @@ ChartsPanel::ChartsPanel(SessionData* session, QWidget* parent)
     lanes->setTickStep(1);
     lanes->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);  // whole lanes only, however far zoomed in
     p->yAxis->setTicker(lanes);
+    // As many lane labels as fit the chart's height (two text lines apart: a nice multiple may add some),
+    // set at each layout; a changed count replots once more.
+    connect(p, &QCustomPlot::afterLayout, this, [p] {
+        const int fit = std::max(2, p->axisRect()->height() / (2 * QFontMetrics(p->yAxis->tickLabelFont()).height()));
+        if (p->yAxis->ticker()->tickCount() == fit) return;
+        p->yAxis->ticker()->setTickCount(fit);
+        p->replot(QCustomPlot::rpQueuedReplot);
+    });
     p->axisRect()->setRangeDrag(Qt::Horizontal | Qt::Vertical);
     p->axisRect()->setRangeZoom(Qt::Horizontal | Qt::Vertical);
     p->setMouseTracking(true);  // hover tooltips without a pressed button

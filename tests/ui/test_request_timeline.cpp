@@ -282,6 +282,38 @@ private slots:
             for (int dx = -2; dx <= 2; ++dx) found += image.pixel(int(x) + dx, y) == prefill;
         QVERIFY2(found >= 4, qPrintable(QString("%1 prefill pixels at the rebuild line").arg(found)));
     }
+
+    // Fifty lanes in a short chart: the lane labels stay a text line apart, never printed over each other.
+    void laneLabelsDoNotOverlap() {
+        SessionData session;
+        ChartsPanel panel(&session);
+        panel.resize(1000, 560);  // four rows of charts at their minimum height
+        panel.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&panel));
+        EngineUpdate u;
+        for (int i = 0; i < 50; ++i) {
+            const QString id = QString("r%1").arg(i);
+            session.addRequest(id, "pane 1", QColor(0x4e, 0x9a, 0xf0));
+            RequestMetrics m = timings(0.01 * i, {0.01 * i + 0.005}, {0.01 * i + 0.008}, {}, 0.01 * i + 0.008);
+            m.request_id = id.toStdString();
+            u.finished.push_back(m);
+        }
+        u.engineTime = 1;
+        session.applyUpdate(u);
+        panel.replotNow();
+        QCustomPlot* plot = panel.requestTimeline().parentPlot();
+        QVERIFY(plot->axisRect()->height() < 100);  // short: the case that squeezed the labels
+        const int line = QFontMetrics(plot->yAxis->tickLabelFont()).height();
+        auto closest = [plot] {
+            const QVector<double> ticks = plot->yAxis->tickVector();
+            double gap = 1e9;
+            for (int i = 1; i < ticks.size(); ++i)
+                gap = std::min(gap, std::abs(plot->yAxis->coordToPixel(ticks[i]) - plot->yAxis->coordToPixel(ticks[i - 1])));
+            return gap;
+        };
+        QTRY_VERIFY2_WITH_TIMEOUT(closest() >= line, qPrintable(QString("labels %1 px apart").arg(closest())), 2000);
+        QVERIFY(plot->yAxis->tickVector().size() >= 2);
+    }
 };
 
 QTEST_MAIN(TestRequestTimeline)
