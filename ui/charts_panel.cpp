@@ -101,14 +101,6 @@ ChartsPanel::ChartsPanel(SessionData* session, QWidget* parent)
     lanes->setTickStep(1);
     lanes->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);  // whole lanes only, however far zoomed in
     p->yAxis->setTicker(lanes);
-    // As many lane labels as fit the chart's height (two text lines apart: a nice multiple may add some),
-    // set at each layout; a changed count replots once more.
-    connect(p, &QCustomPlot::afterLayout, this, [p] {
-        const int fit = std::max(2, p->axisRect()->height() / (2 * QFontMetrics(p->yAxis->tickLabelFont()).height()));
-        if (p->yAxis->ticker()->tickCount() == fit) return;
-        p->yAxis->ticker()->setTickCount(fit);
-        p->replot(QCustomPlot::rpQueuedReplot);
-    });
     p->axisRect()->setRangeDrag(Qt::Horizontal | Qt::Vertical);
     p->axisRect()->setRangeZoom(Qt::Horizontal | Qt::Vertical);
     p->setMouseTracking(true);  // hover tooltips without a pressed button
@@ -191,6 +183,18 @@ ChartsPanel::Chart& ChartsPanel::addChart(const QString& name, const QString& ti
     connect(plot, &QCustomPlot::mouseDoubleClick, this, [this, index] {
         m_charts[index].follow = true;
         markDirty();
+    });
+    // As many y labels as fit the chart's height (two text lines apart: a nice step may add some), set
+    // at each layout for every axis rect (the histogram has three); a changed count replots once more.
+    connect(plot, &QCustomPlot::afterLayout, this, [plot] {
+        bool changed = false;
+        for (QCPAxisRect* rect : plot->axisRects()) {
+            QCPAxis* y = rect->axis(QCPAxis::atLeft);
+            const int fit = std::clamp(rect->height() / (2 * QFontMetrics(y->tickLabelFont()).height()), 2, 6);
+            changed |= y->ticker()->tickCount() != fit;
+            y->ticker()->setTickCount(fit);
+        }
+        if (changed) plot->replot(QCustomPlot::rpQueuedReplot);
     });
     Theme::styleChart(plot);
     return m_charts.back();

@@ -206,6 +206,35 @@ private slots:
         QVERIFY(panel.eventToolTip(tokens, QPointF(tokens->xAxis->coordToPixel(10.0), tokens->axisRect()->rect().center().y()))
                     .contains("kv_cache_dtype"));
     }
+
+    // Every chart's y labels (the histogram's three axes too) stay a text line apart at the smallest
+    // chart height, where the default tick count printed them over each other.
+    void yLabelsDoNotOverlapInShortCharts() {
+        SessionData session;
+        ChartsPanel panel(&session);
+        panel.resize(1000, 560);  // four rows of charts at their minimum height
+        panel.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&panel));
+        EngineUpdate u;
+        for (int i = 0; i < 40; ++i) u.steps.push_back(step(0.02 * i, 1 + i % 17, 16));
+        for (int i = 0; i < 30; ++i) u.finished.push_back(finished("r" + std::to_string(i), 0.02 * i, 5 + 3 * i, 1 + 0.1 * i, 4));
+        u.engineTime = 1;
+        session.applyUpdate(u);
+        panel.replotNow();
+        auto problem = [&panel]() -> QString {
+            for (const auto& c : panel.charts())
+                for (QCPAxisRect* rect : c.plot->axisRects()) {
+                    QCPAxis* y = rect->axis(QCPAxis::atLeft);
+                    const QVector<double> ticks = y->tickVector();
+                    const int line = QFontMetrics(y->tickLabelFont()).height();
+                    for (int i = 1; i < ticks.size(); ++i)
+                        if (std::abs(y->coordToPixel(ticks[i]) - y->coordToPixel(ticks[i - 1])) < line)
+                            return QString("%1: labels %2 and %3 overlap").arg(c.name).arg(ticks[i - 1]).arg(ticks[i]);
+                }
+            return {};
+        };
+        QTRY_COMPARE_WITH_TIMEOUT(problem(), QString(), 2000);
+    }
 };
 
 QTEST_MAIN(TestChartAxes)
