@@ -106,9 +106,22 @@ ChartsPanel::ChartsPanel(SessionData* session, QWidget* parent)
     p->setMouseTracking(true);  // hover tooltips without a pressed button
     connect(p, &QCustomPlot::mouseMove, this, [this, p](QMouseEvent* event) {
         const int lane = m_timeline->laneAt(event->position());
-        if (lane < 0) QToolTip::hideText();
-        else QToolTip::showText(event->globalPosition().toPoint(), m_timeline->toolTip(lane), p);
+        const QString tip = lane < 0 ? eventToolTip(p, event->position()) : m_timeline->toolTip(lane);
+        if (tip.isEmpty()) QToolTip::hideText();
+        else QToolTip::showText(event->globalPosition().toPoint(), tip, p);
     });
+
+    // Hovering a rebuild line names the event on every time chart (the timeline has its own hover).
+    for (const Chart& c : m_charts) {
+        if (!c.engineTimeAxis || c.plot == p) continue;
+        c.plot->setMouseTracking(true);
+        connect(c.plot, &QCustomPlot::mouseMove, this, [this, plot = c.plot](QMouseEvent* event) {
+            const QString tip = eventToolTip(plot, event->position());
+            if (tip.isEmpty()) QToolTip::hideText();
+            else QToolTip::showText(event->globalPosition().toPoint(), tip, plot);
+        });
+    }
+    connect(m_charts.front().plot, &QCustomPlot::afterLayout, this, &ChartsPanel::layoutEventLabels);
 
     connect(session, &SessionData::stepsAppended, this, &ChartsPanel::appendSteps);
     connect(session, &SessionData::requestChanged, this, [this](int row) {
@@ -170,6 +183,18 @@ ChartsPanel::Chart& ChartsPanel::addChart(const QString& name, const QString& ti
     connect(plot, &QCustomPlot::mouseDoubleClick, this, [this, index] {
         m_charts[index].follow = true;
         markDirty();
+    });
+    // As many y labels as fit the chart's height (two text lines apart: a nice step may add some), set
+    // at each layout for every axis rect (the histogram has three); a changed count replots once more.
+    connect(plot, &QCustomPlot::afterLayout, this, [plot] {
+        bool changed = false;
+        for (QCPAxisRect* rect : plot->axisRects()) {
+            QCPAxis* y = rect->axis(QCPAxis::atLeft);
+            const int fit = std::clamp(rect->height() / (2 * QFontMetrics(y->tickLabelFont()).height()), 2, 6);
+            changed |= y->ticker()->tickCount() != fit;
+            y->ticker()->setTickCount(fit);
+        }
+        if (changed) plot->replot(QCustomPlot::rpQueuedReplot);
     });
     Theme::styleChart(plot);
     return m_charts.back();
@@ -279,17 +304,60 @@ void ChartsPanel::addEventMarker(const SessionEvent& event) {
         line->point1->setCoords(event.time, 0);
         line->point2->setCoords(event.time, 1);
         line->setSelectable(false);
-        if (i != 0) continue;  // one label is enough; the other charts show the line
-        auto* label = new QCPItemText(plot);
-        label->setText(event.text.section('(', 0, 0).section(':', 1).trimmed());
-        label->setColor(QColor(0xe0, 0x5a, 0x6a));
-        label->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
-        label->position->setCoords(event.time, 0.02 + 0.09 * double(m_markerCount++ % 3));
-        label->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
-        label->setPadding(QMargins(3, 0, 0, 0));
-        label->setSelectable(false);
+        // Under the data: a rebuild is followed at once by prefill chunks narrower than the line, which
+        // it would hide.
+        line->setLayer(QStringLiteral("grid"));
     }
+    // One label, on the first chart (the others show the line); placed by layoutEventLabels().
+    auto* label = new QCPItemText(m_charts.front().plot);
+    label->setText(event.text.section('(', 0, 0).section(':', 1).trimmed());
+    label->setColor(QColor(0xe0, 0x5a, 0x6a));
+    label->position->setType(QCPItemPosition::ptAbsolute);
+    label->setSelectable(false);
+    m_events.push_back({event.time, event.text, label});
     markDirty();
+}
+
+void ChartsPanel::layoutEventLabels() {
+    // At every layout, in pixels, newest first (the live edge matters most): each label goes in the first
+    // row where it clears the labels placed there, right of its line, or left of it where the chart's
+    // right edge would cut it. A label with no free row (or no room either side) is hidden: its line's
+    // tooltip still names it.
+    if (m_events.empty()) return;
+    QCustomPlot* plot = m_charts.front().plot;
+    const QRect area = plot->axisRect()->rect();
+    const QFontMetrics metrics(m_events.front().label->font());
+    const int rowHeight = metrics.height() + 1, pad = 3;
+    std::vector<std::vector<std::pair<double, double>>> rows(size_t(std::max(1, int(area.height() * 0.45) / rowHeight)));
+    QColor backdrop = Theme::chartBackground();  // the text stays readable over the data lines
+    backdrop.setAlpha(210);
+    for (auto e = m_events.rbegin(); e != m_events.rend(); ++e) {
+        const double x = plot->xAxis->coordToPixel(e->time), width = metrics.horizontalAdvance(e->label->text()) + pad;
+        const bool right = x + width <= area.right();
+        const double left = right ? x : x - width;
+        auto row = std::find_if(rows.begin(), rows.end(), [&](const auto& spans) {
+            return std::none_of(spans.begin(), spans.end(), [&](const std::pair<double, double>& s) {
+                return left < s.second + pad && s.first < left + width + pad;
+            });
+        });
+        const bool fits = x >= area.left() && x <= area.right() && left >= area.left() && row != rows.end();
+        e->label->setVisible(fits);
+        if (!fits) continue;
+        row->push_back({left, left + width});
+        e->label->setBrush(backdrop);
+        e->label->setPositionAlignment((right ? Qt::AlignLeft : Qt::AlignRight) | Qt::AlignTop);
+        e->label->setPadding(right ? QMargins(pad, 0, 0, 0) : QMargins(0, 0, pad, 0));
+        e->label->position->setCoords(x, area.top() + 2 + double(row - rows.begin()) * rowHeight);
+    }
+}
+
+QString ChartsPanel::eventToolTip(const QCustomPlot* plot, const QPointF& pixel) const {
+    if (!plot->axisRect()->rect().contains(pixel.toPoint())) return {};
+    QStringList lines;
+    for (const EventMarker& e : m_events)
+        if (std::abs(plot->xAxis->coordToPixel(e.time) - pixel.x()) <= 4)
+            lines << QString("%1 s: %2").arg(e.time, 0, 'f', 2).arg(e.text.toHtmlEscaped());
+    return lines.join("<br>");
 }
 
 void ChartsPanel::reset() {
@@ -311,7 +379,7 @@ void ChartsPanel::reset() {
     m_changedRows.clear();
     m_buckets.clear();
     m_plottedRequests.clear();
-    m_markerCount = 0;
+    m_events.clear();  // their labels went with the other items
     markDirty();
 }
 

@@ -2,10 +2,12 @@
 // step, KV usage and waste, memory, throughput, per-request latency (scatter and histogram) and the
 // request timeline (one swimlane per request). Fed incrementally from SessionData; replotted by a
 // 33 ms timer with rpQueuedReplot, so data may arrive at any rate.
-// Rebuild events (drain-and-rebuild, model loads) are vertical markers on every time chart.
+// Rebuild events (drain-and-rebuild) are vertical markers on every time chart, labelled on the first
+// without overlap and named on hover.
 // Zoom and pan with the mouse; double-click returns a chart to following the live edge.
 #pragma once
 
+#include <QPointF>
 #include <QTimer>
 #include <QWidget>
 
@@ -19,6 +21,7 @@
 class QCustomPlot;
 class QCPGraph;
 class QCPItemStraightLine;
+class QCPItemText;
 class QCPRange;
 
 namespace kvscope::ui {
@@ -48,6 +51,9 @@ public:
     // The colour of a request's lane when the session has none for it (benchmark requests): the
     // block map's colour, so a request looks the same everywhere.
     void setColorProvider(std::function<QColor(const QString&)> colorOf) { m_colorOf = std::move(colorOf); }
+    // The rebuild events whose marker line is within a few pixels of a point on a time chart (rich
+    // text, one per line; empty for none): the hover text, also for a label that had no room.
+    QString eventToolTip(const QCustomPlot* plot, const QPointF& pixel) const;
 
 public slots:
     void replotNow();  // applies pending data and replots synchronously (export, tests)
@@ -60,6 +66,7 @@ private:
     void appendRequests();
     void updateTimeline();
     void addEventMarker(const SessionEvent& event);
+    void layoutEventLabels();  // on the first chart, at each of its layouts
     void reset();
     void refresh();
     QCPRange latencyRange() const;  // the latency chart's log y axis, ms
@@ -86,7 +93,12 @@ private:
     std::function<QColor(const QString&)> m_colorOf;
     std::map<long long, std::pair<double, double>> m_buckets;  // 0.5 s bucket -> (output, total) tokens
     std::set<int> m_plottedRequests;
-    int m_markerCount = 0;
+    struct EventMarker {
+        double time;
+        QString text;
+        QCPItemText* label;  // owned by the first chart
+    };
+    std::vector<EventMarker> m_events;
 };
 
 }  // namespace kvscope::ui

@@ -2,6 +2,8 @@
 
 #include "engine_worker.h"
 
+#include <algorithm>
+
 namespace kvscope::ui {
 
 EngineController::EngineController(QObject* parent) : QObject(parent) {
@@ -60,8 +62,13 @@ EngineConfig EngineController::defaultConfig() {
     c.scheduler.max_model_len = 0;
     c.scheduler.max_num_seqs = 64;
     c.scheduler.max_num_batched_tokens = 2048;
-    c.kv_cache_memory = 256ll << 20;
+    c.kv_cache_memory = 0;  // sized to the model at load: defaultKvBudget()
     return c;
+}
+
+int64_t EngineController::defaultKvBudget(int64_t kvBytesPerToken, int blockSize) {
+    const int64_t mib = int64_t(1) << 20, bytes = kvBytesPerToken * std::max(1, blockSize) * 4096;
+    return std::clamp((bytes + mib - 1) / mib * mib, mib, 256 * mib);
 }
 
 void EngineController::loadModel(const QString& spec, const EngineConfig& config) {

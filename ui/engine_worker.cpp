@@ -1,5 +1,7 @@
 #include "engine_worker.h"
 
+#include "engine_controller.h"
+
 #include "bench_workload.h"
 #include "json_bridge.h"
 #include "bench/bench_driver.h"
@@ -61,6 +63,8 @@ void EngineWorker::loadModel(const QString& spec, const EngineConfig& requested)
         if (config.scheduler.max_model_len <= 0)
             config.scheduler.max_model_len = std::min(model->config.max_position_embeddings, 8192);
         config.scheduler.max_model_len = std::min(config.scheduler.max_model_len, model->config.max_position_embeddings);
+        if (config.kv_cache_memory <= 0 && config.num_blocks <= 0)  // float32 bytes: a 16-bit KV gets twice the blocks
+            config.kv_cache_memory = EngineController::defaultKvBudget(model->config.kv_bytes_per_token(), config.block_size);
         auto engine = std::make_unique<LlmEngine>(model, config);
         // Requests of the previous model are dropped (their panes see an abort).
         if (m_engine) {

@@ -1,5 +1,6 @@
 #include "latency_histogram_chart.h"
 
+#include "fitting_ticker.h"
 #include "theme.h"
 
 #include <qcustomplot.h>
@@ -8,19 +9,6 @@
 #include <cmath>
 
 namespace kvscope::ui {
-
-namespace {
-
-// Tick labels from 1000 on as "1.5k": each axis has only a third of a chart's width.
-class CompactTicker : public QCPAxisTicker {
-protected:
-    QString getTickLabel(double tick, const QLocale& locale, QChar formatChar, int precision) override {
-        if (std::abs(tick) >= 1000) return QString::number(tick / 1000, 'g', 3) + 'k';
-        return QCPAxisTicker::getTickLabel(tick, locale, formatChar, precision);
-    }
-};
-
-}  // namespace
 
 LatencyHistogramChart::LatencyHistogramChart(QCustomPlot* plot, const std::vector<Metric>& metrics) {
     // Row 2 of the plot layout (under the title and legend rows) becomes a row of axis rects.
@@ -45,8 +33,8 @@ LatencyHistogramChart::LatencyHistogramChart(QCustomPlot* plot, const std::vecto
         QCPAxis* y = p.rect->axis(QCPAxis::atLeft);
         x->setLabel(metrics[i].name + " (ms)");
         y->setLabel(i == 0 ? QObject::tr("requests") : QString());
-        x->setTicker(QSharedPointer<CompactTicker>::create());
-        x->ticker()->setTickCount(3);
+        auto ticker = QSharedPointer<FittingTicker>::create(x);
+        x->setTicker(ticker);
         QFont small = x->tickLabelFont();  // each axis is a third of a chart wide
         small.setPointSizeF(small.pointSizeF() * 0.85);
         x->setTickLabelFont(small);
@@ -69,6 +57,12 @@ LatencyHistogramChart::LatencyHistogramChart(QCustomPlot* plot, const std::vecto
         }
         m_metrics.push_back(p);
     }
+    // Ticks are placed before the layout that sizes the axes: after a resize, once more at the new size.
+    QObject::connect(plot, &QCustomPlot::afterLayout, plot, [plot] {
+        for (QCPAxisRect* rect : plot->axisRects())
+            if (auto* t = dynamic_cast<FittingTicker*>(rect->axis(QCPAxis::atBottom)->ticker().data()))
+                t->requeueIfResized();
+    });
     // Legend entries for the percentile lines: data-less graphs that only carry the line styles.
     for (auto [name, style] : {std::pair{"p50", Qt::DashLine}, std::pair{"p99", Qt::DotLine}}) {
         QCPGraph* key = plot->addGraph(first->axis(QCPAxis::atBottom), first->axis(QCPAxis::atLeft));

@@ -6,6 +6,7 @@
 #include "chat_pane.h"
 #include "engine_controller.h"
 #include "engine_status.h"
+#include "hint_table_view.h"
 #include "metrics_help_dialog.h"
 #include "model_picker_dialog.h"
 #include "request_table_model.h"
@@ -145,8 +146,10 @@ void MainWindow::buildLayout() {
     m_paneArea->setObjectName("paneArea");
 
     m_requestModel = new RequestTableModel(m_controller->session(), this);
-    m_requestTable = new QTableView(this);
+    m_requestTable = new HintTableView(this);
     m_requestTable->setObjectName("requestTable");
+    m_requestTable->setEmptyHint(tr("No requests yet. Type a message in a pane and press Ctrl+Return, or run a benchmark: "
+                                    "every request appears here with its state, blocks and timings."));
     m_requestTable->setModel(m_requestModel);
     m_requestTable->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_requestTable->setSelectionMode(QAbstractItemView::SingleSelection);

@@ -13,7 +13,6 @@ class QLineEdit;
 class QProgressBar;
 class QScrollArea;
 class QSplitter;
-class QTableView;
 class QTabWidget;
 
 namespace kvscope::ui {
@@ -23,6 +22,7 @@ class BlockMapWidget;
 class ChartsPanel;
 class ChatPane;
 class EngineController;
+class HintTableView;
 class RequestTableModel;
 class StallMonitor;
 class TuningPanel;
@@ -85,7 +85,7 @@ private:
     TuningPanel* m_tuning = nullptr;
     BenchmarkPanel* m_benchmark = nullptr;
     RequestTableModel* m_requestModel = nullptr;
-    QTableView* m_requestTable = nullptr;
+    HintTableView* m_requestTable = nullptr;
     QLineEdit* m_broadcast = nullptr;
     QLabel* m_modelLabel = nullptr;
     QLabel* m_engineLabel = nullptr;

@@ -50,9 +50,11 @@ ModelPickerDialog::ModelPickerDialog(const QString& currentSpec, const EngineCon
     m_maxModelLen->setToolTip(tr("max_model_len: prompt + output tokens of one request at most (vLLM --max-model-len, "
                                  "TensorRT-LLM max_seq_len). Fixed for the engine's lifetime."));
     m_kvMiB = new QSpinBox(this);
-    m_kvMiB->setRange(1, 1 << 20);
+    m_kvMiB->setRange(0, 1 << 20);
     m_kvMiB->setSuffix(" MiB");
-    m_kvMiB->setValue(int(std::max<int64_t>(1, c.kv_cache_memory >> 20)));
+    // A budget right for one model is not for the next: sized to the chosen model unless one is typed.
+    m_kvMiB->setSpecialValueText(tr("sized to the model"));
+    m_kvMiB->setValue(0);
     m_kvMiB->setToolTip(tr("KV cache budget (vLLM --kv-cache-memory, TensorRT-LLM max_tokens_in_paged_kv_cache)"));
     m_threads = new QSpinBox(this);
     m_threads->setRange(0, 256);

@@ -120,15 +120,20 @@ void RequestTimelinePlot::draw(QCPPainter* painter) {
         const TimelineLane& lane = m_lanes[size_t(i)];
         const double y0 = valueAxis->coordToPixel(i - kLaneFill / 2), y1 = valueAxis->coordToPixel(i + kLaneFill / 2);
         const double top = std::min(y0, y1), height = std::max(1.0, std::abs(y1 - y0));
-        int chunk = 0;
-        for (const PhaseSpan& s : lane.phases) {
-            const bool visible = s.end >= keys.lower && s.start <= keys.upper;
-            if (visible) {
-                const double x0 = xPixel(s.start), x1 = xPixel(s.end);
-                paintPhase(painter, QRectF(std::min(x0, x1), top, std::max(1.0, std::abs(x1 - x0)), height), s.phase,
-                           lane.color, chunk);
+        // Two passes: the thin queued and decode bands first, then the full-height prefill and preempted
+        // spans over them, so a chunk narrower than a pixel (widened to one) is not painted over by the
+        // decode that follows it in the same pixel.
+        for (const bool fullHeight : {false, true}) {
+            int chunk = 0;
+            for (const PhaseSpan& s : lane.phases) {
+                const bool full = s.phase == RequestPhase::Prefill || s.phase == RequestPhase::Preempted;
+                if (full == fullHeight && s.end >= keys.lower && s.start <= keys.upper) {
+                    const double x0 = xPixel(s.start), x1 = xPixel(s.end);
+                    paintPhase(painter, QRectF(std::min(x0, x1), top, std::max(1.0, std::abs(x1 - x0)), height),
+                               s.phase, lane.color, chunk);
+                }
+                chunk += s.phase == RequestPhase::Prefill;
             }
-            chunk += s.phase == RequestPhase::Prefill;
         }
         if (lane.finishTime >= 0 && keys.contains(lane.finishTime)) {
             const bool failed = lane.finishReason == FinishReason::ABORT || lane.finishReason == FinishReason::ERROR;

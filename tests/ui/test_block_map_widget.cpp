@@ -1,6 +1,7 @@
 // BlockMapWidget against real engine snapshots (dummy:tiny): every block maps to its own cell, in-use
-// blocks are painted in their owner's colour, the tooltip names ref_cnt and owners; and 100,000 blocks
-// render fast enough to stay smooth.
+// blocks are painted in their owner's colour, the tooltip names ref_cnt and owners; 100,000 blocks
+// render fast enough to stay smooth and, a run of blocks per cell, still show the pool's structure;
+// the wheel zooms down to single blocks.
 #include "block_map_widget.h"
 #include "llm_engine.h"
 #include "model/model.h"
@@ -109,7 +110,74 @@ private slots:
         }
         const double ms = double(t.elapsed()) / 10;
         qInfo("100,000 blocks: %.2f ms per frame", ms);  // a figure for the notes, not an assertion
-        QVERIFY(w.blockAt(w.cellRect(n - 1).center()) == n - 1);
+        QVERIFY(w.blocksPerCell() > 1);  // 100,000 blocks do not fit at 5 px: runs of blocks per cell
+        QCOMPARE(w.blockAt(w.cellRect(n - 1).center()), (n - 1) / w.blocksPerCell() * w.blocksPerCell());
+    }
+
+    // 100,000 blocks in a small map: every block is in a cell, and the cells show the pool's structure
+    // (a region in use, a cached-free one, a free one) rather than a uniform slab; zooming in around a
+    // block reaches single blocks with that block still in view, and a double click shows the whole pool.
+    void levelOfDetailShowsStructure() {
+        const int n = 100000;
+        auto snap = std::make_shared<KvCacheSnapshot>();
+        snap->num_blocks = n;
+        snap->block_size = 16;
+        snap->state.resize(n);
+        snap->ref_cnt.resize(n);
+        snap->tokens_filled.resize(n, 16);
+        snap->eviction_order.resize(n, -1);
+        snap->block_hash.resize(n);
+        snap->owner_offsets.resize(n + 1);
+        snap->request_ids = {"a"};
+        for (int b = 0; b < n; ++b) {
+            snap->owner_offsets[size_t(b)] = int32_t(snap->owners.size());
+            if (b < 30000) {
+                snap->state[size_t(b)] = KvBlockState::IN_USE;
+                snap->ref_cnt[size_t(b)] = 1;
+                snap->owners.push_back(0);
+            } else {
+                snap->state[size_t(b)] = b < 50000 ? KvBlockState::CACHED_FREE : KvBlockState::FREE;
+                snap->eviction_order[size_t(b)] = b - 30000;
+            }
+        }
+        snap->owner_offsets[size_t(n)] = int32_t(snap->owners.size());
+        snap->num_free_blocks = 70000;
+        snap->num_cached_free_blocks = 20000;
+        const QColor red(255, 0, 0);
+        BlockMapWidget w;
+        w.setColorProvider([&](const QString&) { return red; });
+        w.resize(640, 320);
+        w.setSnapshot(snap);
+        QVERIFY(w.blocksPerCell() > 1);
+        QVERIFY(w.rect().contains(w.cellRect(n - 1)));  // the last block has a cell too
+        const QImage image = w.grab().toImage();
+        auto at = [&](int block) { return image.pixelColor(w.cellRect(block).center()); };
+        QCOMPARE(at(1000), red);
+        const QColor cached = at(40000), free = at(90000);
+        QVERIFY(cached != red && cached != free);
+        QVERIFY(cached.green() > cached.red() + 40);  // teal
+        // A cell across the in-use/cached boundary shows both, left to right.
+        const int boundary = 30000 / w.blocksPerCell() * w.blocksPerCell();
+        if (boundary < 30000) {
+            const QRect r = w.cellRect(boundary);
+            QCOMPARE(image.pixelColor(r.left(), r.center().y()), red);
+            QVERIFY(image.pixelColor(r.right() - 1, r.center().y()) != red);
+        }
+        QVERIFY(w.describeCell(1000).contains("in use: " + QString::number(w.blocksPerCell())));
+
+        // The wheel zooms in around the block under the mouse.
+        const QPointF pos = w.cellRect(40000).center();
+        QWheelEvent wheel(pos, w.mapToGlobal(pos), QPoint(), QPoint(0, 120), Qt::NoButton, Qt::NoModifier, Qt::NoScrollPhase, false);
+        QApplication::sendEvent(&w, &wheel);
+        QVERIFY(w.visibleBlockCount() < n);
+        while (w.blocksPerCell() > 1) w.zoom(40000, 0.5);
+        QVERIFY(!w.cellRect(40000).isEmpty());
+        QCOMPARE(w.blockAt(w.cellRect(40000).center()), 40000);
+        QVERIFY(w.cellRect(0).isEmpty());  // out of view
+        QVERIFY(w.describeCell(40000).contains("block 40000"));
+        QTest::mouseDClick(&w, Qt::LeftButton, {}, w.rect().center());
+        QCOMPARE(w.visibleBlockCount(), n);
+        QVERIFY(w.blocksPerCell() > 1);
     }
 };
 

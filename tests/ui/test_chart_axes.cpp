@@ -1,7 +1,8 @@
 // The live charts' axes follow the data (issue 17): a rejected request sets no latency floor (the log
 // axis once fell to 1e-200), an idle gap shows zero throughput rather than the last value, time starts
 // at the first step rather than at the model load, and a limit line far above the data does not flatten
-// it. Fed through SessionData like the engine feeds it; no engine, no clock.
+// it; rebuild labels never overlap or get cut. Fed through SessionData like the engine feeds it; no
+// engine, no clock.
 #include "charts_panel.h"
 #include "session_data.h"
 
@@ -145,6 +146,94 @@ private slots:
         session.applyUpdate(full);
         panel.replotNow();
         QVERIFY(occupancy->yAxis->range().upper >= 256);
+    }
+
+    // Rebuild labels on the step charts: a burst of rebuilds and one at the live edge give labels that
+    // neither overlap nor leave the chart (stacked in rows, flipped left at the right edge), at a narrow
+    // and a wide size; any label without room is hidden, and every event is named by hovering its line.
+    void eventLabelsNeverOverlap_data() {
+        QTest::addColumn<int>("width");
+        QTest::newRow("narrow") << 600;
+        QTest::newRow("wide") << 1900;
+    }
+    void eventLabelsNeverOverlap() {
+        QFETCH(int, width);
+        SessionData session;
+        ChartsPanel panel(&session);
+        panel.resize(width, 900);
+        panel.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&panel));
+        std::vector<double> times;
+        auto rebuildAt = [&](double t, const QString& what) {
+            EngineUpdate u;
+            u.steps.push_back(step(t, 2));
+            u.engineTime = t;
+            session.applyUpdate(u);
+            session.addEvent("rebuild: " + what + " (2 requests requeued)");
+            times.push_back(t);
+        };
+        EngineUpdate start;
+        start.steps.push_back(step(0, 1));
+        session.applyUpdate(start);
+        for (int i = 0; i < 8; ++i) rebuildAt(2.0 + 0.02 * i, QString("block_size %1").arg(8 << (i % 3)));
+        rebuildAt(10.0, "kv_cache_dtype float16");  // at the live edge
+        panel.replotNow();
+
+        QCustomPlot* plot = chart(panel, "occupancy");
+        const QRect area = plot->axisRect()->rect();
+        std::vector<QRectF> shown;
+        for (int i = 0; i < plot->itemCount(); ++i) {
+            auto* label = qobject_cast<QCPItemText*>(plot->item(i));
+            if (!label || !label->visible()) continue;
+            const QRectF box(label->topLeft->pixelPosition(), label->bottomRight->pixelPosition());
+            QVERIFY2(area.contains(box.toAlignedRect()), qPrintable(label->text() + " is cut off"));
+            for (const QRectF& other : shown) QVERIFY2(!box.intersects(other), qPrintable(label->text() + " overlaps"));
+            shown.push_back(box);
+        }
+        QVERIFY(shown.size() >= 3);  // stacked, not all hidden
+        bool newestShown = false;  // the live edge's label has priority over an older burst's
+        for (int i = 0; i < plot->itemCount(); ++i)
+            if (auto* label = qobject_cast<QCPItemText*>(plot->item(i)))
+                newestShown |= label->visible() && label->text() == "kv_cache_dtype float16";
+        QVERIFY(newestShown);
+        for (double t : times) {
+            const QString tip = panel.eventToolTip(plot, QPointF(plot->xAxis->coordToPixel(t) + 1, area.center().y()));
+            QVERIFY2(tip.contains("requeued"), qPrintable(QString("no hover text at %1 s").arg(t)));
+        }
+        QVERIFY(panel.eventToolTip(plot, QPointF(plot->xAxis->coordToPixel(6.0), area.center().y())).isEmpty());
+        // Another chart's line names the event too.
+        QCustomPlot* tokens = chart(panel, "tokens");
+        QVERIFY(panel.eventToolTip(tokens, QPointF(tokens->xAxis->coordToPixel(10.0), tokens->axisRect()->rect().center().y()))
+                    .contains("kv_cache_dtype"));
+    }
+
+    // Every chart's y labels (the histogram's three axes too) stay a text line apart at the smallest
+    // chart height, where the default tick count printed them over each other.
+    void yLabelsDoNotOverlapInShortCharts() {
+        SessionData session;
+        ChartsPanel panel(&session);
+        panel.resize(1000, 560);  // four rows of charts at their minimum height
+        panel.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&panel));
+        EngineUpdate u;
+        for (int i = 0; i < 40; ++i) u.steps.push_back(step(0.02 * i, 1 + i % 17, 16));
+        for (int i = 0; i < 30; ++i) u.finished.push_back(finished("r" + std::to_string(i), 0.02 * i, 5 + 3 * i, 1 + 0.1 * i, 4));
+        u.engineTime = 1;
+        session.applyUpdate(u);
+        panel.replotNow();
+        auto problem = [&panel]() -> QString {
+            for (const auto& c : panel.charts())
+                for (QCPAxisRect* rect : c.plot->axisRects()) {
+                    QCPAxis* y = rect->axis(QCPAxis::atLeft);
+                    const QVector<double> ticks = y->tickVector();
+                    const int line = QFontMetrics(y->tickLabelFont()).height();
+                    for (int i = 1; i < ticks.size(); ++i)
+                        if (std::abs(y->coordToPixel(ticks[i]) - y->coordToPixel(ticks[i - 1])) < line)
+                            return QString("%1: labels %2 and %3 overlap").arg(c.name).arg(ticks[i - 1]).arg(ticks[i]);
+                }
+            return {};
+        };
+        QTRY_COMPARE_WITH_TIMEOUT(problem(), QString(), 2000);
     }
 };
 

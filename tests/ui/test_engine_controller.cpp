@@ -204,6 +204,24 @@ private slots:
 
     // A change the engine must refuse (naive mode needs max_model_len's blocks per request and the pool
     // has fewer): the tuning panel shows why, and its knobs go back to the configuration that runs.
+    // The GUI's default KV budget is sized to the model: about 4096 blocks for a small one (a legible
+    // block map; 256 MiB once gave dummy:tiny 13,107), 256 MiB at most for a large one, whole MiB.
+    void defaultBudgetIsSizedToTheModel() {
+        QCOMPARE(EngineController::defaultConfig().kv_cache_memory, int64_t(0));
+        QCOMPARE(EngineController::defaultKvBudget(1280, 16), int64_t(80) << 20);  // 4096 blocks exactly
+        QCOMPARE(EngineController::defaultKvBudget(46080, 16), int64_t(256) << 20);
+        QCOMPARE(EngineController::defaultKvBudget(8, 16), int64_t(1) << 20);
+        EngineController controller;
+        QSignalSpy loaded(&controller, &EngineController::modelLoaded);
+        EngineConfig c = EngineController::defaultConfig();
+        c.num_threads = 2;
+        controller.loadModel(QString::fromStdString(modelDir()), c);
+        QVERIFY(loaded.wait(60000));
+        const EngineConfig applied = controller.config();
+        QCOMPARE(applied.kv_cache_memory,
+                 EngineController::defaultKvBudget(m_model->config.kv_bytes_per_token(), applied.block_size));
+    }
+
     void refusedChangeIsShownAndTheKnobsGoBack() {
         EngineController controller;
         QVERIFY(loadInto(controller));

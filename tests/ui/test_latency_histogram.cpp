@@ -166,6 +166,66 @@ private slots:
         QCOMPARE(chart.bars(0)->dataCount(), 0);
         QVERIFY(!chart.p50Line(0)->visible());
     }
+
+    // At any window size the three axes' tick labels neither overlap each other (also across axes)
+    // nor leave the chart, and each axis still reads: at least two labels where it has the room.
+    void tickLabelsNeverOverlap_data() {
+        QTest::addColumn<int>("panelWidth");
+        QTest::addColumn<double>("scale");  // latencies in ms are multiplied by it: wide "12.3k" or "0.0125" labels
+        for (int width : {560, 800, 1200, 1920, 3000})
+            for (double scale : {0.001, 1.0, 137.0}) QTest::newRow(qPrintable(QString("%1 px, x%2").arg(width).arg(scale))) << width << scale;
+    }
+    void tickLabelsNeverOverlap() {
+        QFETCH(int, panelWidth);
+        QFETCH(double, scale);
+        SessionData session;
+        ChartsPanel panel(&session);
+        panel.resize(panelWidth, 900);
+        panel.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&panel));
+        EngineUpdate u;
+        for (int i = 0; i < 40; ++i)
+            u.finished.push_back(finished("r" + std::to_string(i), 0.01 * i, (13 + 7.7 * i) * scale, (1.3 + 0.21 * i) * scale, 6));
+        u.engineTime = 2;
+        session.applyUpdate(u);
+        panel.replotNow();
+        QCustomPlot* plot = panel.latencyHistogram().bars(0)->parentPlot();
+
+        struct Label { double left, right; QString text; };
+        auto labels = [plot] {
+            std::vector<Label> out;
+            for (QCPAxisRect* rect : plot->axisRects()) {
+                QCPAxis* x = rect->axis(QCPAxis::atBottom);
+                const QFontMetrics metrics(x->tickLabelFont());
+                const QVector<double> ticks = x->tickVector();
+                const QVector<QString> texts = x->tickVectorLabels();
+                for (int i = 0; i < ticks.size(); ++i) {
+                    const QString text = texts[i];
+                    if (text.isEmpty()) continue;
+                    const double center = x->coordToPixel(ticks[i]), half = metrics.horizontalAdvance(text) / 2.0;
+                    out.push_back({center - half, center + half, text});
+                }
+            }
+            std::sort(out.begin(), out.end(), [](const Label& a, const Label& b) { return a.left < b.left; });
+            return out;
+        };
+        auto problem = [&]() -> QString {
+            const std::vector<Label> all = labels();
+            for (size_t i = 0; i < all.size(); ++i) {
+                if (all[i].left < 0 || all[i].right > plot->width()) return all[i].text + " leaves the chart";
+                if (i && all[i].left < all[i - 1].right) return all[i - 1].text + " overlaps " + all[i].text;
+            }
+            for (QCPAxisRect* rect : plot->axisRects()) {
+                QCPAxis* x = rect->axis(QCPAxis::atBottom);
+                const QVector<QString> texts = x->tickVectorLabels();  // a copy: begin and end of one vector
+                const int shown = int(std::count_if(texts.begin(), texts.end(), [](const QString& t) { return !t.isEmpty(); }));
+                if (shown < (rect->width() >= 120 ? 2 : 1)) return x->label() + QString(": %1 labels").arg(shown);
+            }
+            return {};
+        };
+        // The first frame after a resize places ticks for the old width; the queued replot settles it.
+        QTRY_COMPARE_WITH_TIMEOUT(problem(), QString(), 2000);
+    }
 };
 
 QTEST_MAIN(TestLatencyHistogram)

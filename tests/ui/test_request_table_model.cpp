@@ -1,4 +1,6 @@
-// RequestTableModel under QAbstractItemModelTester while SessionData grows, changes and clears.
+// RequestTableModel under QAbstractItemModelTester while SessionData grows, changes and clears; the
+// request table's empty-state hint shows exactly while the table is empty.
+#include "hint_table_view.h"
 #include "request_table_model.h"
 #include "session_data.h"
 
@@ -66,6 +68,33 @@ private slots:
         QCOMPARE(model.rowCount(), 0);
         session.addRequest("c", "Pane 1", Qt::green);
         QCOMPARE(model.rowCount(), 1);
+    }
+
+    void emptyTableShowsItsHint() {
+        SessionData session;
+        RequestTableModel model(&session);
+        HintTableView view;
+        view.setModel(&model);
+        view.setEmptyHint("No requests yet");
+        view.resize(500, 200);
+        // Pixels in the middle band of the viewport (below a first row) that are not its background: the
+        // hint's text.
+        auto inkPixels = [&view] {
+            const QImage image = view.viewport()->grab().toImage();
+            const QRgb base = image.pixel(1, image.height() - 2);
+            int count = 0;
+            for (int y = image.height() / 3; y < 2 * image.height() / 3; ++y)
+                for (int x = 0; x < image.width(); ++x) count += image.pixel(x, y) != base;
+            return count;
+        };
+        QVERIFY(view.showsHint());
+        QVERIFY(inkPixels() > 20);
+        session.addRequest("req-1", "pane 1", Qt::red);
+        QVERIFY(!view.showsHint());
+        QCOMPARE(inkPixels(), 0);
+        session.clear();
+        QVERIFY(view.showsHint());
+        QVERIFY(inkPixels() > 20);
     }
 };
 

@@ -248,6 +248,72 @@ private slots:
         panel.replotNow();
         QVERIFY(timeline.lanes().empty());
     }
+
+    // A prefill chunk far narrower than a pixel, starting the instant a rebuild ended (as a request
+    // resumes after one), still shows in its colour: neither the rebuild's marker line nor the decode
+    // that follows in the same pixel paints over it.
+    void subPixelPrefillStaysVisible() {
+        SessionData session;
+        ChartsPanel panel(&session);
+        panel.resize(1000, 800);
+        panel.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&panel));
+        const QColor color(0xf0, 0x8a, 0x3c);
+        session.addRequest("resumed", "pane 2", color);
+        EngineUpdate atRebuild;
+        atRebuild.engineTime = 100;
+        session.applyUpdate(atRebuild);
+        session.addEvent("rebuild: block_size 32 (2 requests requeued)");
+        EngineUpdate u;
+        u.engineTime = 200;
+        RequestMetrics done = timings(90, {100}, {100.0005, 150}, {}, 150);
+        done.request_id = "resumed";
+        u.finished.push_back(done);
+        session.applyUpdate(u);
+        panel.replotNow();
+
+        QCustomPlot* plot = panel.requestTimeline().parentPlot();
+        const QImage image = plot->toPixmap(plot->width(), plot->height()).toImage();
+        const double x = plot->xAxis->coordToPixel(100);
+        QVERIFY(plot->xAxis->coordToPixel(100.0005) - x < 0.1);  // the chunk is well under a pixel wide
+        const QRgb prefill = color.lighter(115).rgb();
+        int found = 0;
+        for (int y = 0; y < image.height(); ++y)
+            for (int dx = -2; dx <= 2; ++dx) found += image.pixel(int(x) + dx, y) == prefill;
+        QVERIFY2(found >= 4, qPrintable(QString("%1 prefill pixels at the rebuild line").arg(found)));
+    }
+
+    // Fifty lanes in a short chart: the lane labels stay a text line apart, never printed over each other.
+    void laneLabelsDoNotOverlap() {
+        SessionData session;
+        ChartsPanel panel(&session);
+        panel.resize(1000, 560);  // four rows of charts at their minimum height
+        panel.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&panel));
+        EngineUpdate u;
+        for (int i = 0; i < 50; ++i) {
+            const QString id = QString("r%1").arg(i);
+            session.addRequest(id, "pane 1", QColor(0x4e, 0x9a, 0xf0));
+            RequestMetrics m = timings(0.01 * i, {0.01 * i + 0.005}, {0.01 * i + 0.008}, {}, 0.01 * i + 0.008);
+            m.request_id = id.toStdString();
+            u.finished.push_back(m);
+        }
+        u.engineTime = 1;
+        session.applyUpdate(u);
+        panel.replotNow();
+        QCustomPlot* plot = panel.requestTimeline().parentPlot();
+        QVERIFY(plot->axisRect()->height() < 100);  // short: the case that squeezed the labels
+        const int line = QFontMetrics(plot->yAxis->tickLabelFont()).height();
+        auto closest = [plot] {
+            const QVector<double> ticks = plot->yAxis->tickVector();
+            double gap = 1e9;
+            for (int i = 1; i < ticks.size(); ++i)
+                gap = std::min(gap, std::abs(plot->yAxis->coordToPixel(ticks[i]) - plot->yAxis->coordToPixel(ticks[i - 1])));
+            return gap;
+        };
+        QTRY_VERIFY2_WITH_TIMEOUT(closest() >= line, qPrintable(QString("labels %1 px apart").arg(closest())), 2000);
+        QVERIFY(plot->yAxis->tickVector().size() >= 2);
+    }
 };
 
 QTEST_MAIN(TestRequestTimeline)
