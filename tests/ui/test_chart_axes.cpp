@@ -5,6 +5,7 @@
 // engine, no clock.
 #include "charts_panel.h"
 #include "session_data.h"
+#include "finished_request.h"
 
 #include <QtTest>
 #include <qcustomplot.h>
@@ -14,18 +15,7 @@ using namespace kvscope::ui;
 
 namespace {
 
-RequestMetrics finished(const std::string& id, double arrival, double ttftMs, double tpotMs, int outputTokens) {
-    RequestMetrics m;
-    m.request_id = id;
-    m.arrival_time = arrival;
-    m.first_scheduled_time = arrival;
-    m.prefill_chunk_times = {arrival};
-    m.num_output_tokens = outputTokens;
-    for (int i = 0; i < outputTokens; ++i) m.token_times.push_back(arrival + (ttftMs + i * tpotMs) / 1e3);
-    m.finish_time = m.token_times.back();
-    m.finish_reason = FinishReason::LENGTH;
-    return m;
-}
+using test::finished_request;
 
 // A decode step at time t with `running` requests, one output token each.
 StepRecord step(double t, int running, int maxNumSeqs = 256) {
@@ -71,9 +61,9 @@ private slots:
         QVERIFY2(latency->yAxis->range().lower >= 0.1, qPrintable(QString::number(latency->yAxis->range().lower)));
 
         EngineUpdate u;
-        u.finished.push_back(finished("ok-1", 1.0, 20, 5, 8));
-        u.finished.push_back(finished("ok-2", 1.2, 40, 6, 8));
-        RequestMetrics aborted = finished("stopped", 1.1, 0, 0, 1);  // aborted at once: a zero TTFT
+        u.finished.push_back(finished_request("ok-1", 1.0, 20, 5, 8));
+        u.finished.push_back(finished_request("ok-2", 1.2, 40, 6, 8));
+        RequestMetrics aborted = finished_request("stopped", 1.1, 0, 0, 1);  // aborted at once: a zero TTFT
         aborted.finish_reason = FinishReason::ABORT;
         u.finished.push_back(aborted);
         u.engineTime = 2;
@@ -217,7 +207,7 @@ private slots:
         QVERIFY(QTest::qWaitForWindowExposed(&panel));
         EngineUpdate u;
         for (int i = 0; i < 40; ++i) u.steps.push_back(step(0.02 * i, 1 + i % 17, 16));
-        for (int i = 0; i < 30; ++i) u.finished.push_back(finished("r" + std::to_string(i), 0.02 * i, 5 + 3 * i, 1 + 0.1 * i, 4));
+        for (int i = 0; i < 30; ++i) u.finished.push_back(finished_request("r" + std::to_string(i), 0.02 * i, 5 + 3 * i, 1 + 0.1 * i, 4));
         u.engineTime = 1;
         session.applyUpdate(u);
         panel.replotNow();

@@ -7,6 +7,7 @@
 #include "latency_summary.h"
 #include "metrics/summary.h"
 #include "session_data.h"
+#include "finished_request.h"
 
 #include <QtTest>
 #include <qcustomplot.h>
@@ -21,19 +22,7 @@ Q_DECLARE_METATYPE(std::vector<int>)
 
 namespace {
 
-// A finished request whose TTFT, TPOT and E2EL are the given milliseconds (E2EL from TTFT and TPOT).
-RequestMetrics finished(const std::string& id, double arrival, double ttftMs, double tpotMs, int outputTokens) {
-    RequestMetrics m;
-    m.request_id = id;
-    m.arrival_time = arrival;
-    m.first_scheduled_time = arrival;
-    m.prefill_chunk_times = {arrival};
-    m.num_output_tokens = outputTokens;
-    for (int i = 0; i < outputTokens; ++i) m.token_times.push_back(arrival + (ttftMs + i * tpotMs) / 1e3);
-    m.finish_time = m.token_times.back();
-    m.finish_reason = FinishReason::LENGTH;
-    return m;
-}
+using test::finished_request;
 
 std::vector<double> barCounts(const QCPBars* bars) {
     std::vector<double> out;
@@ -112,12 +101,12 @@ private slots:
         const double ttfts[] = {20, 25, 30, 35, 40, 45, 50, 55, 120};
         EngineUpdate u;
         int i = 0;
-        for (double ttft : ttfts) u.finished.push_back(finished("r" + std::to_string(i), 0.1 * i, ttft, 4 + i, 5)), ++i;
+        for (double ttft : ttfts) u.finished.push_back(finished_request("r" + std::to_string(i), 0.1 * i, ttft, 4 + i, 5)), ++i;
         // Aborted requests and single-token ones have no TPOT: the histograms must skip them like the scatter.
-        RequestMetrics aborted = finished("aborted", 0.05, 1, 1, 3);
+        RequestMetrics aborted = finished_request("aborted", 0.05, 1, 1, 3);
         aborted.finish_reason = FinishReason::ABORT;
         u.finished.push_back(aborted);
-        u.finished.push_back(finished("one-token", 0.2, 70, 0, 1));
+        u.finished.push_back(finished_request("one-token", 0.2, 70, 0, 1));
         u.engineTime = 2;
         session.applyUpdate(u);
         panel.replotNow();
@@ -154,7 +143,7 @@ private slots:
 
         // Live: one more request adds to its bin at the next refresh.
         EngineUpdate more;
-        more.finished.push_back(finished("late", 1.5, 130, 5, 3));
+        more.finished.push_back(finished_request("late", 1.5, 130, 5, 3));
         more.engineTime = 3;
         session.applyUpdate(more);
         panel.replotNow();
@@ -185,7 +174,7 @@ private slots:
         QVERIFY(QTest::qWaitForWindowExposed(&panel));
         EngineUpdate u;
         for (int i = 0; i < 40; ++i)
-            u.finished.push_back(finished("r" + std::to_string(i), 0.01 * i, (13 + 7.7 * i) * scale, (1.3 + 0.21 * i) * scale, 6));
+            u.finished.push_back(finished_request("r" + std::to_string(i), 0.01 * i, (13 + 7.7 * i) * scale, (1.3 + 0.21 * i) * scale, 6));
         u.engineTime = 2;
         session.applyUpdate(u);
         panel.replotNow();
