@@ -67,15 +67,8 @@ inline void tile(const float* x, int64_t K, const Rows& w, float* out, int64_t l
             for (int t = 0; t < MX; ++t) acc[t][r] += wv * xv[t];
         }
     }
-    // Horizontal sums kLanes accumulators at a time (hsum_lanes sums every lane set with the same tree,
-    // so a row's result does not depend on the tile shape it was computed in).
-    constexpr int kAcc = MX * NW, kPadded = (kAcc + kLanes - 1) / kLanes * kLanes;
-    vf flat[kPadded];
-    for (int t = 0; t < MX; ++t)
-        for (int r = 0; r < NW; ++r) flat[t * NW + r] = acc[t][r];
-    for (int i = kAcc; i < kPadded; ++i) flat[i] = vf{};
-    float sums[kPadded];
-    for (int i = 0; i < kPadded; i += kLanes) storev(sums + i, hsum_lanes(flat + i));
+    float sums[kTileSums<MX, NW>];
+    tile_sums(acc, sums);
     for (int t = 0; t < MX; ++t)
         for (int r = 0; r < NW; ++r) {
             float s = sums[t * NW + r];

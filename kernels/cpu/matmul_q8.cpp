@@ -181,13 +181,8 @@ void tile(const BlockQ8Act* x, int64_t nb, const BlockQ8_0* w, int64_t wstride, 
             }
         }
     }
-    constexpr int kAcc = MX * NW, kPadded = (kAcc + kLanes - 1) / kLanes * kLanes;
-    vf flat[kPadded];
-    for (int t = 0; t < MX; ++t)
-        for (int r = 0; r < NW; ++r) flat[t * NW + r] = acc[t][r];
-    for (int i = kAcc; i < kPadded; ++i) flat[i] = vf{};
-    float sums[kPadded];
-    for (int i = 0; i < kPadded; i += kLanes) storev(sums + i, hsum_lanes(flat + i));
+    float sums[kTileSums<MX, NW>];
+    tile_sums(acc, sums);
     for (int t = 0; t < MX; ++t)
         for (int r = 0; r < NW; ++r) out[t * ldo + r] = sums[t * NW + r];
 }

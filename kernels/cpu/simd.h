@@ -130,6 +130,21 @@ inline vf hsum_lanes(const vf* acc) {
     return a[0];
 }
 
+// sums[t * NW + r] = the horizontal sum of acc[t][r]: a register tile's epilogue, kLanes accumulators at a
+// time (hsum_lanes sums every lane set with the same tree, so a row's result does not depend on the tile
+// shape it was computed in). sums holds MX * NW rounded up to a multiple of kLanes.
+template <int MX, int NW>
+inline constexpr int kTileSums = (MX * NW + kLanes - 1) / kLanes * kLanes;
+template <int MX, int NW>
+inline void tile_sums(const vf (&acc)[MX][NW], float (&sums)[kTileSums<MX, NW>]) {
+    constexpr int kAcc = MX * NW, kPadded = kTileSums<MX, NW>;
+    vf flat[kPadded];
+    for (int t = 0; t < MX; ++t)
+        for (int r = 0; r < NW; ++r) flat[t * NW + r] = acc[t][r];
+    for (int i = kAcc; i < kPadded; ++i) flat[i] = vf{};
+    for (int i = 0; i < kPadded; i += kLanes) storev(sums + i, hsum_lanes(flat + i));
+}
+
 // exp(x) of each lane: x = n ln2 + r with |r| <= ln2/2, a degree-6 Taylor polynomial for exp(r)
 // (relative error below 2e-7) and 2^n put into the exponent. x is clamped to [-87, 88], the normal range:
 // exp(-87) is negligible beside softmax's max term exp(0) = 1, and silu's x / (1 + exp(88)) is 0 as well.
