@@ -286,7 +286,7 @@ std::vector<RequestOutput> LlmEngine::step() {
     note_scheduled(out, start);
     std::vector<RequestOutput> outputs;
     if (!out.scheduled.empty()) {
-        const std::vector<int32_t> tokens = runner_->execute(out, *kv_);
+        const SamplerOutput tokens = runner_->execute(out, *kv_);
         scheduler_->update_after_step(out);
         outputs = process_outputs(out, tokens);
     }
@@ -297,15 +297,17 @@ std::vector<RequestOutput> LlmEngine::step() {
     return outputs;
 }
 
-std::vector<RequestOutput> LlmEngine::process_outputs(const SchedulerOutput& out, const std::vector<int32_t>& tokens) {
+std::vector<RequestOutput> LlmEngine::process_outputs(const SchedulerOutput& out, const SamplerOutput& sampled) {
     std::vector<RequestOutput> outputs;
     size_t next = 0;
     for (const ScheduledRequest& s : out.scheduled) {
         if (!s.samples) continue;
         RequestState& st = requests_.at(s.request->request_id);
-        st.request->all_token_ids.push_back(tokens.at(next++));
+        const size_t i = next++;
+        st.request->all_token_ids.push_back(sampled.token_ids.at(i));
         st.metrics.token_times.push_back(now());
         RequestOutput o = output_processor_.process_token(*st.request, st.request->all_token_ids.back());
+        if (sampled.logprobs.at(i)) o.logprobs.push_back(*sampled.logprobs[i]);
         if (o.finished) finish(st, o.finish_reason);
         outputs.push_back(std::move(o));
     }

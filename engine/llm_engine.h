@@ -111,7 +111,7 @@ private:
     // The step's timestamps on every scheduled request (first scheduled, prefill chunks, preemptions).
     void note_scheduled(const SchedulerOutput& out, double start);
     // Every sampled token through the output processor; finishes the requests that end.
-    std::vector<RequestOutput> process_outputs(const SchedulerOutput& out, const std::vector<int32_t>& tokens);
+    std::vector<RequestOutput> process_outputs(const SchedulerOutput& out, const SamplerOutput& sampled);
     void finish(RequestState& st, FinishReason reason);
     void emit_step_stats(const SchedulerOutput& out, double start, int num_finished, const std::string& event);
 

@@ -7,6 +7,7 @@
 
 #include "model/incremental_detokenizer.h"
 #include "model/tokenizer.h"
+#include "runner/logprobs.h"
 #include "sched/request.h"
 
 #include <cstdint>
@@ -21,6 +22,7 @@ namespace kvscope {
 struct RequestOutput {
     std::string request_id;
     std::vector<int32_t> new_token_ids;
+    std::vector<TokenLogprobs> logprobs;  // parallel to new_token_ids when the request asked for them
     std::string text_delta;  // complete UTF-8 only; text that might begin a stop string is held back
     bool finished = false;
     FinishReason finish_reason = FinishReason::NONE;

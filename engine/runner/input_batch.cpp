@@ -24,7 +24,10 @@ void InputBatch::prepare(const SchedulerOutput& out, const KvCacheManager& kv, b
         const Request& r = *s.request;
         input.add_sequence(r.all_token_ids.data(), r.num_computed_tokens, s.num_new_tokens, kv.block_table(r.request_id),
                            kv.block_size(), s.samples);
-        if (!s.samples || !device_sampling) continue;
+        if (!s.samples) continue;
+        // Log-probabilities come from the raw logits, wherever the token is chosen.
+        if (r.sampling_params.logprobs) input.logits_to_host = true;
+        if (!device_sampling) continue;
         // Every sampled row gets a device row; one the host must sample brings all logits back.
         const std::optional<SamplingRow> row =
             device_sampling_row(r.sampling_params, r.num_output_tokens(), states_.at(r.request_id).seed);
@@ -36,8 +39,9 @@ void InputBatch::prepare(const SchedulerOutput& out, const KvCacheManager& kv, b
     input.finalize();
 }
 
-std::vector<int32_t> InputBatch::sample(const SchedulerOutput& out, const StepOutput& step, int vocab) {
-    std::vector<int32_t> tokens;
+SamplerOutput InputBatch::sample(const SchedulerOutput& out, const StepOutput& step, int vocab) {
+    SamplerOutput result;
+    std::vector<int32_t>& tokens = result.token_ids;
     int row = 0;
     for (const ScheduledRequest& s : out.scheduled) {
         if (!s.samples) continue;
@@ -45,13 +49,21 @@ std::vector<int32_t> InputBatch::sample(const SchedulerOutput& out, const StepOu
         const SamplingParams& p = r.sampling_params;
         State& st = states_.at(r.request_id);
         const int i = row++;
+        std::span<float> l;
+        if (step.logits) l = {step.logits + static_cast<size_t>(i) * vocab, static_cast<size_t>(vocab)};
+        // The sampled token's own log-probability needs the raw row after the processors changed it.
+        if (p.logprobs && l.empty()) throw std::logic_error("a row that asked for logprobs has no logits on the host");
+        if (p.logprobs) raw_.assign(l.begin(), l.end());
+        auto add = [&](int32_t token) {
+            tokens.push_back(token);
+            result.logprobs.push_back(p.logprobs ? std::optional(compute_logprobs(raw_, token, *p.logprobs)) : std::nullopt);
+        };
         // The same question prepare() asked, on the same state: did the device choose this one?
         if (step.sampled_token_ids && device_sampling_row(p, r.num_output_tokens(), st.seed)) {
-            tokens.push_back(step.sampled_token_ids[i]);
+            add(step.sampled_token_ids[i]);
             continue;
         }
-        if (!step.logits) throw std::logic_error("a row the device could not sample has no logits on the host");
-        std::span<float> l(step.logits + static_cast<size_t>(i) * vocab, vocab);
+        if (l.empty()) throw std::logic_error("a row the device could not sample has no logits on the host");
         if (r.num_output_tokens() < p.min_tokens) {  // EOS and stop tokens may not end it yet
             if (!p.ignore_eos)
                 for (int32_t e : tokenizer_.eos_ids()) l[e] = -INFINITY;
@@ -61,10 +73,9 @@ std::vector<int32_t> InputBatch::sample(const SchedulerOutput& out, const StepOu
         for (const auto& [id, bias] : p.logit_bias)
             if (id >= 0 && id < vocab) l[id] += bias;
         const std::span<const int32_t> all(r.all_token_ids);
-        tokens.push_back(
-            sampler_.sample(l, p, all.first(r.num_prompt_tokens), all.subspan(r.num_prompt_tokens), st.rng));
+        add(sampler_.sample(l, p, all.first(r.num_prompt_tokens), all.subspan(r.num_prompt_tokens), st.rng));
     }
-    return tokens;
+    return result;
 }
 
 }  // namespace kvscope

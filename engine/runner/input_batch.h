@@ -10,6 +10,7 @@
 #include "model/tokenizer.h"
 #include "runner/model_input.h"
 #include "runner/sampler.h"
+#include "runner/sampler_output.h"
 #include "sched/request.h"
 #include "sched/scheduler_output.h"
 
@@ -34,9 +35,10 @@ public:
     // The step's input: every scheduled token with its slot, the block tables, the padding rows of
     // naive mode, and a device sampling row per sampled request when the backend samples.
     void prepare(const SchedulerOutput& out, const KvCacheManager& kv, bool device_sampling, ModelInput& input) const;
-    // One token per scheduled request that samples this step, in the scheduler's order. step holds the
-    // device's choices and/or the logits ([rows, vocab], modified in place by the host processors).
-    std::vector<int32_t> sample(const SchedulerOutput& out, const StepOutput& step, int vocab);
+    // One token per scheduled request that samples this step, in the scheduler's order, with its
+    // log-probabilities where asked. step holds the device's choices and/or the logits ([rows, vocab],
+    // modified in place by the host processors once the log-probabilities have been taken).
+    SamplerOutput sample(const SchedulerOutput& out, const StepOutput& step, int vocab);
 
 private:
     struct State {
@@ -47,6 +49,7 @@ private:
     const Tokenizer& tokenizer_;
     std::map<std::string, State> states_;
     Sampler sampler_;
+    std::vector<float> raw_;  // the raw logits row of a request that asked for logprobs
 };
 
 }  // namespace kvscope

@@ -177,7 +177,7 @@ int ModelRunner::num_graphs() const {
     return static_cast<int>(std::count_if(graphs_.begin(), graphs_.end(), [](const auto& g) { return g.second >= 0; }));
 }
 
-std::vector<int32_t> ModelRunner::execute(const SchedulerOutput& out, const KvCacheManager& kv) {
+SamplerOutput ModelRunner::execute(const SchedulerOutput& out, const KvCacheManager& kv) {
     input_batch_.prepare(out, kv, backend_.supports_sampling(), step_input_);
     return input_batch_.sample(out, execute(step_input_), model_.config.vocab_size);
 }

@@ -49,8 +49,8 @@ public:
 
     // One engine step: the scheduler's output as the step's input (tokens, slots, block tables from kv),
     // the forward pass, and a token for every scheduled request that samples, in the scheduler's order
-    // (device sampler where it can choose, else the host: InputBatch).
-    std::vector<int32_t> execute(const SchedulerOutput& out, const KvCacheManager& kv);
+    // (device sampler where it can choose, else the host: InputBatch), with log-probabilities where asked.
+    SamplerOutput execute(const SchedulerOutput& out, const KvCacheManager& kv);
     // The per-request sampling state (add a request before it is scheduled, remove it when it ends).
     InputBatch& input_batch() { return input_batch_; }
 

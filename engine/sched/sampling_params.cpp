@@ -1,5 +1,6 @@
 #include "sched/sampling_params.h"
 
+#include "runner/logprobs.h"
 #include "util/errors.h"
 
 #include <cmath>
@@ -22,6 +23,8 @@ void SamplingParams::validate() const {
     if (min_tokens < 0 || min_tokens > max_tokens)
         bad("min_tokens must be in [0, max_tokens], got " + std::to_string(min_tokens));
     if (n < 1 || n > 64) bad("n must be in [1, 64], got " + std::to_string(n));
+    if (logprobs && (*logprobs < 0 || *logprobs > kMaxLogprobs))
+        bad("logprobs must be in [0, " + std::to_string(kMaxLogprobs) + "], got " + std::to_string(*logprobs));
     for (const auto& s : stop)
         if (s.empty()) bad("stop strings must not be empty");
     for (const auto& [id, bias] : logit_bias)

@@ -27,6 +27,9 @@ struct SamplingParams {
     // OpenAI's logit_bias: (token id, bias in [-100, 100]) added to those logits before sampling.
     std::vector<std::pair<int32_t, float>> logit_bias;
     int n = 1;  // n > 1: siblings that share the prompt's blocks
+    // Log-probabilities of each generated token and of its `logprobs` most likely alternatives (0: the
+    // token's own only; unset: none), from the raw logits (runner/logprobs.h).
+    std::optional<int> logprobs;
 
     // Throws BadInput naming the field and value.
     void validate() const;
