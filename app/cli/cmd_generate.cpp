@@ -42,6 +42,28 @@ std::vector<std::string> read_prompts_file(const std::string& path) {
     return prompts;
 }
 
+// "1,2,3" -> {1, 2, 3}; the engine checks that each id is in the vocabulary.
+std::vector<int32_t> parse_token_ids(const std::string& list) {
+    std::vector<int32_t> ids;
+    size_t start = 0;
+    while (start <= list.size()) {
+        const size_t end = std::min(list.find(',', start), list.size());
+        const std::string item = list.substr(start, end - start);
+        size_t used = 0;
+        long long v = -1;
+        try {
+            v = std::stoll(item, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (used == 0 || used != item.size() || v < 0 || v > INT32_MAX)
+            throw BadInput("--prompt-ids: '" + item + "' is not a token id (expected ID,ID,... with ids >= 0)");
+        ids.push_back(static_cast<int32_t>(v));
+        start = end + 1;
+    }
+    return ids;
+}
+
 }  // namespace
 
 int run_generate(int argc, char** argv) {
@@ -79,27 +101,39 @@ int run_generate(int argc, char** argv) {
     app->add_flag("--ignore-eos", params.ignore_eos, "keep generating past the end-of-sequence token");
     app->add_option("--stop", params.stop, "stop at this string (not included in the text)")
         ->type_name("TEXT")->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    std::vector<std::string> id_prompts;
+    app->add_option("--prompt-ids", id_prompts, "a prompt as token ids, comma-separated (no BOS added); repeatable")
+        ->type_name("ID,ID,...")->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    int num_logprobs = -1;
+    app->add_option("--logprobs", num_logprobs,
+                    "with --json: each generated token's log-probability and its K most likely alternatives "
+                    "(raw logits, before any sampling transform)")
+        ->type_name("K")->check(int_in(0, kMaxLogprobs));
     app->add_flag("--json", json, "one JSON object per prompt and a summary line");
     if (auto exit_code = parse_command_line(*app, argc, argv)) return *exit_code;
     if (seed_option->count() > 0) params.seed = seed;
+    if (num_logprobs >= 0) params.logprobs = num_logprobs;
 
     if (!prompts_file.empty()) {
         auto more = read_prompts_file(prompts_file);
         prompts.insert(prompts.end(), more.begin(), more.end());
     }
-    if (prompts.empty()) throw BadInput("give at least one --prompt or a --prompts-file");
+    std::vector<std::vector<int32_t>> prompt_ids(prompts.size());
+    for (const std::string& list : id_prompts) prompt_ids.push_back(parse_token_ids(list));
+    if (prompt_ids.empty()) throw BadInput("give at least one --prompt, --prompt-ids or a --prompts-file");
     params.validate();
     std::shared_ptr<const Model> model = load_model(engine_options.model);
+    for (size_t i = 0; i < prompts.size(); ++i) prompt_ids[i] = model->tokenizer.encode(prompts[i], true);
+    for (size_t i = prompts.size(); i < prompt_ids.size(); ++i) prompts.push_back(model->tokenizer.decode(prompt_ids[i]));
     EngineConfig config = engine_config_from(engine_options, model->config);
     LlmEngine engine(model, config);
 
     // Every prompt is submitted before the first step: one continuous batch. A prompt that is rejected
     // is reported and the others still run.
     std::vector<std::string> ids(prompts.size()), errors(prompts.size()), texts(prompts.size());
-    std::vector<std::vector<int32_t>> prompt_ids(prompts.size());
+    std::vector<std::vector<TokenLogprobs>> logprobs(prompts.size());
     std::map<std::string, size_t> index_of;
     for (size_t i = 0; i < prompts.size(); ++i) {
-        prompt_ids[i] = model->tokenizer.encode(prompts[i], true);
         try {
             ids[i] = engine.add_request({std::to_string(i), prompt_ids[i], params, 0, ""}).front();
             index_of[ids[i]] = i;
@@ -110,7 +144,11 @@ int run_generate(int argc, char** argv) {
     }
     const double t_start = engine.now();
     while (engine.has_unfinished_requests())
-        for (const RequestOutput& o : engine.step()) texts[index_of[o.request_id]] += o.text_delta;
+        for (const RequestOutput& o : engine.step()) {
+            const size_t i = index_of[o.request_id];
+            texts[i] += o.text_delta;
+            logprobs[i].insert(logprobs[i].end(), o.logprobs.begin(), o.logprobs.end());
+        }
     const double duration = engine.now() - t_start;
 
     int64_t total_output = 0;
@@ -136,6 +174,19 @@ int run_generate(int argc, char** argv) {
         j["output_token_ids"] = out_ids;
         j["text"] = texts[i];
         j["finish_reason"] = std::string(to_string(info.finish_reason));
+        if (params.logprobs) {
+            // "logprobs": one list per generated token of its K best [id, logprob], best first;
+            // "token_logprobs": the generated token's own (it may be outside the K).
+            nlohmann::json top = nlohmann::json::array(), own = nlohmann::json::array();
+            for (const TokenLogprobs& l : logprobs[i]) {
+                nlohmann::json row = nlohmann::json::array();
+                for (const auto& [id, lp] : l.top) row.push_back({id, lp});
+                top.push_back(std::move(row));
+                own.push_back(l.logprob);
+            }
+            j["logprobs"] = std::move(top);
+            j["token_logprobs"] = std::move(own);
+        }
         j["ttft_ms"] = m.ttft() * 1e3;
         j["e2el_ms"] = m.e2el() * 1e3;
         j["num_cached_tokens"] = m.num_cached_tokens;

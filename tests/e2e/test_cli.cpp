@@ -82,6 +82,42 @@ private slots:
         QCOMPARE(s["num_free_blocks_at_end"], s["num_blocks"]);
     }
 
+    // --prompt-ids runs the same request as the text it encodes; --logprobs K adds, per generated token,
+    // its K best [id, logprob] (best first: under greedy the first is the token itself) and its own.
+    void generateLogprobsAndPromptIds() {
+        const QString gguf = models() + "/stories260K-f32.gguf";
+        const json expected = json::parse(read_file(models() + "/expected.json").toStdString());
+        const auto& c = expected["cases"][0];
+        QStringList ids;
+        for (int32_t id : c["prompt_ids"].get<std::vector<int32_t>>()) ids << QString::number(id);
+        const Run r = cli({"generate", "--model", gguf, "--temperature", "0", "--max-tokens", "20", "--json",
+                           "--logprobs", "3", "--prompt", QString::fromStdString(c["prompt"].get<std::string>()),
+                           "--prompt-ids", ids.join(',')});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        const auto lines = json_lines(r.out);
+        QCOMPARE(lines.size(), size_t(3));
+        QCOMPARE(lines[1]["prompt_token_ids"], c["prompt_ids"]);
+        for (const json& l : {lines[0], lines[1]}) {
+            const auto out = l["output_token_ids"].get<std::vector<int32_t>>();
+            QCOMPARE(out.size(), size_t(20));
+            QCOMPARE(l["logprobs"].size(), out.size());
+            QCOMPARE(l["token_logprobs"].size(), out.size());
+            for (size_t t = 0; t < out.size(); ++t) {
+                const json& row = l["logprobs"][t];
+                QCOMPARE(row.size(), size_t(3));
+                QCOMPARE(row[0][0].get<int32_t>(), out[t]);
+                QCOMPARE(row[0][1].get<double>(), l["token_logprobs"][t].get<double>());
+                QVERIFY(row[0][1].get<double>() <= 0);
+                QVERIFY(row[1][1].get<double>() <= row[0][1].get<double>());
+                QVERIFY(row[2][1].get<double>() <= row[1][1].get<double>());
+            }
+        }
+        QCOMPARE(lines[0]["output_token_ids"], lines[1]["output_token_ids"]);
+        QCOMPARE(lines[0]["logprobs"], lines[1]["logprobs"]);
+        QCOMPARE(lines[0]["output_token_ids"].get<std::vector<int32_t>>(),
+                 std::vector<int32_t>(c["continuation_ids"].begin(), c["continuation_ids"].begin() + 20));
+    }
+
     void info() {
         const Run r = cli({"info", "--model", models() + "/stories260K-f32.gguf", "--json", "--kv-cache-memory", "1M"});
         QVERIFY2(r.code == 0, qPrintable(r.err));
@@ -278,6 +314,12 @@ private slots:
         QTest::newRow("stray info") << QStringList{"info", "--model", gguf, "--json", "stray"}
                                     << QStringList{"unexpected argument 'stray'"};
         QTest::newRow("stray serve") << QStringList{"serve", "stray", "--model", gguf} << QStringList{"'stray'"};
+        QTest::newRow("bad prompt ids") << QStringList{"generate", "--model", gguf, "--prompt-ids", "1,2x"}
+                                        << QStringList{"--prompt-ids", "'2x' is not a token id"};
+        QTest::newRow("empty prompt id") << QStringList{"generate", "--model", gguf, "--prompt-ids", "1,,2"}
+                                         << QStringList{"--prompt-ids", "'' is not a token id"};
+        QTest::newRow("logprobs out of range") << generate + QStringList{"--logprobs", "21"}
+                                               << QStringList{"--logprobs", "0..20"};
     }
     void badFlags() {
         QFETCH(QStringList, args);
