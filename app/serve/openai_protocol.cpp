@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cmath>
+#include <limits>
 
 namespace kvscope::cli {
 
@@ -119,11 +120,30 @@ std::vector<std::pair<int32_t, float>> get_logit_bias(const json& body, const Mo
     return out;
 }
 
+// Chat: "logprobs": true with "top_logprobs": K (0 when absent; K without logprobs is an error, as at
+// OpenAI). Completions: "logprobs": K. Range checked by SamplingParams::validate().
+std::optional<int> get_logprobs(const json& body, Endpoint endpoint) {
+    if (endpoint == Endpoint::CHAT) {
+        const bool on = get_bool(body, "logprobs", false);
+        const std::optional<int64_t> top = get_integer(body, "top_logprobs");
+        if (top && !on) throw ApiError(400, "top_logprobs needs \"logprobs\": true", "top_logprobs");
+        if (!on) return std::nullopt;
+        if (top && (*top < 0 || *top > kMaxLogprobs))
+            throw ApiError(400, "top_logprobs must be in [0, " + std::to_string(kMaxLogprobs) + "], got " + std::to_string(*top),
+                           "top_logprobs");
+        return static_cast<int>(top.value_or(0));
+    }
+    const std::optional<int64_t> k = get_integer(body, "logprobs");
+    if (!k) return std::nullopt;
+    if (*k < 0 || *k > kMaxLogprobs)
+        throw ApiError(400, "logprobs must be in [0, " + std::to_string(kMaxLogprobs) + "], got " + std::to_string(*k), "logprobs");
+    return static_cast<int>(*k);
+}
+
 void reject_unsupported(const json& body, Endpoint endpoint) {
     auto unsupported = [](const char* name) {
         throw ApiError(400, std::string(name) + " is not supported by kvscope serve", name);
     };
-    if (const json* f = field(body, "logprobs"); f && !(f->is_boolean() && !f->get<bool>())) unsupported("logprobs");
     if (endpoint == Endpoint::COMPLETIONS) {
         if (get_bool(body, "echo", false)) unsupported("echo");
         if (const json* f = field(body, "suffix"); f && !(f->is_string() && f->get<std::string>().empty()))
@@ -311,6 +331,7 @@ GenerationJob parse_generation_request(Endpoint endpoint, const json& body, cons
     p.ignore_eos = get_bool(body, "ignore_eos", false);
     p.min_tokens = get_int(body, "min_tokens", 0);
     p.n = get_int(body, "n", 1);
+    p.logprobs = get_logprobs(body, endpoint);
     job.priority = get_int(body, "priority", 0);
     job.stream = get_bool(body, "stream", false);
     if (const json* so = field(body, "stream_options")) {
@@ -388,8 +409,47 @@ json head_json(const ResponseHead& head, const char* object) {
 
 }  // namespace
 
+json logprobs_json(Endpoint endpoint, const Tokenizer& tokenizer, std::span<const TokenLogprobs> logprobs,
+                   int64_t text_offset) {
+    auto bytes = [](const std::string& b) {
+        json a = json::array();
+        for (unsigned char c : b) a.push_back(static_cast<int>(c));
+        return a;
+    };
+    // JSON numbers have no -inf: a banned token's log-probability goes out as the lowest float (vLLM's choice).
+    auto number = [](float lp) { return std::isfinite(lp) ? lp : std::numeric_limits<float>::lowest(); };
+    if (endpoint == Endpoint::CHAT) {
+        json content = json::array();
+        for (const TokenLogprobs& l : logprobs) {
+            const std::string& b = tokenizer.token_to_bytes(l.token_id);
+            json top = json::array();
+            for (const auto& [id, lp] : l.top) {
+                const std::string& tb = tokenizer.token_to_bytes(id);
+                top.push_back({{"token", tb}, {"logprob", number(lp)}, {"bytes", bytes(tb)}});
+            }
+            content.push_back({{"token", b}, {"logprob", number(l.logprob)}, {"bytes", bytes(b)}, {"top_logprobs", std::move(top)}});
+        }
+        return {{"content", std::move(content)}, {"refusal", nullptr}};
+    }
+    json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(), offsets = json::array();
+    for (const TokenLogprobs& l : logprobs) {
+        const std::string& b = tokenizer.token_to_bytes(l.token_id);
+        tokens.push_back(b);
+        token_logprobs.push_back(number(l.logprob));
+        json top = json::object();
+        for (const auto& [id, lp] : l.top) top[tokenizer.token_to_bytes(id)] = number(lp);
+        top_logprobs.push_back(std::move(top));
+        offsets.push_back(text_offset);
+        text_offset += static_cast<int64_t>(b.size());
+    }
+    return {{"tokens", std::move(tokens)},
+            {"token_logprobs", std::move(token_logprobs)},
+            {"top_logprobs", std::move(top_logprobs)},
+            {"text_offset", std::move(offsets)}};
+}
+
 json generation_response(Endpoint endpoint, const ResponseHead& head, const std::vector<ChoiceState>& choices,
-                         int64_t prompt_tokens) {
+                         int64_t prompt_tokens, const Tokenizer& tokenizer, bool with_logprobs) {
     const bool chat = endpoint == Endpoint::CHAT;
     json out = head_json(head, chat ? "chat.completion" : "text_completion");
     json list = json::array();
@@ -399,7 +459,7 @@ json generation_response(Endpoint endpoint, const ResponseHead& head, const std:
         json choice = {{"index", i}};
         if (chat) choice["message"] = {{"role", "assistant"}, {"content", c.text}};
         else choice["text"] = c.text;
-        choice["logprobs"] = nullptr;
+        choice["logprobs"] = with_logprobs ? logprobs_json(endpoint, tokenizer, c.logprobs) : json(nullptr);
         choice["finish_reason"] = finish_reason_json(c);
         list.push_back(std::move(choice));
         completion_tokens += c.num_tokens;
@@ -410,7 +470,7 @@ json generation_response(Endpoint endpoint, const ResponseHead& head, const std:
 }
 
 json stream_chunk(Endpoint endpoint, const ResponseHead& head, size_t index, const std::string& delta,
-                  const ChoiceState& choice, bool role_only) {
+                  const ChoiceState& choice, bool role_only, json logprobs) {
     const bool chat = endpoint == Endpoint::CHAT;
     json out = head_json(head, chat ? "chat.completion.chunk" : "text_completion");
     json c = {{"index", index}};
@@ -426,7 +486,7 @@ json stream_chunk(Endpoint endpoint, const ResponseHead& head, size_t index, con
     } else {
         c["text"] = delta;
     }
-    c["logprobs"] = nullptr;
+    c["logprobs"] = std::move(logprobs);
     c["finish_reason"] = role_only ? json(nullptr) : finish_reason_json(choice);
     out["choices"] = json::array({std::move(c)});
     return out;

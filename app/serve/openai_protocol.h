@@ -10,10 +10,12 @@
 #include "serve_limits.h"
 #include "sched/request.h"
 #include "sched/sampling_params.h"
+#include "runner/logprobs.h"
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -61,6 +63,7 @@ std::string openai_error_body(int status, std::string_view message, std::string_
 struct ChoiceState {
     std::string text;
     int num_tokens = 0;
+    std::vector<TokenLogprobs> logprobs;  // every generated token's, when the request asked
     bool finished = false;
     FinishReason finish_reason = FinishReason::NONE;
 };
@@ -75,13 +78,20 @@ struct ResponseHead {
 };
 
 nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
+// A choice's "logprobs" for these tokens (null when the request asked for none). Chat:
+// {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}]};
+// completions: {"tokens", "token_logprobs", "top_logprobs": [{token: logprob}], "text_offset"}, the
+// offsets counted from text_offset (the bytes of the choice's tokens before these).
+nlohmann::json logprobs_json(Endpoint endpoint, const Tokenizer& tokenizer, std::span<const TokenLogprobs> logprobs,
+                             int64_t text_offset = 0);
 // The whole non-streaming response.
 nlohmann::json generation_response(Endpoint endpoint, const ResponseHead& head, const std::vector<ChoiceState>& choices,
-                                   int64_t prompt_tokens);
-// One stream chunk for choice `index`: text delta and, once finished, the finish reason. For chat,
-// role_only makes the opening chunk {"role": "assistant", "content": ""}.
+                                   int64_t prompt_tokens, const Tokenizer& tokenizer, bool with_logprobs);
+// One stream chunk for choice `index`: text delta, the logprobs of its tokens (logprobs_json) and, once
+// finished, the finish reason. For chat, role_only makes the opening chunk {"role": "assistant", "content": ""}.
 nlohmann::json stream_chunk(Endpoint endpoint, const ResponseHead& head, size_t index, const std::string& delta,
-                            const ChoiceState& choice, bool role_only = false);
+                            const ChoiceState& choice, bool role_only = false,
+                            nlohmann::json logprobs = nullptr);
 // The last chunk with stream_options.include_usage: no choices, the usage.
 nlohmann::json stream_usage_chunk(Endpoint endpoint, const ResponseHead& head, int64_t prompt_tokens,
                                   int64_t completion_tokens);

@@ -55,11 +55,13 @@ struct Generation {
     Endpoint endpoint;
     ResponseHead head;
     bool include_usage = false;
+    bool logprobs = false;
     int64_t prompt_tokens = 0;
     std::shared_ptr<OutputStream> stream;
     std::vector<std::string> ids;            // choice i's engine request id
     std::map<std::string, size_t> index_of;  // engine request id -> choice index
     std::vector<ChoiceState> choices;
+    std::vector<int64_t> token_bytes;  // per choice: bytes of the tokens whose logprobs were streamed
     size_t remaining = 0;
 
     // Takes the outputs that arrived (waiting up to `timeout`); calls on_output(choice, delta) for each.
@@ -71,6 +73,7 @@ struct Generation {
             ChoiceState& c = choices[it->second];
             c.text += o.text_delta;
             c.num_tokens += static_cast<int>(o.new_token_ids.size());
+            c.logprobs.insert(c.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
             if (o.finished && !c.finished) {
                 c.finished = true;
                 c.finish_reason = o.finish_reason;
@@ -151,6 +154,7 @@ void OpenAiServer::generate(Endpoint endpoint, const httplib::Request& req, http
     gen->head = {next_id(endpoint == Endpoint::CHAT ? "chatcmpl-" : "cmpl-"), static_cast<int64_t>(std::time(nullptr)),
                  options_.served_name};
     gen->include_usage = job.include_usage;
+    gen->logprobs = job.params.logprobs.has_value();
     gen->stream = std::make_shared<OutputStream>();
     std::vector<NewRequest> requests;
     for (size_t p = 0; p < job.prompts.size(); ++p) {
@@ -164,6 +168,7 @@ void OpenAiServer::generate(Endpoint endpoint, const httplib::Request& req, http
             gen->ids.push_back(id);
         }
     gen->choices.resize(gen->ids.size());
+    gen->token_bytes.resize(gen->ids.size());
     gen->remaining = gen->choices.size();
 
     if (!job.stream) {
@@ -176,7 +181,8 @@ void OpenAiServer::generate(Endpoint endpoint, const httplib::Request& req, http
                 return;
             }
         }
-        send_json(res, 200, generation_response(endpoint, gen->head, gen->choices, gen->prompt_tokens));
+        send_json(res, 200,
+                  generation_response(endpoint, gen->head, gen->choices, gen->prompt_tokens, model_.tokenizer, gen->logprobs));
         return;
     }
 
@@ -198,8 +204,16 @@ void OpenAiServer::generate(Endpoint endpoint, const httplib::Request& req, http
             }
             bool ok = true;
             gen->collect(kPollInterval, [&](size_t i, const RequestOutput& o) {
-                if (ok && (!o.text_delta.empty() || o.finished))
-                    ok = write(stream_chunk(gen->endpoint, gen->head, i, o.text_delta, gen->choices[i]));
+                if (!ok || (o.text_delta.empty() && !o.finished && o.logprobs.empty())) return;
+                json logprobs = nullptr;
+                if (gen->logprobs) {
+                    // Offsets continue from the bytes of the choice's earlier tokens.
+                    int64_t& offset = gen->token_bytes[i];
+                    logprobs = logprobs_json(gen->endpoint, model_.tokenizer, o.logprobs, offset);
+                    for (const TokenLogprobs& l : o.logprobs)
+                        offset += static_cast<int64_t>(model_.tokenizer.token_to_bytes(l.token_id).size());
+                }
+                ok = write(stream_chunk(gen->endpoint, gen->head, i, o.text_delta, gen->choices[i], false, std::move(logprobs)));
             });
             if (!ok || !sink.is_writable()) return false;  // the releaser aborts what is left
             if (gen->remaining == 0) {

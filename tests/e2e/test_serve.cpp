@@ -192,6 +192,77 @@ private slots:
         QCOMPARE(http(port_, "GET", "/v1/completions").status, 405);
     }
 
+    // logprobs in both endpoints, in OpenAI's shapes, equal to the engine's own (runner/logprobs.h).
+    void logprobsInBothEndpoints() {
+        const std::string prompt = "Once upon a time";
+        std::shared_ptr<const Model> model = load_model(model_path().toStdString());
+        EngineConfig config;
+        config.scheduler.max_model_len = 512;
+        config.num_blocks = 64;
+        config.num_threads = 1;
+        LlmEngine engine(model, config);
+        SamplingParams params;
+        params.temperature = 0;
+        params.max_tokens = 8;
+        params.logprobs = 3;
+        engine.add_request({"ref", model->tokenizer.encode(prompt, true), params, 0, ""});
+        std::vector<TokenLogprobs> want;
+        while (engine.has_unfinished_requests())
+            for (const RequestOutput& o : engine.step()) want.insert(want.end(), o.logprobs.begin(), o.logprobs.end());
+        QCOMPARE(want.size(), size_t(8));
+
+        const Reply c = post(port_, "/v1/completions", {{"prompt", prompt}, {"max_tokens", 8}, {"temperature", 0}, {"logprobs", 3}});
+        QVERIFY2(c.status == 200, c.body.constData());
+        const json completion = json::parse(c.body.toStdString());
+        const json& lp = completion["choices"][0]["logprobs"];
+        QCOMPARE(lp["tokens"].size(), size_t(8));
+        std::string joined;
+        for (size_t t = 0; t < 8; ++t) {
+            QCOMPARE(lp["tokens"][t].get<std::string>(), model->tokenizer.token_to_bytes(want[t].token_id));
+            QVERIFY(std::fabs(lp["token_logprobs"][t].get<double>() - want[t].logprob) < 1e-5);
+            QCOMPARE(lp["top_logprobs"][t].size(), size_t(3));
+            for (const auto& [id, value] : want[t].top)
+                QVERIFY(std::fabs(lp["top_logprobs"][t][model->tokenizer.token_to_bytes(id)].get<double>() - value) < 1e-5);
+            QCOMPARE(lp["text_offset"][t].get<size_t>(), joined.size());
+            joined += lp["tokens"][t].get<std::string>();
+        }
+
+        // Chat, streamed: each chunk carries its tokens' logprobs.
+        const json body = {{"messages", json::array({{{"role", "user"}, {"content", "Who is Lily?"}}})},
+                           {"max_tokens", 6}, {"temperature", 0}, {"stream", true}, {"logprobs", true}, {"top_logprobs", 2}};
+        const Reply s = post(port_, "/v1/chat/completions", body);
+        QCOMPARE(s.status, 200);
+        int tokens = 0;
+        std::string text, from_tokens;
+        for (const QByteArray& e : sse_events(s.body)) {
+            if (e == "[DONE]") continue;
+            const json chunk = json::parse(e.toStdString());
+            const json& choice = chunk["choices"][0];
+            text += choice["delta"].value("content", "");
+            if (choice["logprobs"].is_null()) continue;
+            for (const json& t : choice["logprobs"]["content"]) {
+                ++tokens;
+                from_tokens += t["token"].get<std::string>();
+                QCOMPARE(t["top_logprobs"].size(), size_t(2));
+                QCOMPARE(t["top_logprobs"][0]["token"], t["token"]);  // greedy: the best is the token itself
+                QCOMPARE(t["top_logprobs"][0]["logprob"], t["logprob"]);
+                QVERIFY(t["top_logprobs"][1]["logprob"].get<double>() <= t["logprob"].get<double>());
+                QCOMPARE(t["bytes"].size(), t["token"].get<std::string>().size());
+            }
+        }
+        QCOMPARE(tokens, 6);
+        QCOMPARE(from_tokens, text);
+
+        // top_logprobs without logprobs, and out of range: 400 naming the field.
+        const json bad = {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}, {"top_logprobs", 2}};
+        const Reply b = post(port_, "/v1/chat/completions", bad);
+        QCOMPARE(b.status, 400);
+        QCOMPARE(json::parse(b.body.toStdString())["error"]["param"].get<std::string>(), std::string("top_logprobs"));
+        const Reply r = post(port_, "/v1/completions", {{"prompt", "hi"}, {"logprobs", 21}});
+        QCOMPARE(r.status, 400);
+        QCOMPARE(json::parse(r.body.toStdString())["error"]["param"].get<std::string>(), std::string("logprobs"));
+    }
+
     void metricsArePrometheusText() {
         const Reply r = http(port_, "GET", "/metrics");
         QCOMPARE(r.status, 200);
