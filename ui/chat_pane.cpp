@@ -1,7 +1,9 @@
 #include "chat_pane.h"
 
 #include "engine_controller.h"
+#include "runner/logprobs.h"
 
+#include <QAbstractTextDocumentLayout>
 #include <QCheckBox>
 #include <QDialog>
 #include <QDialogButtonBox>
@@ -9,6 +11,7 @@
 #include <QDoubleSpinBox>
 #include <QFormLayout>
 #include <QHBoxLayout>
+#include <QHelpEvent>
 #include <QKeyEvent>
 #include <QLabel>
 #include <QPainter>
@@ -18,9 +21,11 @@
 #include <QSpinBox>
 #include <QTextEdit>
 #include <QToolButton>
+#include <QToolTip>
 #include <QVBoxLayout>
 
 #include <algorithm>
+#include <utility>
 
 namespace kvscope::ui {
 
@@ -196,6 +201,13 @@ void ChatPane::buildSettings() {
     m_seed->setValue(-1);
     m_seed->setSpecialValueText(tr("random"));
     m_seed->setToolTip(tr("seed (vLLM SamplingParams.seed, TensorRT-LLM random_seed): same text alone or batched"));
+    m_alternatives = new QSpinBox(m_settings);
+    m_alternatives->setObjectName("alternatives");
+    m_alternatives->setRange(-1, kMaxLogprobs);
+    m_alternatives->setValue(5);
+    m_alternatives->setSpecialValueText(tr("off"));
+    m_alternatives->setToolTip(tr("logprobs (vLLM SamplingParams.logprobs, OpenAI top_logprobs): hover a token of a "
+                                  "reply to see its probability and this many alternatives; 0 = its own only"));
     m_priority = new QSpinBox(m_settings);
     m_priority->setRange(-100, 100);
     m_priority->setToolTip(tr("priority (vLLM priority; used when the policy is 'priority'): lower is scheduled first, "
@@ -213,6 +225,7 @@ void ChatPane::buildSettings() {
     form->addRow(tr("Max tokens"), m_maxTokens);
     form->addRow(QString(), m_maxTokensCheck);
     form->addRow(tr("Seed"), m_seed);
+    form->addRow(tr("Alternatives"), m_alternatives);
     form->addRow(tr("Priority"), m_priority);
     form->addRow(tr("Chat template"), m_useTemplate);
     form->addRow(buttons);
@@ -247,6 +260,7 @@ SamplingParams ChatPane::samplingParams() const {
     p.top_k = m_topK->value();
     p.max_tokens = m_maxTokens->value();
     if (m_seed->value() >= 0) p.seed = uint64_t(m_seed->value());
+    if (m_alternatives->value() >= 0) p.logprobs = m_alternatives->value();
     return p;
 }
 
@@ -260,6 +274,7 @@ void ChatPane::setSamplingParams(const SamplingParams& p) {
     m_topK->setValue(p.top_k);
     m_maxTokens->setValue(p.max_tokens);
     m_seed->setValue(p.seed ? int(*p.seed) : -1);
+    m_alternatives->setValue(p.logprobs.value_or(-1));
 }
 
 void ChatPane::setPriority(int priority) { m_priority->setValue(priority); }
@@ -291,6 +306,7 @@ void ChatPane::submitConversation() {
     c.sampling = samplingParams();
     c.priority = priority();
     m_reply.clear();
+    m_heldToolTip.clear();
     appendRole(m_title == QString() ? tr("Model") : tr("Model"));
     m_requestId = m_controller->submitRequest(c, m_title, m_color);
     m_stateLabel->setText(tr("waiting"));
@@ -329,9 +345,12 @@ void ChatPane::setColor(const QColor& color) {
 }
 
 void ChatPane::applyProgress(const RequestProgress& p) {
-    if (!p.textDelta.isEmpty()) {
-        m_reply += p.textDelta;
-        appendText(p.textDelta);
+    m_reply += p.textDelta;
+    if (p.pieces.empty() && !p.textDelta.isEmpty()) appendText(p.textDelta);
+    for (const RequestProgress::TextPiece& piece : p.pieces) {
+        m_heldToolTip += (m_heldToolTip.isEmpty() ? "" : "<hr>") + piece.toolTip;
+        if (piece.text.isEmpty()) continue;
+        appendText(piece.text, std::exchange(m_heldToolTip, {}));
     }
     const int blocks = int(p.blockTable.size());
     QString state = statusName(p.status);
@@ -371,13 +390,27 @@ void ChatPane::appendRole(const QString& role) {
     c.insertText(role + "\n", f);
 }
 
-void ChatPane::appendText(const QString& text) {
+void ChatPane::appendText(const QString& text, const QString& toolTip) {
     QScrollBar* bar = m_transcript->verticalScrollBar();
     const bool atEnd = bar->value() >= bar->maximum() - 4;
     QTextCursor c(m_transcript->document());
     c.movePosition(QTextCursor::End);
-    c.insertText(text, QTextCharFormat());
+    QTextCharFormat f;
+    f.setToolTip(toolTip);
+    c.insertText(text, f);
     if (atEnd) bar->setValue(bar->maximum());
+}
+
+QString ChatPane::tokenToolTipAt(const QPoint& viewportPos) const {
+    const QPointF at = QPointF(viewportPos) + QPointF(m_transcript->horizontalScrollBar()->value(),
+                                                      m_transcript->verticalScrollBar()->value());
+    const int position = m_transcript->document()->documentLayout()->hitTest(at, Qt::ExactHit);
+    if (position < 0) return {};
+    // A cursor's format is that of the character before it.
+    QTextCursor c(m_transcript->document());
+    c.setPosition(position);
+    if (!c.movePosition(QTextCursor::NextCharacter)) return {};
+    return c.charFormat().toolTip();
 }
 
 void ChatPane::updateButtons() {
@@ -408,6 +441,13 @@ bool ChatPane::eventFilter(QObject* watched, QEvent* event) {
             send();
             return true;
         }
+    }
+    if (watched == m_transcript->viewport() && event->type() == QEvent::ToolTip) {
+        auto* help = static_cast<QHelpEvent*>(event);
+        const QString tip = tokenToolTipAt(help->pos());
+        if (tip.isEmpty()) QToolTip::hideText();
+        else QToolTip::showText(help->globalPos(), tip, m_transcript->viewport());
+        return true;
     }
     if (watched == m_transcript->viewport() && event->type() == QEvent::MouseButtonPress && isBusy())
         emit requestSelected(m_requestId);

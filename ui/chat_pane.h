@@ -37,6 +37,9 @@ public:
     QString currentRequestId() const { return m_requestId; }
     bool isBusy() const { return !m_requestId.isEmpty(); }
     QString lastReply() const { return m_lastReply; }
+    // The tooltip of the reply token under a point of the transcript's viewport: its probability and
+    // alternatives (settings: Alternatives), or "" where there is none.
+    QString tokenToolTipAt(const QPoint& viewportPos) const;
     QString inputText() const;
     SamplingParams samplingParams() const;
     int priority() const;
@@ -71,7 +74,7 @@ private:
     void submitConversation();
     void applyProgress(const RequestProgress& p);
     void appendRole(const QString& role);
-    void appendText(const QString& text);
+    void appendText(const QString& text, const QString& toolTip = {});
     void updateButtons();
     void updateColorSwatch();
 
@@ -81,6 +84,7 @@ private:
     std::vector<ChatMessage> m_history;  // completed turns (user, assistant, ...)
     QString m_requestId;
     QString m_reply;
+    QString m_heldToolTip;  // alternatives of tokens whose text has not arrived yet
     QString m_lastReply;
 
     QToolButton* m_colorButton;
@@ -97,6 +101,7 @@ private:
     QSpinBox* m_topK;
     QSpinBox* m_maxTokens;
     QSpinBox* m_seed;
+    QSpinBox* m_alternatives;
     QSpinBox* m_priority;
     QCheckBox* m_useTemplate;
     QTextEdit* m_transcript;

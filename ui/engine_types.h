@@ -39,6 +39,14 @@ struct RequestProgress {
     RequestStatus status = RequestStatus::WAITING;
     FinishReason finishReason = FinishReason::NONE;
     QString textDelta;
+    // When the request asked for logprobs: textDelta piece by piece, each with the rich-text tooltip of
+    // the tokens that produced it (token_alternatives.h). A token whose text is still held back (part of a
+    // character or of a possible stop string) has a piece of empty text; its tooltip goes with the next.
+    struct TextPiece {
+        QString text;
+        QString toolTip;
+    };
+    std::vector<TextPiece> pieces;
     int newTokens = 0;
     bool finished = false;
     int numPromptTokens = 0;

@@ -4,6 +4,7 @@
 
 #include "bench_workload.h"
 #include "json_bridge.h"
+#include "token_alternatives.h"
 #include "bench/bench_driver.h"
 #include "kv/kv_cache_dtype.h"
 #include "llm_engine.h"
@@ -275,6 +276,12 @@ void EngineWorker::runStep() {
         for (const RequestOutput& o : outputs) {
             RequestProgress& p = pendingFor(o.request_id);
             p.textDelta += QString::fromStdString(o.text_delta);
+            if (!o.logprobs.empty()) {
+                QString tip;
+                for (const TokenLogprobs& l : o.logprobs)
+                    tip += (tip.isEmpty() ? "" : "<hr>") + tokenAlternativesToolTip(l, m_engine->model().tokenizer);
+                p.pieces.push_back({QString::fromStdString(o.text_delta), tip});
+            }
             p.newTokens += int(o.new_token_ids.size());
             sampled += int(o.new_token_ids.size());
             if (o.finished) {

@@ -4,13 +4,16 @@
 // request comes back as a signal and the engine keeps serving.
 #include "chat_pane.h"
 #include "engine_controller.h"
+#include "token_alternatives.h"
 #include "tuning_panel.h"
 #include "llm_engine.h"
 #include "model/model.h"
 #include "test_support.h"
 
 #include <QLabel>
+#include <QRegularExpression>
 #include <QSignalSpy>
+#include <QTextEdit>
 #include <QtTest>
 
 using namespace kvscope;
@@ -104,6 +107,68 @@ private slots:
         }
         // Each pane's colour is its requests' colour.
         QCOMPARE(controller.colorFor(spies[1]->at(0).at(0).toString()), panes[1]->color());
+    }
+
+    // Settings > Alternatives: resting the mouse on a reply token shows its probability and the
+    // alternatives the engine reported for it; the user's own text has none.
+    void hoverShowsTokenAlternatives() {
+        EngineController controller;
+        QVERIFY(loadInto(controller));
+        ChatPane pane(&controller, 1, Qt::blue);
+        pane.resize(500, 600);
+        pane.show();
+        SamplingParams p;
+        p.temperature = 0;
+        p.top_p = 1;
+        p.max_tokens = 12;
+        p.logprobs = 3;
+        pane.setSamplingParams(p);
+        QSignalSpy finished(&pane, &ChatPane::replyFinished);
+        pane.sendText("Once upon a time");
+        QVERIFY(finished.wait(60000));
+
+        // The engine alone gives the first token's figures.
+        EngineConfig c = testConfig();
+        c.kv_cache_memory = 0;
+        c.num_blocks = 256;
+        std::shared_ptr<const Model> shared(m_model.get(), [](const Model*) {});
+        LlmEngine engine(shared, c);
+        engine.add_request({"ref", chatPrompt(*m_model, "Once upon a time"), p, 0, ""});
+        std::vector<TokenLogprobs> want;
+        while (engine.has_unfinished_requests())
+            for (const RequestOutput& o : engine.step()) want.insert(want.end(), o.logprobs.begin(), o.logprobs.end());
+        QCOMPARE(want.size(), size_t(12));
+
+        auto* transcript = pane.findChild<QTextEdit*>();
+        QVERIFY(transcript);
+        const QString all = transcript->toPlainText();
+        const QString reply = pane.lastReply();
+        QVERIFY(!reply.trimmed().isEmpty());
+        const int start = int(all.lastIndexOf(reply));
+        QVERIFY(start > 0);
+        auto tipAt = [&](int position) {
+            QTextCursor cursor(transcript->document());
+            cursor.setPosition(position);
+            const QRect r = transcript->cursorRect(cursor);
+            return pane.tokenToolTipAt(QPoint(r.left() + 2, r.center().y()));
+        };
+        // Every visible character of the reply has a tooltip, and together they hold every token's
+        // figures in order.
+        QString tips;
+        int withTips = 0;
+        for (int i = 0; i < int(reply.size()); ++i) {
+            const QString tip = tipAt(start + i);
+            if (!reply[i].isSpace()) withTips += !tip.isEmpty();
+            if (!tip.isEmpty() && !tips.endsWith(tip)) tips += tip;
+        }
+        QCOMPARE(withTips, int(reply.size() - reply.count(' ') - reply.count('\n')));
+        qsizetype from = 0;
+        for (const TokenLogprobs& l : want) {
+            from = tips.indexOf(tokenAlternativesToolTip(l, m_model->tokenizer), from);
+            QVERIFY2(from >= 0, qPrintable(tips));
+        }
+        QVERIFY(tips.contains("rank 1"));
+        QVERIFY(tipAt(int(all.indexOf("Once")) + 1).isEmpty());  // the user's text
     }
 
     void knobsMovedMidRunChangeNothing() {
