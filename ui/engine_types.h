@@ -89,6 +89,7 @@ struct ModelSummary {
     QString format;
     QString architecture;
     QString chatTemplate;
+    bool chatTemplateUnrecognized = false;  // the model carries a template kvscope does not know: plain
     QString tokenizer;
     qint64 numParams = 0;
     qint64 weightBytes = 0;

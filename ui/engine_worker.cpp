@@ -87,6 +87,7 @@ void EngineWorker::loadModel(const QString& spec, const EngineConfig& requested)
         s.format = QString::fromStdString(model->format);
         s.architecture = QString::fromStdString(model->config.architecture);
         s.chatTemplate = QString::fromStdString(model->chat_template.family());
+        s.chatTemplateUnrecognized = model->chat_template.unrecognized();
         s.tokenizer = QString::fromUtf8(std::string(model->tokenizer.kind_name()).c_str());
         s.numParams = model->config.num_params();
         s.weightBytes = m_engine->memory_stats().weights_bytes;

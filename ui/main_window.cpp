@@ -93,7 +93,12 @@ MainWindow::MainWindow(QWidget* parent)
                                  .arg(s.vocabSize)
                                  .arg(double(s.numParams) / 1e6, 0, 'f', 2)
                                  .arg(bytesText(s.weightBytes))
-                                 .arg(bytesText(s.kvBytesPerToken), s.chatTemplate, s.tokenizer)
+                                 .arg(bytesText(s.kvBytesPerToken),
+                                      s.chatTemplateUnrecognized
+                                          ? tr("<span style='color:#e0a040'>plain: the model's template is not one "
+                                               "kvscope knows, so chats are sent as a plain transcript</span>")
+                                          : s.chatTemplate,
+                                      s.tokenizer)
                                  .arg(s.loadSeconds, 0, 'f', 2)
                                  .arg(s.kvCacheDtype));
         QSettings().setValue("lastModel", s.spec);

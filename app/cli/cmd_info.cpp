@@ -79,6 +79,7 @@ int run_info(int argc, char** argv) {
     j["tie_word_embeddings"] = c.tie_word_embeddings;
     j["tokenizer"] = std::string(model->tokenizer.kind_name());
     j["chat_template"] = model->chat_template.family();
+    j["chat_template_recognized"] = !model->chat_template.unrecognized();
     j["kv_bytes_per_token"] = kv_bytes_per_token;
     j["kv_cache_dtype"] = kv_cache_dtype_name(kv_dtype);
     j["kv_cache_memory"] = budget;
@@ -101,8 +102,11 @@ int run_info(int argc, char** argv) {
                 c.num_layers, c.hidden_size, c.intermediate_size, c.num_heads, c.num_kv_heads, c.head_dim, c.vocab_size);
     std::printf("context           %d (max_model_len %d), rope theta %g%s\n", c.max_position_embeddings, max_model_len,
                 c.rope_theta, c.rope_scaling.type.empty() ? "" : (", scaling " + c.rope_scaling.type).c_str());
-    std::printf("tokenizer         %s, chat template %s\n", std::string(model->tokenizer.kind_name()).c_str(),
-                model->chat_template.family().c_str());
+    std::printf("tokenizer         %s, chat template %s%s\n", std::string(model->tokenizer.kind_name()).c_str(),
+                model->chat_template.family().c_str(),
+                model->chat_template.unrecognized()
+                    ? " (warning: the model's template is not one kvscope knows; chats are rendered as plain text)"
+                    : "");
     std::printf("KV per token      %lld bytes (2 x %d layers x %d kv heads x %d head_dim x %d bytes, %s)\n",
                 static_cast<long long>(kv_bytes_per_token), c.num_layers, c.num_kv_heads, c.head_dim,
                 static_cast<int>(dtype_block_bytes(kv_dtype)),

@@ -61,6 +61,58 @@ std::string render_chatml(const std::vector<ChatMessage>& messages, bool gen, co
     return out;
 }
 
+// Qwen3: ChatML without a default system prompt; an earlier assistant turn is sent without its
+// reasoning (after a "</think>" the template keeps what follows it, left-stripped of newlines). The
+// generation prompt leaves thinking on (enable_thinking's default): no empty think block.
+std::string render_qwen3(const std::vector<ChatMessage>& messages, bool gen) {
+    std::string out;
+    for (const ChatMessage& m : messages) {
+        std::string content = m.content;
+        if (m.role == "assistant") {
+            if (const size_t end = content.rfind("</think>"); end != std::string::npos) {
+                content = content.substr(end + 8);
+                const size_t text = content.find_first_not_of('\n');
+                content.erase(0, text == std::string::npos ? content.size() : text);
+            }
+        }
+        out += "<|im_start|>" + m.role + "\n" + content + "<|im_end|>\n";
+    }
+    if (gen) out += "<|im_start|>assistant\n";
+    return out;
+}
+
+// Gemma 2 / 3: "<bos>", turns "<start_of_turn>user|model\n" + trimmed content + "<end_of_turn>\n". Gemma
+// has no system role: Gemma 3's template puts the system text, then a blank line, before the first
+// user message (Gemma 2's refuses it; the same prefix keeps the instruction rather than failing).
+std::string render_gemma(const std::vector<ChatMessage>& messages, bool gen) {
+    std::string out = "<bos>";
+    std::string prefix;
+    bool first = true;
+    for (const ChatMessage& m : messages) {
+        if (m.role == "system") {
+            prefix = strip(m.content) + "\n\n";
+            continue;
+        }
+        out += "<start_of_turn>" + std::string(m.role == "assistant" ? "model" : m.role) + "\n";
+        if (first) out += prefix;
+        first = false;
+        out += strip(m.content) + "<end_of_turn>\n";
+    }
+    if (gen) out += "<start_of_turn>model\n";
+    return out;
+}
+
+// Phi-3 / Phi-3.5: "<|role|>\n" + content + "<|end|>\n"; the generation prompt "<|assistant|>\n".
+std::string render_phi3(const std::vector<ChatMessage>& messages, bool gen) {
+    std::string out;
+    for (const ChatMessage& m : messages) {
+        if (m.role == "system" && m.content.empty()) continue;
+        out += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
+    }
+    if (gen) out += "<|assistant|>\n";
+    return out;
+}
+
 // Meta's Llama 2 chat template: the system prompt goes inside the first [INST] in <<SYS>> tags;
 // every user turn opens with BOS, every assistant turn ends with EOS. No generation prompt.
 std::string render_llama2(const std::vector<ChatMessage>& messages) {
@@ -127,14 +179,24 @@ std::string render_plain(const std::vector<ChatMessage>& messages, bool gen) {
 
 ChatTemplate ChatTemplate::detect(std::string_view source, std::string_view model_hint) {
     if (has(source, "<|start_header_id|>")) return ChatTemplate("llama3");
-    if (has(source, "<|im_start|>")) return ChatTemplate("chatml", chatml_default_system(source));
+    if (has(source, "<start_of_turn>")) return ChatTemplate("gemma");
+    if (has(source, "<|im_start|>"))
+        return has(source, "<think>") ? ChatTemplate("qwen3") : ChatTemplate("chatml", chatml_default_system(source));
     if (has(source, "[INST]")) return ChatTemplate(has(source, "<<SYS>>") ? "llama2" : "mistral");
+    if (has(source, "<|user|>") && has(source, "<|end|>")) return ChatTemplate("phi3");
     if (has(source, "<|user|>") && (has(source, "</s>") || has(source, "eos_token") || has(source, "<|assistant|>")))
         return ChatTemplate("zephyr");
-    if (!source.empty()) return ChatTemplate("plain");
+    if (!source.empty()) {
+        ChatTemplate plain("plain");
+        plain.unrecognized_ = true;
+        return plain;
+    }
 
     const std::string hint = lower(model_hint);
     if (has(hint, "llama-3") || has(hint, "llama3")) return ChatTemplate("llama3");
+    if (has(hint, "gemma")) return ChatTemplate("gemma");
+    if (has(hint, "phi-3") || has(hint, "phi3")) return ChatTemplate("phi3");
+    if (has(hint, "qwen3")) return ChatTemplate("qwen3");
     if (has(hint, "qwen") || has(hint, "smollm")) return ChatTemplate("chatml");
     if (has(hint, "tinyllama") || has(hint, "zephyr")) return ChatTemplate("zephyr");
     if (has(hint, "mistral")) return ChatTemplate("mistral");
@@ -143,17 +205,22 @@ ChatTemplate ChatTemplate::detect(std::string_view source, std::string_view mode
 }
 
 ChatTemplate ChatTemplate::of_family(std::string_view family) {
-    for (std::string_view f : {"llama2", "llama3", "chatml", "zephyr", "mistral", "plain"})
+    for (std::string_view f : {"llama2", "llama3", "chatml", "qwen3", "gemma", "phi3", "zephyr", "mistral", "plain"})
         if (f == family) return ChatTemplate(std::string(family));
     throw BadInput("chat template family '" + std::string(family) +
-                   "' is unknown (llama2, llama3, chatml, zephyr, mistral, plain)");
+                   "' is unknown (llama2, llama3, chatml, qwen3, gemma, phi3, zephyr, mistral, plain)");
 }
 
-bool ChatTemplate::renders_bos() const { return family_ == "llama3" || family_ == "llama2" || family_ == "mistral"; }
+bool ChatTemplate::renders_bos() const {
+    return family_ == "llama3" || family_ == "llama2" || family_ == "mistral" || family_ == "gemma";
+}
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
     if (family_ == "llama3") return render_llama3(messages, add_generation_prompt);
     if (family_ == "chatml") return render_chatml(messages, add_generation_prompt, default_system_);
+    if (family_ == "qwen3") return render_qwen3(messages, add_generation_prompt);
+    if (family_ == "gemma") return render_gemma(messages, add_generation_prompt);
+    if (family_ == "phi3") return render_phi3(messages, add_generation_prompt);
     if (family_ == "llama2") return render_llama2(messages);
     if (family_ == "mistral") return render_mistral(messages);
     if (family_ == "zephyr") return render_zephyr(messages, add_generation_prompt);

@@ -22,8 +22,11 @@ public:
     static ChatTemplate detect(std::string_view jinja_source, std::string_view model_hint = {});
     static ChatTemplate of_family(std::string_view family);  // throws BadInput for unknown names
 
-    // "llama2", "llama3", "chatml", "zephyr", "mistral" or "plain".
+    // "llama2", "llama3", "chatml", "qwen3", "gemma", "phi3", "zephyr", "mistral" or "plain".
     std::string family() const { return family_; }
+    // The model carries a template of no family kvscope knows: chats are rendered plain, which the
+    // model was not trained on (info and the GUI say so).
+    bool unrecognized() const { return unrecognized_; }
     // True when render() writes the BOS text itself ("<|begin_of_text|>", "<s>"): then the caller
     // must encode without adding BOS. zephyr, chatml and plain leave BOS to the caller.
     bool renders_bos() const;
@@ -34,6 +37,7 @@ private:
         : family_(std::move(family)), default_system_(std::move(default_system)) {}
     std::string family_;
     std::string default_system_;  // chatml: the system prompt the template adds when none is given
+    bool unrecognized_ = false;
 };
 
 }  // namespace kvscope

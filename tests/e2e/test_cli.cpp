@@ -140,6 +140,33 @@ private slots:
         QCOMPARE(jh["num_blocks"].get<int>(), 2 * j["num_blocks"].get<int>());
     }
 
+    // The chat template a GGUF carries: a known family by its markers; an unknown one falls back to plain
+    // with a warning in info (text and JSON).
+    void infoNamesTheChatTemplate() {
+        QTemporaryDir dir;
+        test::RandomModelShape s;
+        s.layers = 1;
+        const QString gemma = dir.filePath("gemma.gguf"), unknown = dir.filePath("unknown.gguf");
+        test::write_random_gguf(gemma.toStdString(), s, 3, DType::F32, [](GgufWriter& w) {
+            w.set_string("tokenizer.chat_template", "{{ bos_token }}{{ '<start_of_turn>user\\n' }}");
+        });
+        test::write_random_gguf(unknown.toStdString(), s, 3, DType::F32, [](GgufWriter& w) {
+            w.set_string("tokenizer.chat_template", "{% for m in messages %}### {{ m['content'] }}{% endfor %}");
+        });
+        const Run g = cli({"info", "--model", gemma, "--json"});
+        QVERIFY2(g.code == 0, qPrintable(g.err));
+        const json jg = json::parse(g.out.toStdString());
+        QCOMPARE(jg["chat_template"].get<std::string>(), std::string("gemma"));
+        QCOMPARE(jg["chat_template_recognized"].get<bool>(), true);
+        const Run u = cli({"info", "--model", unknown, "--json"});
+        QVERIFY2(u.code == 0, qPrintable(u.err));
+        const json ju = json::parse(u.out.toStdString());
+        QCOMPARE(ju["chat_template"].get<std::string>(), std::string("plain"));
+        QCOMPARE(ju["chat_template_recognized"].get<bool>(), false);
+        const Run t = cli({"info", "--model", unknown});
+        QVERIFY2(t.out.contains("chat template plain (warning: the model's template is not one kvscope knows"), qPrintable(t.out));
+    }
+
     void badInput_data() {
         QTest::addColumn<QString>("kind");
         QTest::addColumn<QString>("mention");  // what the message must name

@@ -52,8 +52,27 @@ const char* kGemmaSource =
     "{{ bos_token }}{% for message in messages %}{{ '<start_of_turn>' + message['role'] + '\n' + message['content'] | "
     "trim + '<end_of_turn>\n' }}{% endfor %}";
 
+// Abridged from the published templates, keeping the markers and the structure each family is known by.
+const char* kQwen3Source =
+    "{%- for message in messages %}{%- if message.role == \"user\" or (message.role == \"system\") %}{{- '<|im_start|>' + "
+    "message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}{%- elif message.role == \"assistant\" %}{%- set "
+    "content = message.content %}{%- if '</think>' in message.content %}{%- set content = "
+    "message.content.split('</think>')[-1].lstrip('\\n') %}{%- endif %}{{- '<|im_start|>' + message.role + '\\n' + "
+    "content }}{{- '<|im_end|>\\n' }}{%- endif %}{%- endfor %}{%- if add_generation_prompt %}{{- "
+    "'<|im_start|>assistant\\n' }}{%- if enable_thinking is defined and enable_thinking is false %}{{- "
+    "'<think>\\n\\n</think>\\n\\n' }}{%- endif %}{%- endif %}";
+const char* kPhi3Source =
+    "{% for message in messages %}{% if message['role'] == 'system' and message['content'] %}{{'<|system|>\n' + "
+    "message['content'] + '<|end|>\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\n' + message['content'] + "
+    "'<|end|>\n'}}{% elif message['role'] == 'assistant' %}{{'<|assistant|>\n' + message['content'] + "
+    "'<|end|>\n'}}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token "
+    "}}{% endif %}";
+const char* kUnknownSource = "{% for message in messages %}### {{ message['role'] }}: {{ message['content'] }}\n{% endfor %}";
+
 const std::vector<ChatMessage> kSystemUser = {{"system", "You are helpful."}, {"user", "Hi!"}};
 const std::vector<ChatMessage> kUser = {{"user", "Hi!"}};
+// A Qwen3 conversation whose first answer kept its reasoning: the template drops it.
+const std::vector<ChatMessage> kThinkingTurns = {{"user", "Hi!"}, {"assistant", "<think>\nThe user greets.\n</think>\n\nHello."}, {"user", "Bye"}};
 const std::vector<ChatMessage> kTurns = {{"system", "You are helpful."}, {"user", "Hi!"}, {"assistant", "Hello."}, {"user", "Bye"}};
 
 }  // namespace
@@ -73,7 +92,13 @@ private slots:
         QTest::newRow("llama2") << QByteArray(kLlama2Source) << QByteArray() << "llama2";
         QTest::newRow("mistral") << QByteArray(kMistralSource) << QByteArray() << "mistral";
         QTest::newRow("zephyr") << QByteArray(kZephyrSource) << QByteArray() << "zephyr";
-        QTest::newRow("unknown template") << QByteArray(kGemmaSource) << QByteArray("qwen2") << "plain";
+        QTest::newRow("gemma") << QByteArray(kGemmaSource) << QByteArray() << "gemma";
+        QTest::newRow("qwen3") << QByteArray(kQwen3Source) << QByteArray() << "qwen3";
+        QTest::newRow("phi3") << QByteArray(kPhi3Source) << QByteArray() << "phi3";
+        QTest::newRow("unknown template") << QByteArray(kUnknownSource) << QByteArray("qwen2") << "plain";
+        QTest::newRow("hint gemma") << QByteArray() << QByteArray("Gemma3ForCausalLM") << "gemma";
+        QTest::newRow("hint qwen3") << QByteArray() << QByteArray("Qwen3ForCausalLM") << "qwen3";
+        QTest::newRow("hint phi3") << QByteArray() << QByteArray("Phi-3.5-mini-instruct") << "phi3";
         QTest::newRow("no template") << QByteArray() << QByteArray() << "plain";
         QTest::newRow("hint qwen") << QByteArray() << QByteArray("Qwen2ForCausalLM") << "chatml";
         QTest::newRow("hint tinyllama") << QByteArray() << QByteArray("TinyLlama-1.1B-Chat-v1.0") << "zephyr";
@@ -85,12 +110,15 @@ private slots:
         QFETCH(QByteArray, source);
         QFETCH(QByteArray, hint);
         QFETCH(QString, family);
-        QCOMPARE(QString::fromStdString(ChatTemplate::detect(source.toStdString(), hint.toStdString()).family()), family);
+        const ChatTemplate t = ChatTemplate::detect(source.toStdString(), hint.toStdString());
+        QCOMPARE(QString::fromStdString(t.family()), family);
+        // Only a template the model carries and kvscope does not know is flagged.
+        QCOMPARE(t.unrecognized(), source == QByteArray(kUnknownSource));
     }
 
     void render_data() {
         QTest::addColumn<QByteArray>("source");
-        QTest::addColumn<int>("conversation");  // 0 system+user, 1 user, 2 turns
+        QTest::addColumn<int>("conversation");  // 0 system+user, 1 user, 2 turns, 3 turns with reasoning
         QTest::addColumn<bool>("generation_prompt");
         QTest::addColumn<QByteArray>("expected");
         QTest::newRow("llama3") << QByteArray(kLlama3Source) << 0 << true
@@ -122,6 +150,21 @@ private slots:
         QTest::newRow("zephyr turns") << QByteArray(kZephyrSource) << 2 << false
                                       << QByteArray("<|system|>\nYou are helpful.</s>\n<|user|>\nHi!</s>\n<|assistant|>\n"
                                                     "Hello.</s>\n<|user|>\nBye</s>\n");
+        QTest::newRow("qwen3") << QByteArray(kQwen3Source) << 0 << true
+                               << QByteArray("<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nHi!<|im_end|>\n"
+                                             "<|im_start|>assistant\n");
+        QTest::newRow("qwen3 turns") << QByteArray(kQwen3Source) << 3 << true
+                                     << QByteArray("<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\nHello.<|im_end|>\n"
+                                                   "<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n");
+        QTest::newRow("gemma") << QByteArray(kGemmaSource) << 0 << true
+                               << QByteArray("<bos><start_of_turn>user\nYou are helpful.\n\nHi!<end_of_turn>\n"
+                                             "<start_of_turn>model\n");
+        QTest::newRow("gemma turns") << QByteArray(kGemmaSource) << 2 << false
+                                     << QByteArray("<bos><start_of_turn>user\nYou are helpful.\n\nHi!<end_of_turn>\n"
+                                                   "<start_of_turn>model\nHello.<end_of_turn>\n<start_of_turn>user\nBye<end_of_turn>\n");
+        QTest::newRow("phi3") << QByteArray(kPhi3Source) << 2 << true
+                              << QByteArray("<|system|>\nYou are helpful.<|end|>\n<|user|>\nHi!<|end|>\n<|assistant|>\n"
+                                            "Hello.<|end|>\n<|user|>\nBye<|end|>\n<|assistant|>\n");
         QTest::newRow("plain") << QByteArray() << 0 << true << QByteArray("System: You are helpful.\nUser: Hi!\nAssistant:");
         QTest::newRow("plain turns") << QByteArray() << 2 << false
                                      << QByteArray("System: You are helpful.\nUser: Hi!\nAssistant: Hello.\nUser: Bye\n");
@@ -132,7 +175,7 @@ private slots:
         QFETCH(int, conversation);
         QFETCH(bool, generation_prompt);
         QFETCH(QByteArray, expected);
-        const auto& messages = conversation == 0 ? kSystemUser : conversation == 1 ? kUser : kTurns;
+        const auto& messages = conversation == 0 ? kSystemUser : conversation == 1 ? kUser : conversation == 2 ? kTurns : kThinkingTurns;
         const ChatTemplate t = ChatTemplate::detect(source.toStdString());
         QCOMPARE(t.render(messages, generation_prompt), expected.toStdString());
     }
@@ -141,6 +184,9 @@ private slots:
         QVERIFY(ChatTemplate::of_family("llama3").renders_bos());
         QVERIFY(ChatTemplate::of_family("llama2").renders_bos());
         QVERIFY(ChatTemplate::of_family("mistral").renders_bos());
+        QVERIFY(ChatTemplate::of_family("gemma").renders_bos());
+        QVERIFY(!ChatTemplate::of_family("qwen3").renders_bos());
+        QVERIFY(!ChatTemplate::of_family("phi3").renders_bos());
         QVERIFY(!ChatTemplate::of_family("chatml").renders_bos());
         QVERIFY(!ChatTemplate::of_family("zephyr").renders_bos());
         QVERIFY(!ChatTemplate::of_family("plain").renders_bos());
