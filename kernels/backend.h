@@ -95,7 +95,7 @@ public:
 
     // out[t, :] = table[ids[t], :] as F32.                         ids [n], out [n, table.cols]
     virtual void embedding(const WeightView& table, const int32_t* ids, int n, float* out) = 0;
-    // out = x / rms(x) * weight, per row.                         x, out [n, dim]; weight [dim]
+    // out = x / rms(x) * weight, per row; out may be x.           x, out [n, dim]; weight [dim]
     virtual void rms_norm(const float* x, const float* weight, int n, int dim, float eps, float* out) = 0;
     // out = x @ w^T (+ bias).                                      x [n, w.cols]; out [n, w.rows]; bias [w.rows] or null
     virtual void matmul(const float* x, int n, const WeightView& w, const float* bias, float* out) = 0;

@@ -13,7 +13,8 @@ using nlohmann::json;
 
 int64_t ModelConfig::num_params() const {
     const int64_t h = hidden_size;
-    int64_t attn = h * q_size() * 2 + h * kv_size() * 2 + (attention_bias ? q_size() + 2 * kv_size() : 0);
+    int64_t attn = h * q_size() * 2 + h * kv_size() * 2 + (attention_bias ? q_size() + 2 * kv_size() : 0) +
+                   (qk_norm ? 2 * head_dim : 0);
     int64_t mlp = 3 * h * intermediate_size;
     int64_t per_layer = attn + mlp + 2 * h;
     int64_t emb = static_cast<int64_t>(vocab_size) * h;
@@ -24,8 +25,8 @@ void ModelConfig::validate(const std::string& source) const {
     auto need = [&](bool ok, const std::string& what) {
         if (!ok) throw BadInput(source + ": " + what);
     };
-    need(architecture == "llama" || architecture == "qwen2",
-         "architecture '" + architecture + "' is not supported (supported: llama, mistral, qwen2)");
+    need(architecture == "llama" || architecture == "qwen2" || architecture == "qwen3",
+         "architecture '" + architecture + "' is not supported (supported: llama, mistral, qwen2, qwen3)");
     need(vocab_size > 0, "vocab_size must be positive");
     need(hidden_size > 0, "hidden_size must be positive");
     need(intermediate_size > 0, "intermediate_size must be positive");
@@ -113,10 +114,10 @@ ModelConfig config_from_hf_json(const std::string& path) {
     const std::string model_type = get_field<std::string>(j, path, "model_type", "", true);
     if (model_type == "llama" || model_type == "mistral")
         c.architecture = "llama";
-    else if (model_type == "qwen2")
-        c.architecture = "qwen2";
+    else if (model_type == "qwen2" || model_type == "qwen3")
+        c.architecture = model_type;
     else
-        throw BadInput(path + ": model_type '" + model_type + "' is not supported (supported: llama, mistral, qwen2)");
+        throw BadInput(path + ": model_type '" + model_type + "' is not supported (supported: llama, mistral, qwen2, qwen3)");
     c.vocab_size = get_field<int>(j, path, "vocab_size", 0, true);
     c.hidden_size = get_field<int>(j, path, "hidden_size", 0, true);
     c.intermediate_size = get_field<int>(j, path, "intermediate_size", 0, true);
@@ -129,6 +130,7 @@ ModelConfig config_from_hf_json(const std::string& path) {
     c.rope_theta = get_field<float>(j, path, "rope_theta", 10000.0f, false);
     c.tie_word_embeddings = get_field<bool>(j, path, "tie_word_embeddings", false, false);
     c.attention_bias = c.architecture == "qwen2" || get_field<bool>(j, path, "attention_bias", false, false);
+    c.qk_norm = c.architecture == "qwen3";
     c.rope_neox = true;  // HF checkpoints rotate halves (their converters permute q/k rows for that)
     c.bos_token_id = get_field<int>(j, path, "bos_token_id", -1, false);
     if (j.contains("eos_token_id")) c.eos_token_ids = eos_ids_from(j["eos_token_id"]);
@@ -155,8 +157,8 @@ ModelConfig config_from_hf_json(const std::string& path) {
 ModelConfig config_from_gguf(const GgufFile& g) {
     ModelConfig c;
     const std::string arch = g.get_string("general.architecture");
-    if (arch != "llama" && arch != "qwen2")
-        throw BadInput(g.path() + ": general.architecture '" + arch + "' is not supported (supported: llama, qwen2)");
+    if (arch != "llama" && arch != "qwen2" && arch != "qwen3")
+        throw BadInput(g.path() + ": general.architecture '" + arch + "' is not supported (supported: llama, qwen2, qwen3)");
     c.architecture = arch;
     const std::string p = arch + ".";
     c.hidden_size = static_cast<int>(g.get_int(p + "embedding_length"));
@@ -177,8 +179,9 @@ ModelConfig config_from_gguf(const GgufFile& g) {
     }
     // llama.cpp writes Llama 3.1 scaling as per-frequency factors (tensor rope_freqs.weight), read by the
     // weight loader; the interleaved q/k rows of GGUF llama files pair dims (2i, 2i+1).
-    c.rope_neox = arch == "qwen2";
+    c.rope_neox = arch == "qwen2" || arch == "qwen3";
     c.attention_bias = arch == "qwen2";
+    c.qk_norm = arch == "qwen3";
     const GgufTensorInfo* out = g.find_tensor("output.weight");
     c.tie_word_embeddings = out == nullptr;
     if (const GgufValue* toks = g.find("tokenizer.ggml.tokens"))
@@ -195,7 +198,7 @@ ModelConfig config_from_gguf(const GgufFile& g) {
     return c;
 }
 
-std::vector<std::string> dummy_preset_names() { return {"tiny", "smollm-135m", "llama-1b", "qwen2-0.5b"}; }
+std::vector<std::string> dummy_preset_names() { return {"tiny", "smollm-135m", "llama-1b", "qwen2-0.5b", "qwen3-0.6b"}; }
 
 ModelConfig dummy_preset_config(const std::string& preset) {
     ModelConfig c;
@@ -219,6 +222,11 @@ ModelConfig dummy_preset_config(const std::string& preset) {
         c.architecture = "qwen2"; c.attention_bias = true;
         c.vocab_size = 151936; c.hidden_size = 896; c.intermediate_size = 4864; c.num_layers = 24;
         c.num_heads = 14; c.num_kv_heads = 2; c.head_dim = 64; c.max_position_embeddings = 32768;
+        c.rope_theta = 1000000.0f; c.rms_norm_eps = 1e-6f; c.weight_dtype = DType::BF16;
+    } else if (preset == "qwen3-0.6b") {  // Qwen3-0.6B: head_dim 128 makes q 2048 wide in a 1024-wide model
+        c.architecture = "qwen3"; c.qk_norm = true;
+        c.vocab_size = 151936; c.hidden_size = 1024; c.intermediate_size = 3072; c.num_layers = 28;
+        c.num_heads = 16; c.num_kv_heads = 8; c.head_dim = 128; c.max_position_embeddings = 40960;
         c.rope_theta = 1000000.0f; c.rms_norm_eps = 1e-6f; c.weight_dtype = DType::BF16;
     } else {
         std::string names;

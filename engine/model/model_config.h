@@ -1,4 +1,4 @@
-// The architecture hyper-parameters of a decoder-only transformer (Llama family and Qwen2), read from
+// The architecture hyper-parameters of a decoder-only transformer (Llama family, Qwen2, Qwen3), read from
 // a Hugging Face config.json or GGUF metadata, or taken from a dummy preset. Validated on load.
 #pragma once
 
@@ -21,7 +21,7 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-    std::string architecture;  // "llama" (Llama 2/3, TinyLlama, SmolLM, Mistral) or "qwen2"
+    std::string architecture;  // "llama" (Llama 2/3, TinyLlama, SmolLM, Mistral), "qwen2" or "qwen3"
     int vocab_size = 0;
     int hidden_size = 0;
     int intermediate_size = 0;
@@ -36,6 +36,7 @@ struct ModelConfig {
     bool rope_neox = true;       // rotate-half pairs (HF, GGUF qwen2) vs interleaved (GGUF llama)
     bool tie_word_embeddings = false;
     bool attention_bias = false; // q/k/v biases (Qwen2)
+    bool qk_norm = false;        // RMSNorm of each head's q and k before RoPE, weights [head_dim] (Qwen3)
     int32_t bos_token_id = -1;
     std::vector<int32_t> eos_token_ids;
     DType weight_dtype = DType::F32;  // the layer weights' stored type (display; --kv-cache-dtype auto follows it)

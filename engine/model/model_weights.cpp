@@ -106,6 +106,10 @@ void bind_all(const WeightBinder& b, const TensorNames& names, const ModelConfig
             L.bk = b.vector(n("k_bias"), kv);
             L.bv = b.vector(n("v_bias"), kv);
         }
+        if (c.qk_norm) {
+            L.q_norm = b.vector(n("q_norm"), c.head_dim);
+            L.k_norm = b.vector(n("k_norm"), c.head_dim);
+        }
         L.ffn_norm = b.vector(n("ffn_norm"), h);
         L.w_gate = b.matrix(n("gate"), f, h);
         L.w_up = b.matrix(n("up"), f, h);
@@ -136,6 +140,7 @@ ModelWeights load_weights_gguf(std::shared_ptr<const GgufFile> gguf, const Model
                               {"attn_norm", "attn_norm.weight"}, {"q", "attn_q.weight"}, {"k", "attn_k.weight"},
                               {"v", "attn_v.weight"}, {"o", "attn_output.weight"}, {"q_bias", "attn_q.bias"},
                               {"k_bias", "attn_k.bias"}, {"v_bias", "attn_v.bias"}, {"ffn_norm", "ffn_norm.weight"},
+                              {"q_norm", "attn_q_norm.weight"}, {"k_norm", "attn_k_norm.weight"},
                               {"gate", "ffn_gate.weight"}, {"up", "ffn_up.weight"}, {"down", "ffn_down.weight"}};
                           return "blk." + std::to_string(l) + "." + m.at(what);
                       }};
@@ -162,6 +167,7 @@ ModelWeights load_weights_safetensors(std::shared_ptr<const SafetensorsModel> st
                               {"k", "self_attn.k_proj.weight"}, {"v", "self_attn.v_proj.weight"},
                               {"o", "self_attn.o_proj.weight"}, {"q_bias", "self_attn.q_proj.bias"},
                               {"k_bias", "self_attn.k_proj.bias"}, {"v_bias", "self_attn.v_proj.bias"},
+                              {"q_norm", "self_attn.q_norm.weight"}, {"k_norm", "self_attn.k_norm.weight"},
                               {"ffn_norm", "post_attention_layernorm.weight"}, {"gate", "mlp.gate_proj.weight"},
                               {"up", "mlp.up_proj.weight"}, {"down", "mlp.down_proj.weight"}};
                           return "model.layers." + std::to_string(l) + "." + m.at(what);
@@ -244,6 +250,10 @@ ModelWeights make_dummy_weights(const ModelConfig& c, DType dtype, uint64_t seed
             L.bq = small(q);
             L.bk = small(kv);
             L.bv = small(kv);
+        }
+        if (c.qk_norm) {
+            L.q_norm = ones(c.head_dim);
+            L.k_norm = ones(c.head_dim);
         }
         L.ffn_norm = ones(h);
         L.w_gate = matrix(f, h);

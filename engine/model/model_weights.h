@@ -19,6 +19,7 @@ struct LayerWeights {
     std::vector<float> attn_norm;  // [hidden]
     WeightView wq, wk, wv, wo;     // [q_size, hidden], [kv_size, hidden] x2, [hidden, q_size]
     std::vector<float> bq, bk, bv; // [q_size], [kv_size] x2; empty without attention bias
+    std::vector<float> q_norm, k_norm;  // [head_dim] each; empty without qk_norm
     std::vector<float> ffn_norm;   // [hidden]
     WeightView w_gate, w_up, w_down;  // [inter, hidden] x2, [hidden, inter]
 };

@@ -44,8 +44,9 @@ void ModelRunner::upload_weights() {
                                                                                       : backend_.upload_weight(w.lm_head));
     final_norm_ = vec(w.final_norm);
     for (const LayerWeights& L : w.layers)
-        layers_.push_back({vec(L.attn_norm), vec(L.ffn_norm), vec(L.bq), vec(L.bk), vec(L.bv), mat(L.wq), mat(L.wk),
-                           mat(L.wv), mat(L.wo), mat(L.w_gate), mat(L.w_up), mat(L.w_down)});
+        layers_.push_back({vec(L.attn_norm), vec(L.ffn_norm), vec(L.bq), vec(L.bk), vec(L.bv), vec(L.q_norm),
+                           vec(L.k_norm), mat(L.wq), mat(L.wk), mat(L.wv), mat(L.wo), mat(L.w_gate), mat(L.w_up),
+                           mat(L.w_down)});
 }
 
 float* ModelRunner::buffer(size_t floats) {
@@ -260,6 +261,10 @@ void ModelRunner::forward(const AttentionMetadata& meta, int S, bool sample) {
         backend_.matmul(xb_, T, L.wq, L.bq, q_);
         backend_.matmul(xb_, T, L.wk, L.bk, k_);
         backend_.matmul(xb_, T, L.wv, L.bv, v_);
+        if (L.q_norm) {  // Qwen3: each head's q and k normalised before RoPE (rows of head_dim)
+            backend_.rms_norm(q_, L.q_norm, T * c.num_heads, c.head_dim, c.rms_norm_eps, q_);
+            backend_.rms_norm(k_, L.k_norm, T * c.num_kv_heads, c.head_dim, c.rms_norm_eps, k_);
+        }
         backend_.rope(q_, k_, d_positions_, T, c.num_heads, c.num_kv_heads, rope);
         backend_.write_kv(k_, v_, d_slots_, T, layout_, kv_cache_, l);
         backend_.paged_attention(q_, meta, layout_, kv_cache_, l, c.num_heads, scale, att_);

@@ -89,6 +89,7 @@ private:
     // The model's weights as the backend's ops take them (device copies on a GPU backend).
     struct LayerOnDevice {
         const float *attn_norm = nullptr, *ffn_norm = nullptr, *bq = nullptr, *bk = nullptr, *bv = nullptr;
+        const float *q_norm = nullptr, *k_norm = nullptr;
         WeightView wq, wk, wv, wo, w_gate, w_up, w_down;
     };
     void upload_weights();

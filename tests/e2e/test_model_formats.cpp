@@ -3,6 +3,7 @@
 // (q/k/v biases); F16, BF16, Q8_0 and Q4_K copies stay within stated tolerances of F32; sharded
 // safetensors load; Llama 3 RoPE scaling follows the reference formula; dummy presets build.
 #include "prefill_logits.h"
+#include "naive_forward.h"
 #include "random_model.h"
 
 #include "util/errors.h"
@@ -44,6 +45,7 @@ private slots:
         QTest::addColumn<QString>("arch");
         QTest::newRow("llama") << "llama";
         QTest::newRow("qwen2") << "qwen2";
+        QTest::newRow("qwen3") << "qwen3";
     }
     void hfEqualsGguf() {
         QFETCH(QString, arch);
@@ -55,13 +57,19 @@ private slots:
         auto hf = load_model(dir.filePath("hf").toStdString());
         auto gguf = load_model(dir.filePath("m.gguf").toStdString());
         QCOMPARE(hf->config.rope_neox, true);
-        QCOMPARE(gguf->config.rope_neox, s.arch == "qwen2");
+        QCOMPARE(gguf->config.rope_neox, s.arch != "llama");
         QCOMPARE(hf->config.attention_bias, s.arch == "qwen2");
+        QCOMPARE(hf->config.qk_norm, s.arch == "qwen3");
+        QCOMPARE(gguf->config.qk_norm, s.arch == "qwen3");
         const auto a = test::prefill_logits(*hf, sequence(), 0);
         const auto b = test::prefill_logits(*gguf, sequence(), 0);
         const double d = max_abs_diff(a, b);
-        qInfo("%s: max |hf - gguf| = %.3g", qPrintable(arch), d);
+        // And both against a plain second implementation of the same architecture (naive_forward.h).
+        const auto ref = test::naive_logits(s, test::random_tensors(s, 5), sequence());
+        const double r = max_abs_diff(a, ref);
+        qInfo("%s: max |hf - gguf| = %.3g, max |hf - naive| = %.3g", qPrintable(arch), d, r);
         QVERIFY(d < 1e-4);
+        QVERIFY(r < 1e-4);
     }
 
     // Tolerances on the relative L2 error of the logits, measured against the F32 file.
@@ -140,6 +148,10 @@ private slots:
     void dummyPresets() {
         for (const auto& name : dummy_preset_names()) dummy_preset_config(name).validate("dummy:" + name);
         QCOMPARE(dummy_preset_config("smollm-135m").num_params(), int64_t(134515008));
+        // Qwen3-0.6B's model card: 0.6B parameters, 0.44B without the (tied) embedding.
+        const ModelConfig qwen3 = dummy_preset_config("qwen3-0.6b");
+        QCOMPARE(qwen3.num_params(), int64_t(596049920));
+        QCOMPARE(qwen3.num_params() - int64_t(qwen3.vocab_size) * qwen3.hidden_size, int64_t(440467456));
         auto tiny = load_model("dummy:tiny");
         QCOMPARE(tiny->format, std::string("dummy"));
         const auto l1 = test::prefill_logits(*tiny, {256, 10, 20, 30}, 0);

@@ -23,7 +23,7 @@
 namespace kvscope::test {
 
 struct RandomModelShape {
-    std::string arch = "llama";  // llama | qwen2
+    std::string arch = "llama";  // llama | qwen2 | qwen3
     int hidden = 256, ffn = 512, layers = 2, heads = 4, kv_heads = 2, head_dim = 64, vocab = 512;
     int context = 1024;
     float rope_theta = 10000.0f;
@@ -62,6 +62,10 @@ inline std::vector<RandomTensor> random_tensors(const RandomModelShape& s, uint6
             add(h + "self_attn.k_proj.bias", g + "attn_k.bias", {kv}, false)->is_k = true;
             add(h + "self_attn.v_proj.bias", g + "attn_v.bias", {kv}, false);
         }
+        if (s.arch == "qwen3") {
+            add(h + "self_attn.q_norm.weight", g + "attn_q_norm.weight", {s.head_dim}, true);
+            add(h + "self_attn.k_norm.weight", g + "attn_k_norm.weight", {s.head_dim}, true);
+        }
         add(h + "self_attn.o_proj.weight", g + "attn_output.weight", {s.hidden, q}, false);
         add(h + "post_attention_layernorm.weight", g + "ffn_norm.weight", {s.hidden}, true);
         add(h + "mlp.gate_proj.weight", g + "ffn_gate.weight", {s.ffn, s.hidden}, false);
@@ -96,7 +100,8 @@ inline std::vector<uint8_t> encode(const std::vector<float>& v, int64_t cols, DT
 
 inline void write_random_hf(const std::string& dir, const RandomModelShape& s, uint64_t seed, DType dtype = DType::F32) {
     std::filesystem::create_directories(dir);
-    nlohmann::json c = {{"architectures", {s.arch == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}},
+    const char* cls = s.arch == "qwen2" ? "Qwen2ForCausalLM" : s.arch == "qwen3" ? "Qwen3ForCausalLM" : "LlamaForCausalLM";
+    nlohmann::json c = {{"architectures", {cls}},
                         {"model_type", s.arch}, {"hidden_size", s.hidden}, {"intermediate_size", s.ffn},
                         {"num_hidden_layers", s.layers}, {"num_attention_heads", s.heads},
                         {"num_key_value_heads", s.kv_heads}, {"head_dim", s.head_dim}, {"vocab_size", s.vocab},
