@@ -106,7 +106,7 @@ void LlmEngine::build_pool(const EngineConfig& c) {
             // vLLM's order: weights, a profile run to the activation peak, then the pool from what is left.
             runner_ = std::make_unique<ModelRunner>(
                 *model_, *backend_, 1, c.block_size, c.scheduler.max_num_batched_tokens,
-                std::min(c.scheduler.max_num_seqs, c.scheduler.max_num_batched_tokens), kv_dtype);
+                std::min(c.scheduler.max_num_seqs, c.scheduler.max_num_batched_tokens), kv_dtype, c.scheduler.max_model_len);
             runner_->profile_run();
             device_kv_budget_ = device_kv_budget(c, kv_dtype);
         }
@@ -121,7 +121,7 @@ void LlmEngine::build_pool(const EngineConfig& c) {
     const int max_logits = std::min(c.scheduler.max_num_seqs, max_tokens);
     if (!runner_)
         runner_ = std::make_unique<ModelRunner>(*model_, *backend_, num_blocks, c.block_size, max_tokens, max_logits,
-                                                kv_dtype);
+                                                kv_dtype, c.scheduler.max_model_len);
     else {
         runner_->ensure_capacity(max_tokens, max_logits);
         runner_->reset_kv_cache(num_blocks, c.block_size, kv_dtype);

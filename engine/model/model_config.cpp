@@ -4,6 +4,7 @@
 #include "util/errors.h"
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -25,8 +26,16 @@ void ModelConfig::validate(const std::string& source) const {
     auto need = [&](bool ok, const std::string& what) {
         if (!ok) throw BadInput(source + ": " + what);
     };
-    need(architecture == "llama" || architecture == "qwen2" || architecture == "qwen3",
-         "architecture '" + architecture + "' is not supported (supported: llama, mistral, qwen2, qwen3)");
+    need(architecture == "llama" || architecture == "qwen2" || architecture == "qwen3" || architecture == "phi3",
+         "architecture '" + architecture + "' is not supported (supported: llama, mistral, qwen2, qwen3, phi3)");
+    if (rope_scaling.type == "longrope")
+        need(rope_scaling.short_factor.size() == static_cast<size_t>(head_dim / 2) &&
+                 rope_scaling.long_factor.size() == static_cast<size_t>(head_dim / 2),
+             "rope_scaling longrope needs short_factor and long_factor of head_dim / 2 = " + std::to_string(head_dim / 2) +
+                 " values, got " + std::to_string(rope_scaling.short_factor.size()) + " and " +
+                 std::to_string(rope_scaling.long_factor.size()));
+    for (const auto* factors : {&rope_scaling.short_factor, &rope_scaling.long_factor})
+        for (float f : *factors) need(f > 0 && std::isfinite(f), "rope_scaling factors must be positive");
     need(vocab_size > 0, "vocab_size must be positive");
     need(hidden_size > 0, "hidden_size must be positive");
     need(intermediate_size > 0, "intermediate_size must be positive");
@@ -42,12 +51,17 @@ void ModelConfig::validate(const std::string& source) const {
     need(rope_theta > 0 && std::isfinite(rope_theta), "rope_theta must be positive");
 }
 
-std::vector<float> ModelConfig::rope_inv_freq() const {
+std::vector<float> ModelConfig::rope_inv_freq(int max_model_len) const {
     const int half = head_dim / 2;
     std::vector<float> inv(half);
     for (int i = 0; i < half; ++i)
         inv[i] = static_cast<float>(1.0 / std::pow(static_cast<double>(rope_theta), 2.0 * i / head_dim));
-    if (rope_scaling.type == "linear") {
+    if (rope_scaling.type == "longrope") {
+        const int context = max_model_len > 0 ? max_model_len : max_position_embeddings;
+        const auto& factors = context > rope_scaling.original_max_position_embeddings ? rope_scaling.long_factor
+                                                                                      : rope_scaling.short_factor;
+        for (int i = 0; i < half; ++i) inv[i] /= factors[i];
+    } else if (rope_scaling.type == "linear") {
         for (float& f : inv) f /= rope_scaling.factor;
     } else if (rope_scaling.type == "llama3") {
         // Llama 3.1: long wavelengths are slowed by `factor`, short ones kept, a smooth blend between.
@@ -107,6 +121,13 @@ std::vector<int32_t> eos_ids_from(const json& v) {
 
 }  // namespace
 
+// HF's longrope default: scale cos and sin by sqrt(1 + ln(s) / ln(original)), s = max / original (1 when s <= 1).
+static float longrope_attention_factor(const ModelConfig& c) {
+    const double original = c.rope_scaling.original_max_position_embeddings;
+    const double s = c.max_position_embeddings / original;
+    return s <= 1 ? 1.0f : static_cast<float>(std::sqrt(1 + std::log(s) / std::log(original)));
+}
+
 ModelConfig config_from_hf_json(const std::string& path) {
     const json j = read_json_file(path);
     if (!j.is_object()) throw BadInput(path + ": not a JSON object");
@@ -114,10 +135,12 @@ ModelConfig config_from_hf_json(const std::string& path) {
     const std::string model_type = get_field<std::string>(j, path, "model_type", "", true);
     if (model_type == "llama" || model_type == "mistral")
         c.architecture = "llama";
-    else if (model_type == "qwen2" || model_type == "qwen3")
+    else if (model_type == "qwen2" || model_type == "qwen3" || model_type == "phi3")
         c.architecture = model_type;
     else
-        throw BadInput(path + ": model_type '" + model_type + "' is not supported (supported: llama, mistral, qwen2, qwen3)");
+        throw BadInput(path + ": model_type '" + model_type +
+                       "' is not supported (supported: llama, mistral, qwen2, qwen3, phi3)");
+    c.fused_qkv = c.architecture == "phi3";
     c.vocab_size = get_field<int>(j, path, "vocab_size", 0, true);
     c.hidden_size = get_field<int>(j, path, "hidden_size", 0, true);
     c.intermediate_size = get_field<int>(j, path, "intermediate_size", 0, true);
@@ -140,15 +163,32 @@ ModelConfig config_from_hf_json(const std::string& path) {
         std::string type = get_field<std::string>(*rs, path, "rope_type", "", false);
         if (type.empty()) type = get_field<std::string>(*rs, path, "type", "", false);
         if (type == "default") type = "";
-        if (!type.empty() && type != "linear" && type != "llama3")
-            throw BadInput(path + ": rope_scaling type '" + type + "' is not supported (supported: linear, llama3)");
+        if (type == "su") type = "longrope";  // Phi-3's first configs
+        if (!type.empty() && type != "linear" && type != "llama3" && type != "longrope")
+            throw BadInput(path + ": rope_scaling type '" + type + "' is not supported (supported: linear, llama3, longrope)");
         c.rope_scaling.type = type;
-        c.rope_scaling.factor = get_field<float>(*rs, path, "factor", 1.0f, !type.empty());
+        c.rope_scaling.factor = get_field<float>(*rs, path, "factor", 1.0f, !type.empty() && type != "longrope");
         c.rope_scaling.low_freq_factor = get_field<float>(*rs, path, "low_freq_factor", 1.0f, false);
         c.rope_scaling.high_freq_factor = get_field<float>(*rs, path, "high_freq_factor", 4.0f, false);
         c.rope_scaling.original_max_position_embeddings =
             get_field<int>(*rs, path, "original_max_position_embeddings", 8192, false);
         if (!(c.rope_scaling.factor > 0)) throw BadInput(path + ": rope_scaling.factor must be positive");
+        if (type == "longrope") {
+            // Phi-3 keeps original_max_position_embeddings beside rope_scaling; the factors are lists.
+            c.rope_scaling.original_max_position_embeddings =
+                get_field<int>(j, path, "original_max_position_embeddings", c.max_position_embeddings, false);
+            for (auto [key, out] : {std::pair{"short_factor", &c.rope_scaling.short_factor},
+                                    std::pair{"long_factor", &c.rope_scaling.long_factor}}) {
+                auto f = rs->find(key);
+                if (f == rs->end() || !f->is_array()) throw BadInput(path + ": rope_scaling." + key + " must be a list of numbers");
+                for (const auto& v : *f) {
+                    if (!v.is_number()) throw BadInput(path + ": rope_scaling." + key + " must be a list of numbers");
+                    out->push_back(v.get<float>());
+                }
+            }
+            c.rope_scaling.attention_factor =
+                get_field<float>(*rs, path, "attention_factor", longrope_attention_factor(c), false);
+        }
     }
     c.validate(path);
     return c;
@@ -157,8 +197,9 @@ ModelConfig config_from_hf_json(const std::string& path) {
 ModelConfig config_from_gguf(const GgufFile& g) {
     ModelConfig c;
     const std::string arch = g.get_string("general.architecture");
-    if (arch != "llama" && arch != "qwen2" && arch != "qwen3")
-        throw BadInput(g.path() + ": general.architecture '" + arch + "' is not supported (supported: llama, qwen2, qwen3)");
+    if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "phi3")
+        throw BadInput(g.path() + ": general.architecture '" + arch +
+                       "' is not supported (supported: llama, qwen2, qwen3, phi3)");
     c.architecture = arch;
     const std::string p = arch + ".";
     c.hidden_size = static_cast<int>(g.get_int(p + "embedding_length"));
@@ -179,9 +220,28 @@ ModelConfig config_from_gguf(const GgufFile& g) {
     }
     // llama.cpp writes Llama 3.1 scaling as per-frequency factors (tensor rope_freqs.weight), read by the
     // weight loader; the interleaved q/k rows of GGUF llama files pair dims (2i, 2i+1).
-    c.rope_neox = arch == "qwen2" || arch == "qwen3";
+    c.rope_neox = arch != "llama";
     c.attention_bias = arch == "qwen2";
     c.qk_norm = arch == "qwen3";
+    c.fused_qkv = arch == "phi3";
+    // llama.cpp's Phi-3 files hold LongRoPE's factors as tensors, the original context and the cos/sin
+    // factor as keys.
+    const GgufTensorInfo* long_factors = g.find_tensor("rope_factors_long.weight");
+    const GgufTensorInfo* short_factors = g.find_tensor("rope_factors_short.weight");
+    if (long_factors && short_factors) {
+        c.rope_scaling.type = "longrope";
+        for (auto [t, out] : {std::pair{long_factors, &c.rope_scaling.long_factor},
+                              std::pair{short_factors, &c.rope_scaling.short_factor}}) {
+            if (t->dtype != DType::F32 || t->dims.size() != 1)
+                throw BadInput(g.path() + ": tensor '" + t->name + "' must be a 1-D F32 tensor");
+            out->resize(static_cast<size_t>(t->dims[0]));
+            std::memcpy(out->data(), t->data, out->size() * sizeof(float));  // GGUF aligns data to 32 bytes
+        }
+        c.rope_scaling.original_max_position_embeddings =
+            static_cast<int>(g.get_int_or(p + "rope.scaling.original_context_length", c.max_position_embeddings));
+        c.rope_scaling.attention_factor =
+            static_cast<float>(g.get_float_or(p + "rope.scaling.attn_factor", longrope_attention_factor(c)));
+    }
     const GgufTensorInfo* out = g.find_tensor("output.weight");
     c.tie_word_embeddings = out == nullptr;
     if (const GgufValue* toks = g.find("tokenizer.ggml.tokens"))
@@ -198,7 +258,9 @@ ModelConfig config_from_gguf(const GgufFile& g) {
     return c;
 }
 
-std::vector<std::string> dummy_preset_names() { return {"tiny", "smollm-135m", "llama-1b", "qwen2-0.5b", "qwen3-0.6b"}; }
+std::vector<std::string> dummy_preset_names() {
+    return {"tiny", "smollm-135m", "llama-1b", "qwen2-0.5b", "qwen3-0.6b", "phi3-mini"};
+}
 
 ModelConfig dummy_preset_config(const std::string& preset) {
     ModelConfig c;
@@ -228,6 +290,11 @@ ModelConfig dummy_preset_config(const std::string& preset) {
         c.vocab_size = 151936; c.hidden_size = 1024; c.intermediate_size = 3072; c.num_layers = 28;
         c.num_heads = 16; c.num_kv_heads = 8; c.head_dim = 128; c.max_position_embeddings = 40960;
         c.rope_theta = 1000000.0f; c.rms_norm_eps = 1e-6f; c.weight_dtype = DType::BF16;
+    } else if (preset == "phi3-mini") {  // Phi-3-mini-4k-instruct: fused qkv and gate_up, no GQA
+        c.architecture = "phi3"; c.fused_qkv = true; c.tie_word_embeddings = false;
+        c.vocab_size = 32064; c.hidden_size = 3072; c.intermediate_size = 8192; c.num_layers = 32;
+        c.num_heads = 32; c.num_kv_heads = 32; c.head_dim = 96; c.max_position_embeddings = 4096;
+        c.rope_theta = 10000.0f; c.weight_dtype = DType::BF16;
     } else {
         std::string names;
         for (const auto& n : dummy_preset_names()) names += (names.empty() ? "" : ", ") + n;

@@ -13,15 +13,20 @@ namespace kvscope {
 class GgufFile;
 
 struct RopeScaling {
-    std::string type;  // "" (none), "linear", "llama3"
+    std::string type;  // "" (none), "linear", "llama3", "longrope"
     float factor = 1.0f;
     float low_freq_factor = 1.0f;
     float high_freq_factor = 4.0f;
     int original_max_position_embeddings = 8192;
+    // longrope (Phi-3): per-frequency divisors [head_dim / 2], the long ones for contexts past the
+    // original, and the factor cos and sin are scaled by (sqrt(1 + ln(max / original) / ln(original))
+    // unless the model gives it).
+    std::vector<float> short_factor, long_factor;
+    float attention_factor = 1.0f;
 };
 
 struct ModelConfig {
-    std::string architecture;  // "llama" (Llama 2/3, TinyLlama, SmolLM, Mistral), "qwen2" or "qwen3"
+    std::string architecture;  // "llama" (Llama 2/3, TinyLlama, SmolLM, Mistral), "qwen2", "qwen3" or "phi3"
     int vocab_size = 0;
     int hidden_size = 0;
     int intermediate_size = 0;
@@ -37,6 +42,7 @@ struct ModelConfig {
     bool tie_word_embeddings = false;
     bool attention_bias = false; // q/k/v biases (Qwen2)
     bool qk_norm = false;        // RMSNorm of each head's q and k before RoPE, weights [head_dim] (Qwen3)
+    bool fused_qkv = false;      // one qkv matrix [q + 2 kv, hidden] and one gate_up [2 inter, hidden] (Phi-3)
     int32_t bos_token_id = -1;
     std::vector<int32_t> eos_token_ids;
     DType weight_dtype = DType::F32;  // the layer weights' stored type (display; --kv-cache-dtype auto follows it)
@@ -51,8 +57,12 @@ struct ModelConfig {
 
     // Throws BadInput naming `source` and the field when a value is missing or inconsistent.
     void validate(const std::string& source) const;
-    // inv_freq[i] = 1 / theta^(2i/head_dim), with llama3 or linear scaling applied.     [head_dim / 2]
-    std::vector<float> rope_inv_freq() const;
+    // inv_freq[i] = 1 / theta^(2i/head_dim), with llama3, linear or longrope scaling applied; longrope
+    // takes its long factors when the model runs past its original context (max_model_len, 0 = the
+    // model's own), as llama.cpp decides by n_ctx.                                     [head_dim / 2]
+    std::vector<float> rope_inv_freq(int max_model_len = 0) const;
+    // What RoPE's cos and sin are multiplied by (1 but for longrope): q.k grows by its square.
+    float rope_attention_factor() const { return rope_scaling.type == "longrope" ? rope_scaling.attention_factor : 1.0f; }
 };
 
 ModelConfig config_from_hf_json(const std::string& config_json_path);

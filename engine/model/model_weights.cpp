@@ -82,6 +82,11 @@ private:
     ModelWeights& out_;
 };
 
+// Rows [first, first + count) of a matrix: rows are whole blocks in every type, so a view suffices.
+WeightView row_range(const WeightView& w, int64_t first, int64_t count) {
+    return {static_cast<const uint8_t*>(w.data) + first * dtype_row_bytes(w.dtype, w.cols), w.dtype, count, w.cols};
+}
+
 struct TensorNames {
     std::string embedding, lm_head, final_norm, rope_freqs;
     std::function<std::string(int layer, const char* what)> layer;
@@ -97,9 +102,16 @@ void bind_all(const WeightBinder& b, const TensorNames& names, const ModelConfig
         LayerWeights& L = w.layers[l];
         auto n = [&](const char* what) { return names.layer(l, what); };
         L.attn_norm = b.vector(n("attn_norm"), h);
-        L.wq = b.matrix(n("q"), q, h);
-        L.wk = b.matrix(n("k"), kv, h);
-        L.wv = b.matrix(n("v"), kv, h);
+        if (c.fused_qkv) {  // Phi-3: views of the fused matrices' row ranges, no copy
+            const WeightView qkv = b.matrix(n("qkv"), q + 2 * kv, h);
+            L.wq = row_range(qkv, 0, q);
+            L.wk = row_range(qkv, q, kv);
+            L.wv = row_range(qkv, q + kv, kv);
+        } else {
+            L.wq = b.matrix(n("q"), q, h);
+            L.wk = b.matrix(n("k"), kv, h);
+            L.wv = b.matrix(n("v"), kv, h);
+        }
         L.wo = b.matrix(n("o"), h, q);
         if (c.attention_bias) {
             L.bq = b.vector(n("q_bias"), q);
@@ -111,8 +123,14 @@ void bind_all(const WeightBinder& b, const TensorNames& names, const ModelConfig
             L.k_norm = b.vector(n("k_norm"), c.head_dim);
         }
         L.ffn_norm = b.vector(n("ffn_norm"), h);
-        L.w_gate = b.matrix(n("gate"), f, h);
-        L.w_up = b.matrix(n("up"), f, h);
+        if (c.fused_qkv) {  // gate first, then up (HF's chunk(2), llama.cpp's swiglu split)
+            const WeightView gate_up = b.matrix(n("gate_up"), 2 * f, h);
+            L.w_gate = row_range(gate_up, 0, f);
+            L.w_up = row_range(gate_up, f, f);
+        } else {
+            L.w_gate = b.matrix(n("gate"), f, h);
+            L.w_up = b.matrix(n("up"), f, h);
+        }
         L.w_down = b.matrix(n("down"), h, f);
     }
     if (!names.rope_freqs.empty() && b.find(names.rope_freqs))
@@ -141,6 +159,7 @@ ModelWeights load_weights_gguf(std::shared_ptr<const GgufFile> gguf, const Model
                               {"v", "attn_v.weight"}, {"o", "attn_output.weight"}, {"q_bias", "attn_q.bias"},
                               {"k_bias", "attn_k.bias"}, {"v_bias", "attn_v.bias"}, {"ffn_norm", "ffn_norm.weight"},
                               {"q_norm", "attn_q_norm.weight"}, {"k_norm", "attn_k_norm.weight"},
+                              {"qkv", "attn_qkv.weight"}, {"gate_up", "ffn_up.weight"},
                               {"gate", "ffn_gate.weight"}, {"up", "ffn_up.weight"}, {"down", "ffn_down.weight"}};
                           return "blk." + std::to_string(l) + "." + m.at(what);
                       }};
@@ -168,6 +187,7 @@ ModelWeights load_weights_safetensors(std::shared_ptr<const SafetensorsModel> st
                               {"o", "self_attn.o_proj.weight"}, {"q_bias", "self_attn.q_proj.bias"},
                               {"k_bias", "self_attn.k_proj.bias"}, {"v_bias", "self_attn.v_proj.bias"},
                               {"q_norm", "self_attn.q_norm.weight"}, {"k_norm", "self_attn.k_norm.weight"},
+                              {"qkv", "self_attn.qkv_proj.weight"}, {"gate_up", "mlp.gate_up_proj.weight"},
                               {"ffn_norm", "post_attention_layernorm.weight"}, {"gate", "mlp.gate_proj.weight"},
                               {"up", "mlp.up_proj.weight"}, {"down", "mlp.down_proj.weight"}};
                           return "model.layers." + std::to_string(l) + "." + m.at(what);
@@ -242,9 +262,16 @@ ModelWeights make_dummy_weights(const ModelConfig& c, DType dtype, uint64_t seed
     w.layers.resize(c.num_layers);
     for (auto& L : w.layers) {
         L.attn_norm = ones(h);
-        L.wq = matrix(q, h);
-        L.wk = matrix(kv, h);
-        L.wv = matrix(kv, h);
+        if (c.fused_qkv) {  // one buffer each, as the files hold them
+            const WeightView qkv = matrix(q + 2 * kv, h);
+            L.wq = row_range(qkv, 0, q);
+            L.wk = row_range(qkv, q, kv);
+            L.wv = row_range(qkv, q + kv, kv);
+        } else {
+            L.wq = matrix(q, h);
+            L.wk = matrix(kv, h);
+            L.wv = matrix(kv, h);
+        }
         L.wo = matrix(h, q);
         if (c.attention_bias) {
             L.bq = small(q);
@@ -256,8 +283,14 @@ ModelWeights make_dummy_weights(const ModelConfig& c, DType dtype, uint64_t seed
             L.k_norm = ones(c.head_dim);
         }
         L.ffn_norm = ones(h);
-        L.w_gate = matrix(f, h);
-        L.w_up = matrix(f, h);
+        if (c.fused_qkv) {
+            const WeightView gate_up = matrix(2 * f, h);
+            L.w_gate = row_range(gate_up, 0, f);
+            L.w_up = row_range(gate_up, f, f);
+        } else {
+            L.w_gate = matrix(f, h);
+            L.w_up = matrix(f, h);
+        }
         L.w_down = matrix(h, f);
     }
     return w;

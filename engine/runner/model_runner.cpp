@@ -16,11 +16,11 @@ constexpr int kMaxCaptureSize = 256;
 }  // namespace
 
 ModelRunner::ModelRunner(const Model& model, Backend& backend, int num_blocks, int block_size, int max_num_tokens,
-                         int max_num_logits, DType kv_dtype)
+                         int max_num_logits, DType kv_dtype, int max_model_len)
     : model_(model), backend_(backend), max_num_tokens_(max_num_tokens), max_num_logits_(max_num_logits),
       input_batch_(model.tokenizer) {
     const ModelConfig& c = model.config;
-    inv_freq_host_ = c.rope_inv_freq();
+    inv_freq_host_ = c.rope_inv_freq(max_model_len);
     const auto& factors = model.weights.rope_freq_factors;
     for (size_t i = 0; i < factors.size() && i < inv_freq_host_.size(); ++i) inv_freq_host_[i] /= factors[i];
     max_num_logits_ = std::min(max_num_logits_, max_num_tokens_);
@@ -252,7 +252,8 @@ void ModelRunner::forward(const AttentionMetadata& meta, int S, bool sample) {
     const int T = meta.num_tokens;
     const RopeParams rope{inv_freq_, c.head_dim, c.head_dim, c.rope_neox};
     const int h = c.hidden_size;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    // LongRoPE scales cos and sin, so q and k, by the attention factor: q.k by its square.
+    const float scale = c.rope_attention_factor() * c.rope_attention_factor() / std::sqrt(static_cast<float>(c.head_dim));
 
     backend_.embedding(token_embedding_, d_tokens_, T, x_);
     for (int l = 0; l < c.num_layers; ++l) {

@@ -41,8 +41,9 @@ class ModelRunner {
 public:
     // num_blocks x block_size token slots of cache; steps of at most max_num_tokens tokens and
     // max_num_logits sampled rows.
+    // max_model_len: the longest context it runs (LongRoPE picks its factors by it; 0 = the model's own).
     ModelRunner(const Model& model, Backend& backend, int num_blocks, int block_size, int max_num_tokens,
-                int max_num_logits, DType kv_dtype = DType::F32);
+                int max_num_logits, DType kv_dtype = DType::F32, int max_model_len = 0);
     ~ModelRunner();
     ModelRunner(const ModelRunner&) = delete;
     ModelRunner& operator=(const ModelRunner&) = delete;

@@ -46,12 +46,21 @@ private slots:
         QTest::newRow("llama") << "llama";
         QTest::newRow("qwen2") << "qwen2";
         QTest::newRow("qwen3") << "qwen3";
+        QTest::newRow("phi3") << "phi3";
     }
     void hfEqualsGguf() {
         QFETCH(QString, arch);
         QTemporaryDir dir;
         test::RandomModelShape s;
         s.arch = arch.toStdString();
+        if (s.arch == "phi3") {  // LongRoPE with a context past the original: the long factors
+            s.original_context = 256;
+            for (int i = 0; i < s.head_dim / 2; ++i) {
+                s.short_factor.push_back(1.0f + 0.05f * i);
+                s.long_factor.push_back(1.0f + 0.5f * i);
+            }
+            s.attention_factor = std::sqrt(1.0f + std::log(float(s.context) / s.original_context) / std::log(256.0f));
+        }
         test::write_random_hf(dir.filePath("hf").toStdString(), s, 5);
         test::write_random_gguf(dir.filePath("m.gguf").toStdString(), s, 5);
         auto hf = load_model(dir.filePath("hf").toStdString());
@@ -61,6 +70,8 @@ private slots:
         QCOMPARE(hf->config.attention_bias, s.arch == "qwen2");
         QCOMPARE(hf->config.qk_norm, s.arch == "qwen3");
         QCOMPARE(gguf->config.qk_norm, s.arch == "qwen3");
+        QCOMPARE(gguf->config.rope_scaling.type, std::string(s.arch == "phi3" ? "longrope" : ""));
+        QCOMPARE(hf->config.rope_attention_factor(), gguf->config.rope_attention_factor());
         const auto a = test::prefill_logits(*hf, sequence(), 0);
         const auto b = test::prefill_logits(*gguf, sequence(), 0);
         const double d = max_abs_diff(a, b);
@@ -70,6 +81,13 @@ private slots:
         qInfo("%s: max |hf - gguf| = %.3g, max |hf - naive| = %.3g", qPrintable(arch), d, r);
         QVERIFY(d < 1e-4);
         QVERIFY(r < 1e-4);
+        if (s.arch == "phi3") {  // run within the original context: the short factors
+            const auto cpu = cpu::make_cpu_backend(2);
+            const auto shortened = test::prefill_logits(*cpu, *gguf, sequence(), 0, 16, DType::F32, 256);
+            const auto short_ref = test::naive_logits(s, test::random_tensors(s, 5), sequence(), 1e-5, 256);
+            QVERIFY(max_abs_diff(shortened, short_ref) < 1e-4);
+            QVERIFY(max_abs_diff(shortened, a) > 1e-3);  // the factors matter
+        }
     }
 
     // Tolerances on the relative L2 error of the logits, measured against the F32 file.
@@ -152,6 +170,7 @@ private slots:
         const ModelConfig qwen3 = dummy_preset_config("qwen3-0.6b");
         QCOMPARE(qwen3.num_params(), int64_t(596049920));
         QCOMPARE(qwen3.num_params() - int64_t(qwen3.vocab_size) * qwen3.hidden_size, int64_t(440467456));
+        QCOMPARE(dummy_preset_config("phi3-mini").num_params(), int64_t(3821079552));  // "3.8B"
         auto tiny = load_model("dummy:tiny");
         QCOMPARE(tiny->format, std::string("dummy"));
         const auto l1 = test::prefill_logits(*tiny, {256, 10, 20, 30}, 0);

@@ -10,12 +10,14 @@
 
 namespace kvscope::test {
 
-// Rows for positions [first, tokens.size()), on `backend`, with a KV cache of kv_dtype. [rows, vocab]
+// Rows for positions [first, tokens.size()), on `backend`, with a KV cache of kv_dtype, for a runner set
+// up for max_model_len (0: the model's own context). [rows, vocab]
 inline std::vector<float> prefill_logits(Backend& backend, const Model& model, const std::vector<int32_t>& tokens,
-                                         int first, int block_size = 16, DType kv_dtype = DType::F32) {
+                                         int first, int block_size = 16, DType kv_dtype = DType::F32,
+                                         int max_model_len = 0) {
     const int T = static_cast<int>(tokens.size());
     const int used = (T + block_size - 1) / block_size;
-    ModelRunner runner(model, backend, used + 3, block_size, T, T, kv_dtype);
+    ModelRunner runner(model, backend, used + 3, block_size, T, T, kv_dtype, max_model_len);
     std::vector<int32_t> table;
     for (int b = used - 1; b >= 0; --b) table.push_back(b + 3);
     ModelInput in;

@@ -23,10 +23,14 @@
 namespace kvscope::test {
 
 struct RandomModelShape {
-    std::string arch = "llama";  // llama | qwen2 | qwen3
+    std::string arch = "llama";  // llama | qwen2 | qwen3 | phi3 (fused qkv and gate_up)
     int hidden = 256, ffn = 512, layers = 2, heads = 4, kv_heads = 2, head_dim = 64, vocab = 512;
     int context = 1024;
     float rope_theta = 10000.0f;
+    // LongRoPE (phi3) when set: [head_dim / 2] divisors each, the original context, the cos/sin factor.
+    std::vector<float> short_factor, long_factor;
+    int original_context = 0;
+    float attention_factor = 1.0f;
 };
 
 struct RandomTensor {
@@ -54,9 +58,13 @@ inline std::vector<RandomTensor> random_tensors(const RandomModelShape& s, uint6
     for (int l = 0; l < s.layers; ++l) {
         const std::string h = "model.layers." + std::to_string(l) + ".", g = "blk." + std::to_string(l) + ".";
         add(h + "input_layernorm.weight", g + "attn_norm.weight", {s.hidden}, true);
-        add(h + "self_attn.q_proj.weight", g + "attn_q.weight", {q, s.hidden}, false)->is_q = true;
-        add(h + "self_attn.k_proj.weight", g + "attn_k.weight", {kv, s.hidden}, false)->is_k = true;
-        add(h + "self_attn.v_proj.weight", g + "attn_v.weight", {kv, s.hidden}, false);
+        if (s.arch == "phi3") {
+            add(h + "self_attn.qkv_proj.weight", g + "attn_qkv.weight", {q + 2 * kv, s.hidden}, false);
+        } else {
+            add(h + "self_attn.q_proj.weight", g + "attn_q.weight", {q, s.hidden}, false)->is_q = true;
+            add(h + "self_attn.k_proj.weight", g + "attn_k.weight", {kv, s.hidden}, false)->is_k = true;
+            add(h + "self_attn.v_proj.weight", g + "attn_v.weight", {kv, s.hidden}, false);
+        }
         if (s.arch == "qwen2") {
             add(h + "self_attn.q_proj.bias", g + "attn_q.bias", {q}, false)->is_q = true;
             add(h + "self_attn.k_proj.bias", g + "attn_k.bias", {kv}, false)->is_k = true;
@@ -68,8 +76,12 @@ inline std::vector<RandomTensor> random_tensors(const RandomModelShape& s, uint6
         }
         add(h + "self_attn.o_proj.weight", g + "attn_output.weight", {s.hidden, q}, false);
         add(h + "post_attention_layernorm.weight", g + "ffn_norm.weight", {s.hidden}, true);
-        add(h + "mlp.gate_proj.weight", g + "ffn_gate.weight", {s.ffn, s.hidden}, false);
-        add(h + "mlp.up_proj.weight", g + "ffn_up.weight", {s.ffn, s.hidden}, false);
+        if (s.arch == "phi3") {
+            add(h + "mlp.gate_up_proj.weight", g + "ffn_up.weight", {2 * s.ffn, s.hidden}, false);
+        } else {
+            add(h + "mlp.gate_proj.weight", g + "ffn_gate.weight", {s.ffn, s.hidden}, false);
+            add(h + "mlp.up_proj.weight", g + "ffn_up.weight", {s.ffn, s.hidden}, false);
+        }
         add(h + "mlp.down_proj.weight", g + "ffn_down.weight", {s.hidden, s.ffn}, false);
     }
     add("model.norm.weight", "output_norm.weight", {s.hidden}, true);
@@ -100,7 +112,10 @@ inline std::vector<uint8_t> encode(const std::vector<float>& v, int64_t cols, DT
 
 inline void write_random_hf(const std::string& dir, const RandomModelShape& s, uint64_t seed, DType dtype = DType::F32) {
     std::filesystem::create_directories(dir);
-    const char* cls = s.arch == "qwen2" ? "Qwen2ForCausalLM" : s.arch == "qwen3" ? "Qwen3ForCausalLM" : "LlamaForCausalLM";
+    const char* cls = s.arch == "qwen2"   ? "Qwen2ForCausalLM"
+                      : s.arch == "qwen3" ? "Qwen3ForCausalLM"
+                      : s.arch == "phi3"  ? "Phi3ForCausalLM"
+                                          : "LlamaForCausalLM";
     nlohmann::json c = {{"architectures", {cls}},
                         {"model_type", s.arch}, {"hidden_size", s.hidden}, {"intermediate_size", s.ffn},
                         {"num_hidden_layers", s.layers}, {"num_attention_heads", s.heads},
@@ -108,6 +123,10 @@ inline void write_random_hf(const std::string& dir, const RandomModelShape& s, u
                         {"max_position_embeddings", s.context}, {"rms_norm_eps", 1e-5}, {"rope_theta", s.rope_theta},
                         {"tie_word_embeddings", false}, {"bos_token_id", 1}, {"eos_token_id", 2},
                         {"torch_dtype", dtype == DType::BF16 ? "bfloat16" : dtype == DType::F16 ? "float16" : "float32"}};
+    if (!s.long_factor.empty()) {
+        c["original_max_position_embeddings"] = s.original_context;
+        c["rope_scaling"] = {{"type", "longrope"}, {"short_factor", s.short_factor}, {"long_factor", s.long_factor}};
+    }
     std::ofstream(dir + "/config.json") << c.dump(2);
     const std::string name = dtype == DType::BF16 ? "BF16" : dtype == DType::F16 ? "F16" : "F32";
     std::vector<std::tuple<std::string, std::string, std::vector<int64_t>, std::vector<uint8_t>>> tensors;
@@ -163,6 +182,13 @@ inline void write_random_gguf(const std::string& path, const RandomModelShape& s
         const DType dt = matrix ? dtype : DType::F32;
         std::vector<int64_t> dims(t.shape.rbegin(), t.shape.rend());
         w.add_tensor(t.gguf_name, dims, ggml_type_of(dt), encode(v, t.shape.back(), dt));
+    }
+    if (!s.long_factor.empty()) {  // as llama.cpp's converter writes Phi-3's LongRoPE
+        w.set_u32(a + ".rope.scaling.original_context_length", s.original_context);
+        w.set_f32(a + ".rope.scaling.attn_factor", s.attention_factor);
+        const std::vector<int64_t> dims{static_cast<int64_t>(s.long_factor.size())};
+        w.add_tensor("rope_factors_long.weight", dims, ggml_type_of(DType::F32), encode(s.long_factor, dims[0], DType::F32));
+        w.add_tensor("rope_factors_short.weight", dims, ggml_type_of(DType::F32), encode(s.short_factor, dims[0], DType::F32));
     }
     if (tweak) tweak(w);
     w.write(path);
