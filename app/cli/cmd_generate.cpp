@@ -7,6 +7,7 @@
 #include "command_line/option_checks.h"
 
 #include "llm_engine.h"
+#include "sim/simulation_info.h"
 #include "util/errors.h"
 
 #include <cstdio>
@@ -89,7 +90,7 @@ int run_generate(int argc, char** argv) {
     }
     if (prompts.empty()) throw BadInput("give at least one --prompt or a --prompts-file");
     params.validate();
-    std::shared_ptr<const Model> model = load_model(engine_options.model);
+    std::shared_ptr<const Model> model = load_model_for(engine_options);
     EngineConfig config = engine_config_from(engine_options, model->config);
     LlmEngine engine(model, config);
 
@@ -157,10 +158,13 @@ int run_generate(int argc, char** argv) {
     s["output_throughput"] = duration > 0 ? total_output / duration : 0.0;
     s["num_steps"] = engine.num_steps();
     s["mode"] = std::string(to_string(config.mode));
+    if (engine.is_simulated()) s["simulated"] = simulation_to_json(engine);
     if (json) std::cout << nlohmann::json{{"summary", s}}.dump() << "\n";
     else std::fprintf(stderr, "%lld tokens in %.3f s (%.1f tokens/s), %d blocks of %d, %lld preemptions\n",
                       static_cast<long long>(total_output), duration, s["output_throughput"].get<double>(),
                       kv.num_blocks(), kv.block_size(), static_cast<long long>(engine.scheduler().num_preemptions()));
+    if (!json && engine.is_simulated())
+        std::fprintf(stderr, "SIMULATED, not measured: %s; times are simulated seconds\n", engine.simulation_label().c_str());
     for (const auto& e : errors)
         if (!e.empty()) return 2;
     return 0;
