@@ -2,6 +2,7 @@
 
 #include "command_line/option_checks.h"
 #include "sim/gpu_specs.h"
+#include "util/errors.h"
 
 #include <algorithm>
 
@@ -81,14 +82,14 @@ EngineConfig engine_config_from(const EngineOptions& o, const ModelConfig& model
     return c;
 }
 
-bool is_sim_backend(const EngineOptions& o) { return o.backend.rfind("sim", 0) == 0; }
-
 std::unique_ptr<Model> load_model_for(const EngineOptions& o) {
-    if (is_sim_backend(o)) {
-        EngineConfig c;
-        parse_backend(o.backend, c);  // a bad GPU name fails before the model loads
-    }
-    return load_model(o.model, !is_sim_backend(o));
+    // The backend's own errors come before a model's weights load (they may be gigabytes).
+    EngineConfig c = o.config;
+    parse_backend(o.backend, c);
+    if (c.tensor_parallel_size > 1 && c.backend != BackendKind::SIM)
+        throw BadInput("invalid engine setting: tensor_parallel_size > 1 needs a simulated backend (--backend sim:GPU): "
+                       "kvscope runs one device");
+    return load_model(o.model, c.backend != BackendKind::SIM);
 }
 
 }  // namespace kvscope::cli

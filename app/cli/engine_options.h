@@ -28,8 +28,6 @@ void add_engine_options(CLI::App& app, EngineOptions& options);
 // The validated engine config for `model`; throws BadInput naming the knob and value.
 EngineConfig engine_config_from(const EngineOptions& options, const ModelConfig& model);
 
-// True when --backend names a simulated GPU (sim:GPU).
-bool is_sim_backend(const EngineOptions& options);
 // Loads --model: without weights for a simulated backend (the shapes are all it needs).
 std::unique_ptr<Model> load_model_for(const EngineOptions& options);
 
