@@ -57,7 +57,7 @@ void add_engine_options(CLI::App& app, EngineOptions& o) {
     app.add_option("--backend", o.backend,
                    "compute backend (auto = CUDA when built and a device is present; sim:GPU = the real engine on a "
                    "simulated GPU with a modelled step time, GPU one of " + gpu_spec_names() + ")")
-        ->type_name("cpu|cuda|auto|sim:GPU")->group(group);
+        ->option_text("cpu|cuda|auto|sim:GPU")->group(group);
     app.add_option("--tensor-parallel-size", c.tensor_parallel_size, "GPUs the model is sharded over (sim backends)")
         ->type_name("UINT")->check(int_in(1, 64))->group(group);
     app.add_option("--sim-speed", c.sim_pace,
