@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <random>
@@ -69,6 +70,18 @@ struct RunResult {
     double end_time = 0;
     int64_t steps = 0;
 };
+
+// One data row per preset x GPU x tensor-parallel size: columns preset, gpu, tp.
+void add_sim_rows(std::initializer_list<int> tps) {
+    QTest::addColumn<QString>("preset");
+    QTest::addColumn<QString>("gpu");
+    QTest::addColumn<int>("tp");
+    for (const std::string& p : kSimPresets)
+        for (const GpuSpec& g : gpu_specs())
+            for (int tp : tps)
+                QTest::newRow((p + "/" + g.name + "/tp" + std::to_string(tp)).c_str())
+                    << QString::fromStdString(p) << QString::fromStdString(g.name) << tp;
+}
 
 // n requests of random lengths, all at once, stepped to the end with the scheduler invariants checked
 // after every step.
@@ -140,16 +153,7 @@ private slots:
 
     // Physics: a decode step reads every streamed weight once, so batch-1 decode is never faster than
     // weight bytes / bandwidth; no step computes faster than the peak FLOP/s of the tensor-parallel group.
-    void neverBeatsTheRoofline_data() {
-        QTest::addColumn<QString>("preset");
-        QTest::addColumn<QString>("gpu");
-        QTest::addColumn<int>("tp");
-        for (const std::string& p : kSimPresets)
-            for (const GpuSpec& g : gpu_specs())
-                for (int tp : {1, 2, 4, 8})
-                    QTest::newRow((p + "/" + g.name + "/tp" + std::to_string(tp)).c_str())
-                        << QString::fromStdString(p) << QString::fromStdString(g.name) << tp;
-    }
+    void neverBeatsTheRoofline_data() { add_sim_rows({1, 2, 4, 8}); }
     void neverBeatsTheRoofline() {
         QFETCH(QString, preset);
         QFETCH(QString, gpu);
@@ -176,16 +180,7 @@ private slots:
 
     // Memory: the pool takes what gpu_memory_utilization leaves after weights and the activation peak,
     // so the simulated devices never hold more than they have; a model too large is refused clearly.
-    void memoryNeverExceedsTheDevice_data() {
-        QTest::addColumn<QString>("preset");
-        QTest::addColumn<QString>("gpu");
-        QTest::addColumn<int>("tp");
-        for (const std::string& p : kSimPresets)
-            for (const GpuSpec& g : gpu_specs())
-                for (int tp : {1, 4})
-                    QTest::newRow((p + "/" + g.name + "/tp" + std::to_string(tp)).c_str())
-                        << QString::fromStdString(p) << QString::fromStdString(g.name) << tp;
-    }
+    void memoryNeverExceedsTheDevice_data() { add_sim_rows({1, 4}); }
     void memoryNeverExceedsTheDevice() {
         QFETCH(QString, preset);
         QFETCH(QString, gpu);
