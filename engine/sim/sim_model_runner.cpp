@@ -22,28 +22,29 @@ StepWork step_work(const SchedulerOutput& out, int block_size) {
 SimModelRunner::SimModelRunner(const Model& model, SimBackend& backend, EngineClock& clock,
                                StepTimeModel step_time_model, int num_blocks, int block_size, int max_num_tokens,
                                int max_num_logits, DType kv_dtype)
-    : model_config_(model), backend_(backend), clock_(clock), model_(std::move(step_time_model)) {
+    : model_(model), backend_(backend), clock_(clock), step_time_(std::move(step_time_model)) {
     ensure_capacity(max_num_tokens, max_num_logits);
     reset_kv_cache(num_blocks, block_size, kv_dtype);
 }
 
 void SimModelRunner::update_memory() {
-    backend_.set_memory_in_use(static_cast<int64_t>(model_.weight_bytes()),
-                               activation_bytes_ * model_.tensor_parallel_size(),
+    backend_.set_memory_in_use(static_cast<int64_t>(step_time_.weight_bytes()),
+                               activation_bytes_,
                                static_cast<int64_t>(layout_.total_bytes()));
 }
 
 void SimModelRunner::ensure_capacity(int max_num_tokens, int max_num_logits) {
     max_num_tokens_ = std::max(max_num_tokens_, max_num_tokens);
     max_num_logits_ = std::max(max_num_logits_, std::min(max_num_logits, max_num_tokens));
-    activation_bytes_ = model_.activation_peak_bytes(max_num_tokens_, max_num_logits_);
+    // Every GPU of the group holds its own activations (the weights and the KV pool are sharded).
+    activation_bytes_ = step_time_.activation_peak_bytes(max_num_tokens_, max_num_logits_) * step_time_.tensor_parallel_size();
     update_memory();
 }
 
 void SimModelRunner::reset_kv_cache(int num_blocks, int block_size, DType kv_dtype) {
-    const ModelConfig& c = model_config_.config;
+    const ModelConfig& c = model_.config;
     layout_ = {c.num_layers, num_blocks, block_size, c.num_kv_heads, c.head_dim, kv_dtype};
-    model_.set_kv_dtype_bytes(static_cast<double>(dtype_block_bytes(kv_dtype)));
+    step_time_.set_kv_dtype_bytes(static_cast<double>(dtype_block_bytes(kv_dtype)));
     update_memory();
 }
 
@@ -60,7 +61,7 @@ void SimModelRunner::remove_request(const std::string& request_id) { streams_.er
 int32_t SimModelRunner::next_token(const Request& r) {
     Stream& s = streams_.at(r.request_id);
     const SamplingParams& p = r.sampling_params;
-    const std::vector<int32_t>& eos = model_config_.config.eos_token_ids;
+    const std::vector<int32_t>& eos = model_.config.eos_token_ids;
     const int index = r.num_output_tokens();  // of the token drawn now
     if (!p.ignore_eos && !eos.empty() && index + 1 >= std::max(s.stop_length, p.min_tokens + 1)) return eos.front();
     // Printable ASCII: every dummy: model's byte-level tokenizer decodes it, and it is never EOS.
@@ -68,7 +69,7 @@ int32_t SimModelRunner::next_token(const Request& r) {
 }
 
 std::vector<int32_t> SimModelRunner::execute(const SchedulerOutput& out, const KvCacheManager& kv) {
-    last_ = model_.predict(step_work(out, kv.block_size()));
+    last_ = step_time_.predict(step_work(out, kv.block_size()));
     busy_seconds_ += last_.total();
     std::vector<int32_t> tokens;
     for (const ScheduledRequest& s : out.scheduled)

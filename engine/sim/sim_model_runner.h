@@ -43,7 +43,7 @@ public:
     size_t kv_cache_bytes() const override { return layout_.total_bytes(); }
     size_t activation_bytes() const override { return static_cast<size_t>(activation_bytes_); }
 
-    const StepTimeModel& step_time_model() const { return model_; }
+    const StepTimeModel& step_time_model() const { return step_time_; }
     // The last step's prediction, and the simulated seconds of every step so far.
     const StepTime& last_step_time() const { return last_; }
     double busy_seconds() const { return busy_seconds_; }
@@ -56,13 +56,13 @@ private:
     int32_t next_token(const Request& r);
     void update_memory();
 
-    const Model& model_config_;
+    const Model& model_;
     SimBackend& backend_;
     EngineClock& clock_;
-    StepTimeModel model_;
+    StepTimeModel step_time_;
     KvCacheLayout layout_;
     int max_num_tokens_ = 0, max_num_logits_ = 0;
-    int64_t activation_bytes_ = 0;
+    int64_t activation_bytes_ = 0;  // over the whole tensor-parallel group, like the weights and the KV pool
     std::map<std::string, Stream> streams_;
     StepTime last_;
     double busy_seconds_ = 0;
