@@ -61,10 +61,11 @@ std::unique_ptr<ModelExecutor> LlmEngine::make_executor(const EngineConfig& c, i
         const ModelConfig& m = model_->config;
         const StepTimeConstants k =
             c.sim_calibration.empty() ? StepTimeConstants{} : read_calibration(c.sim_calibration, c.sim_gpu);
-        const double weight_bytes =
+        const double weight_bytes =  // per element
             static_cast<double>(dtype_block_bytes(m.weight_dtype)) / static_cast<double>(dtype_block_elems(m.weight_dtype));
-        StepTimeModel model(m, sim->gpu(), sim->tensor_parallel_size(), k, weight_bytes, static_cast<double>(dtype_block_bytes(kv_dtype)));
-        return std::make_unique<SimModelRunner>(*model_, *sim, clock_, std::move(model), num_blocks, c.block_size,
+        StepTimeModel step_time(m, sim->gpu(), sim->tensor_parallel_size(), k, weight_bytes,
+                                static_cast<double>(dtype_block_bytes(kv_dtype)));
+        return std::make_unique<SimModelRunner>(*model_, *sim, clock_, std::move(step_time), num_blocks, c.block_size,
                                                 max_tokens, max_logits, kv_dtype);
     }
     return std::make_unique<ModelRunner>(*model_, *backend_, num_blocks, c.block_size, max_tokens, max_logits, kv_dtype);
