@@ -1,6 +1,7 @@
 #include "engine_config.h"
 
 #include "kv/kv_cache_dtype.h"
+#include "sim/gpu_specs.h"
 #include "util/errors.h"
 
 #include <algorithm>
@@ -13,6 +14,7 @@ std::string_view to_string(BackendKind kind) {
     switch (kind) {
     case BackendKind::CUDA: return "cuda";
     case BackendKind::AUTO: return "auto";
+    case BackendKind::SIM: return "sim";
     default: return "cpu";
     }
 }
@@ -21,7 +23,25 @@ BackendKind parse_backend_kind(std::string_view name) {
     if (name == "cpu") return BackendKind::CPU;
     if (name == "cuda") return BackendKind::CUDA;
     if (name == "auto") return BackendKind::AUTO;
-    throw BadInput("backend must be cpu, cuda or auto, got '" + std::string(name.substr(0, 64)) + "'");
+    throw BadInput("backend must be cpu, cuda, auto or sim:GPU (GPU: " + gpu_spec_names() + "), got '" +
+                   std::string(name.substr(0, 64)) + "'");
+}
+
+void parse_backend(std::string_view name, EngineConfig& c) {
+    if (name.rfind("sim:", 0) == 0 || name == "sim") {
+        const std::string gpu(name.size() > 4 ? name.substr(4) : std::string_view{});
+        if (gpu.empty()) throw BadInput("backend sim needs a GPU: sim:GPU with GPU one of " + gpu_spec_names());
+        (void)find_gpu_spec(gpu);  // BadInput with the list
+        c.backend = BackendKind::SIM;
+        c.sim_gpu = gpu;
+        return;
+    }
+    c.backend = parse_backend_kind(name);
+    c.sim_gpu.clear();
+}
+
+std::string backend_name(const EngineConfig& c) {
+    return c.backend == BackendKind::SIM ? "sim:" + c.sim_gpu : std::string(to_string(c.backend));
 }
 
 BatchingMode parse_batching_mode(std::string_view name) {
@@ -41,6 +61,12 @@ void EngineConfig::validate() const {
     if (num_blocks < 0) bad("num_blocks must be >= 0, got " + std::to_string(num_blocks));
     if (!is_kv_cache_dtype_name(kv_cache_dtype))
         bad("kv_cache_dtype must be auto, float32, float16 or bfloat16, got '" + kv_cache_dtype + "'");
+    if (backend == BackendKind::SIM) (void)find_gpu_spec(sim_gpu);
+    if (tensor_parallel_size < 1 || tensor_parallel_size > 64)
+        bad("tensor_parallel_size must be in 1..64, got " + std::to_string(tensor_parallel_size));
+    if (tensor_parallel_size > 1 && backend != BackendKind::SIM)
+        bad("tensor_parallel_size > 1 needs a simulated backend (--backend sim:GPU): kvscope runs one device");
+    if (!(sim_pace >= 0)) bad("sim pace must be >= 0, got " + std::to_string(sim_pace));
     if (num_threads < 0 || num_threads > 256) bad("threads must be in 0..256, got " + std::to_string(num_threads));
 }
 

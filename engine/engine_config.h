@@ -17,10 +17,11 @@ std::string_view to_string(BatchingMode mode);  // "paged" | "naive"
 // Throws BadInput naming the value.
 BatchingMode parse_batching_mode(std::string_view name);
 
-// cpu, cuda, or auto (CUDA when its library loads and a device is present, else the CPU).
-enum class BackendKind { CPU, CUDA, AUTO };
-std::string_view to_string(BackendKind kind);  // "cpu" | "cuda" | "auto", make_backend()'s names
-// Throws BadInput naming the value.
+// cpu, cuda, or auto (CUDA when its library loads and a device is present, else the CPU); sim: a
+// simulated GPU (sim/gpu_specs.h): the real engine with a predicted step time and no weights.
+enum class BackendKind { CPU, CUDA, AUTO, SIM };
+std::string_view to_string(BackendKind kind);  // "cpu" | "cuda" | "auto" (make_backend()'s names) | "sim"
+// Throws BadInput naming the value. "sim:GPU" is parse_backend's.
 BackendKind parse_backend_kind(std::string_view name);
 
 struct EngineConfig {
@@ -36,6 +37,10 @@ struct EngineConfig {
     std::string kv_cache_dtype = "auto";  // auto | float32 | float16 | bfloat16 (kv/kv_cache_dtype.h)
     int num_threads = 0;          // CPU threads; 0 = all cores
     BackendKind backend = BackendKind::CPU;
+    std::string sim_gpu;          // backend SIM: the GPU (gpu_specs.h name, e.g. "h100-sxm")
+    int tensor_parallel_size = 1; // backend SIM: GPUs the model is sharded over (vLLM's name)
+    std::string sim_calibration;  // backend SIM: a calibration file for the step-time model ("" = defaults)
+    double sim_pace = 0;          // backend SIM: simulated seconds per wall second (0 = as fast as possible)
     uint64_t seed = 0;            // seeds requests without their own seed
     bool enforce_eager = false;   // run every step op by op: no CUDA graphs for decode steps (vLLM's name)
     bool check_invariants = false;  // check scheduler and pool invariants after every step (tests)
@@ -43,6 +48,12 @@ struct EngineConfig {
     // Throws BadInput naming the knob and value.
     void validate() const;
 };
+
+// Sets backend (and sim_gpu for "sim:GPU") from a --backend value; throws BadInput naming the value
+// (for an unknown GPU, with the list of known ones).
+void parse_backend(std::string_view name, EngineConfig& config);
+// "sim:h100-sxm" for a simulated backend, else to_string(config.backend).
+std::string backend_name(const EngineConfig& config);
 
 // The default KV budget: 1 GiB, but no more than max_num_seqs requests at max_model_len need.
 int64_t default_kv_cache_memory(int64_t kv_bytes_per_token, int max_num_seqs, int max_model_len);

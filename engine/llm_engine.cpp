@@ -4,6 +4,8 @@
 #include "kv/kv_cache_dtype.h"
 #include "sched/continuous_scheduler.h"
 #include "sched/naive_scheduler.h"
+#include "sim/sim_backend.h"
+#include "sim/sim_model_runner.h"
 #include "util/errors.h"
 #include "util/host_memory.h"
 
@@ -16,12 +18,19 @@ namespace kvscope {
 
 LlmEngine::LlmEngine(std::shared_ptr<const Model> model, const EngineConfig& config, std::unique_ptr<Backend> backend)
     : model_(std::move(model)), config_(config), backend_(std::move(backend)),
-      output_processor_(model_->tokenizer, config.scheduler.max_model_len), t0_(std::chrono::steady_clock::now()),
-      seed_rng_(config.seed) {
+      output_processor_(model_->tokenizer, config.scheduler.max_model_len), seed_rng_(config.seed) {
     config_.validate();
     if (config_.scheduler.max_model_len > model_->config.max_position_embeddings)
         throw BadInput("max_model_len " + std::to_string(config_.scheduler.max_model_len) +
                        " exceeds the model's context length " + std::to_string(model_->config.max_position_embeddings));
+    if (config_.backend == BackendKind::SIM) {
+        const int tp = config_.tensor_parallel_size;
+        if (model_->config.num_heads % tp != 0)
+            throw BadInput("tensor_parallel_size " + std::to_string(tp) + " does not divide the model's " +
+                           std::to_string(model_->config.num_heads) + " attention heads");
+        backend_ = std::make_unique<SimBackend>(find_gpu_spec(config_.sim_gpu), tp);
+        clock_ = EngineClock::virtual_time(config_.sim_pace);
+    }
     if (!backend_) {
         try {
             backend_ = make_backend(std::string(to_string(config_.backend)), config_.num_threads);
@@ -34,8 +43,33 @@ LlmEngine::LlmEngine(std::shared_ptr<const Model> model, const EngineConfig& con
 
 LlmEngine::~LlmEngine() = default;
 
-double LlmEngine::now() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+const SimModelRunner* LlmEngine::sim_model_runner() const { return dynamic_cast<const SimModelRunner*>(runner_.get()); }
+
+std::string LlmEngine::simulation_label() const {
+    const SimModelRunner* sim = sim_model_runner();
+    if (!sim) return "";
+    const StepTimeModel& m = sim->step_time_model();
+    const int tp = m.tensor_parallel_size();
+    return "simulated " + m.gpu().display_name + (tp > 1 ? " x " + std::to_string(tp) : "") + ", " + model_->name +
+           ", step-time model " + m.version();
+}
+
+std::unique_ptr<ModelExecutor> LlmEngine::make_executor(const EngineConfig& c, int num_blocks, DType kv_dtype) {
+    const int max_tokens = c.scheduler.max_num_batched_tokens;
+    const int max_logits = std::min(c.scheduler.max_num_seqs, max_tokens);
+    if (auto* sim = dynamic_cast<SimBackend*>(backend_.get())) {
+        const ModelConfig& m = model_->config;
+        const StepTimeConstants k =
+            c.sim_calibration.empty() ? StepTimeConstants{} : read_calibration(c.sim_calibration, c.sim_gpu);
+        const double weight_bytes =  // per element
+            static_cast<double>(dtype_block_bytes(m.weight_dtype)) / static_cast<double>(dtype_block_elems(m.weight_dtype));
+        StepTimeModel step_time(m, sim->gpu(), sim->tensor_parallel_size(), k, weight_bytes,
+                                static_cast<double>(dtype_block_bytes(kv_dtype)));
+        return std::make_unique<SimModelRunner>(*model_, *sim, clock_, std::move(step_time), num_blocks, c.block_size,
+                                                max_tokens, max_logits, kv_dtype);
+    }
+    return std::make_unique<ModelRunner>(*model_, *backend_, num_blocks, c.block_size, max_tokens, max_logits, kv_dtype,
+                                         c.scheduler.max_model_len);
 }
 
 DType LlmEngine::resolve_kv_dtype(const EngineConfig& c) const {
@@ -92,7 +126,8 @@ int64_t LlmEngine::device_kv_budget(const EngineConfig& c, DType kv_dtype) const
                        mib(std::max<int64_t>(0, budget)) + " for the KV cache after weights, activations and the " +
                        "runtime (" + mib(base) + "); one request of max_model_len " +
                        std::to_string(c.scheduler.max_model_len) + " needs " + mib(need) +
-                       ": raise it, or lower --max-model-len or --max-num-batched-tokens");
+                       ": raise it, or lower --max-model-len or --max-num-batched-tokens" +
+                       (c.backend == BackendKind::SIM ? ", or simulate more GPUs with --tensor-parallel-size" : ""));
     }
     return budget;
 }
@@ -104,9 +139,7 @@ void LlmEngine::build_pool(const EngineConfig& c) {
         backend_->device_memory(total, used);
         if (total > 0) {
             // vLLM's order: weights, a profile run to the activation peak, then the pool from what is left.
-            runner_ = std::make_unique<ModelRunner>(
-                *model_, *backend_, 1, c.block_size, c.scheduler.max_num_batched_tokens,
-                std::min(c.scheduler.max_num_seqs, c.scheduler.max_num_batched_tokens), kv_dtype, c.scheduler.max_model_len);
+            runner_ = make_executor(c, 1, kv_dtype);
             runner_->profile_run();
             device_kv_budget_ = device_kv_budget(c, kv_dtype);
         }
@@ -120,8 +153,7 @@ void LlmEngine::build_pool(const EngineConfig& c) {
     const int max_tokens = c.scheduler.max_num_batched_tokens;
     const int max_logits = std::min(c.scheduler.max_num_seqs, max_tokens);
     if (!runner_)
-        runner_ = std::make_unique<ModelRunner>(*model_, *backend_, num_blocks, c.block_size, max_tokens, max_logits,
-                                                kv_dtype, c.scheduler.max_model_len);
+        runner_ = make_executor(c, num_blocks, kv_dtype);
     else {
         runner_->ensure_capacity(max_tokens, max_logits);
         runner_->reset_kv_cache(num_blocks, c.block_size, kv_dtype);
@@ -140,6 +172,11 @@ void LlmEngine::reconfigure(const EngineConfig& next) {
     next.validate();
     if (next.scheduler.max_model_len != config_.scheduler.max_model_len)
         throw BadInput("max_model_len cannot change while the engine runs (reload the model)");
+    if (backend_name(next) != backend_name(config_) || next.tensor_parallel_size != config_.tensor_parallel_size ||
+        next.sim_calibration != config_.sim_calibration)
+        throw BadInput("the backend, tensor_parallel_size and sim calibration cannot change while the engine runs "
+                       "(reload the model)");
+    clock_.set_pace(next.sim_pace);
     // Resolved before anything drains: a type the backend cannot hold throws here, and a new name for
     // the same type (fp16 -> float16, auto -> bfloat16 on BF16 weights) rebuilds nothing.
     const DType next_kv_dtype = resolve_kv_dtype(next);
@@ -244,7 +281,7 @@ std::vector<std::string> LlmEngine::add_request(NewRequest r) {
         q.arrival_time = t;
         q.arrival_seq = next_arrival_seq_++;
         q.cache_salt = r.cache_salt;
-        runner_->input_batch().add_request(q, r.sampling_params.seed ? *r.sampling_params.seed + i : seed_rng_());
+        runner_->add_request(q, r.sampling_params.seed ? *r.sampling_params.seed + i : seed_rng_());
         output_processor_.add_request(q);
         st.metrics.request_id = q.request_id;
         st.metrics.priority = q.priority;
@@ -326,7 +363,7 @@ void LlmEngine::finish(RequestState& st, FinishReason reason) {
 void LlmEngine::release_finished() {
     std::erase_if(requests_, [this](const auto& kv) {
         if (!kv.second.request->is_finished()) return false;
-        runner_->input_batch().remove_request(kv.first);
+        runner_->remove_request(kv.first);
         output_processor_.remove_request(kv.first);
         return true;
     });
@@ -334,7 +371,8 @@ void LlmEngine::release_finished() {
 
 MemoryStats LlmEngine::memory_stats() const {
     MemoryStats m;
-    m.weights_bytes = model_->weights.weight_bytes();
+    const SimModelRunner* sim = sim_model_runner();
+    m.weights_bytes = sim ? static_cast<int64_t>(sim->step_time_model().weight_bytes()) : model_->weights.weight_bytes();
     m.kv_pool_bytes = static_cast<int64_t>(runner_->kv_cache_bytes());
     m.activation_bytes = static_cast<int64_t>(runner_->activation_bytes());
     m.host_rss_bytes = host_rss_bytes();

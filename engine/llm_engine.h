@@ -3,19 +3,22 @@
 // forward pass over all scheduled tokens and samples (the runner), turns the tokens into outputs (the
 // output processor) and records the step. Knobs change between steps; block_size, the KV budget
 // and the mode change by drain-and-rebuild (every request is preempted, the pool rebuilt, and the
-// requests resume by recompute: none is lost). Single-threaded: call it from one thread only.
+// requests resume by recompute: none is lost). With a simulated backend (config.backend SIM) the model
+// executor is a SimModelRunner and the engine's clock is virtual: everything else runs as it does on
+// a real device. Single-threaded: call it from one thread only.
 #pragma once
 
 #include "backend.h"
+#include "engine_clock.h"
 #include "engine_config.h"
 #include "kv/kv_cache_manager.h"
 #include "metrics/metrics_sink.h"
 #include "model/model.h"
 #include "output_processor.h"
+#include "runner/model_executor.h"
 #include "runner/model_runner.h"
 #include "sched/scheduler.h"
 
-#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
@@ -24,6 +27,8 @@
 #include <vector>
 
 namespace kvscope {
+
+class SimModelRunner;
 
 struct NewRequest {
     std::string request_id;  // "" = generated
@@ -73,14 +78,27 @@ public:
     const KvCacheManager& kv_cache_manager() const { return *kv_; }
     const Scheduler& scheduler() const { return *scheduler_; }
     Backend& backend() { return *backend_; }
-    const ModelRunner& model_runner() const { return *runner_; }
+    const ModelExecutor& executor() const { return *runner_; }
+    // The real model runner; throws std::bad_cast on a simulated backend.
+    const ModelRunner& model_runner() const { return dynamic_cast<const ModelRunner&>(*runner_); }
+    // The simulated model runner, or null on a real backend.
+    const SimModelRunner* sim_model_runner() const;
+    bool is_simulated() const { return config_.backend == BackendKind::SIM; }
+    // What every output of a simulated run says: "simulated NVIDIA H100 SXM 80GB, dummy:llama-3-8b,
+    // step-time model sim-v1" (with "x N" for tensor parallelism); "" on a real backend.
+    std::string simulation_label() const;
     std::optional<RequestInfo> request_info(const std::string& request_id) const;
     std::optional<RequestMetrics> request_metrics(const std::string& request_id) const;
     std::vector<int32_t> request_output_token_ids(const std::string& request_id) const;
     std::vector<RequestInfo> active_requests() const;
     MemoryStats memory_stats() const;
-    // Monotonic seconds since the engine started (the time base of every metric).
-    double now() const;
+    // Monotonic seconds since the engine started (the time base of every metric); virtual seconds
+    // on a simulated backend.
+    double now() const { return clock_.now(); }
+    // Nothing to do until engine time t: sleeps on a real backend, jumps there on a simulated one.
+    void wait_until(double t) { clock_.wait_until(t); }
+    // Simulated seconds per wall second (simulated backends; 0 = as fast as the host allows).
+    void set_sim_pace(double pace) { clock_.set_pace(pace); }
     int64_t num_steps() const { return num_steps_; }
     int num_blocks() const { return kv_->num_blocks(); }
     // The element type the KV cache holds (config().kv_cache_dtype resolved for this model and backend).
@@ -102,6 +120,8 @@ private:
     // that cannot hold one max_model_len request, or an explicit kv_cache_memory exceeds free memory.
     int64_t device_kv_budget(const EngineConfig& config, DType kv_dtype) const;
     void build_pool(const EngineConfig& config);
+    // The real ModelRunner, or a SimModelRunner on a simulated backend.
+    std::unique_ptr<ModelExecutor> make_executor(const EngineConfig& config, int num_blocks, DType kv_dtype);
     int64_t device_kv_budget_ = 0;  // 0: no device memory, or not measured
     std::unique_ptr<Scheduler> make_scheduler(const EngineConfig& config);
     void validate_request(const NewRequest& r) const;
@@ -120,11 +140,11 @@ private:
     std::unique_ptr<Backend> backend_;
     std::unique_ptr<KvCacheManager> kv_;
     std::unique_ptr<Scheduler> scheduler_;
-    std::unique_ptr<ModelRunner> runner_;
+    std::unique_ptr<ModelExecutor> runner_;
     OutputProcessor output_processor_;
     std::map<std::string, RequestState> requests_;
     MetricsSink* sink_ = nullptr;
-    std::chrono::steady_clock::time_point t0_;
+    EngineClock clock_;
     uint64_t next_arrival_seq_ = 0;
     uint64_t next_request_id_ = 0;
     int64_t num_steps_ = 0;

@@ -66,9 +66,10 @@ std::function<void(int, int)> make_progress(const std::string& label) {
     };
 }
 
-void print_result_table(const BenchRun& r) {
+void print_result_table(const BenchRun& r, const std::string& simulation) {
     const BenchmarkSummary& s = r.summary;
     rule((" Serving Benchmark Result (" + r.label + ") ").c_str(), '=');
+    if (!simulation.empty()) std::printf("SIMULATED, not measured: %s; times are simulated seconds\n", simulation.c_str());
     row_int("Successful requests:", s.completed);
     if (s.failed) row_int("Failed requests:", s.failed);
     row("Benchmark duration (s):", s.duration);

@@ -16,7 +16,9 @@ namespace kvscope::cli {
 // A progress callback for BenchOptions: a redrawn bar when stderr is a terminal, else a line per 10%.
 std::function<void(int, int)> make_progress(const std::string& label);
 
-void print_result_table(const BenchRun& run);
+// simulation: LlmEngine::simulation_label() ("" for a real engine): printed first, and every time
+// in the table is then simulated seconds.
+void print_result_table(const BenchRun& run, const std::string& simulation = "");
 void print_ratios(const nlohmann::json& ratios);
 void print_sweep_table(const std::string& knob, const std::vector<std::string>& values, const std::vector<BenchRun>& runs);
 

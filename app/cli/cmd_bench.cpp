@@ -14,6 +14,7 @@
 #include "bench/workload.h"
 #include "llm_engine.h"
 #include "metrics/export.h"
+#include "sim/simulation_info.h"
 #include "util/errors.h"
 
 #include <algorithm>
@@ -167,6 +168,7 @@ nlohmann::json metadata(const BenchArgs& a, const Model& model, LlmEngine& engin
     m["kvscope_version"] = kvscope_version();
     m["machine"] = machine_info(engine.backend().num_threads());
     m["metric_definitions"] = metric_definitions();
+    if (engine.is_simulated()) m["simulated"] = simulation_to_json(engine);
     return m;
 }
 
@@ -201,7 +203,7 @@ void run_compare(LlmEngine& engine, const std::vector<BenchRequest>& workload, B
         EngineConfig c = config;
         c.mode = parse_batching_mode(mode);
         runs.push_back(runner.run_with(c, mode));
-        print_result_table(runs.back());
+        print_result_table(runs.back(), engine.simulation_label());
         result[mode] = run_json(runs.back(), timeline);
     }
     const nlohmann::json ratios = compare_ratios(runs[0].summary, runs[1].summary);
@@ -220,7 +222,7 @@ void run_sweep(LlmEngine& engine, const std::vector<BenchRequest>& workload, Ben
         options.progress = make_progress(label);
         BenchRunner runner(engine, workload, options);
         runs.push_back(runner.run_with(apply_knob(config, sweep.knob, v), label));
-        print_result_table(runs.back());
+        print_result_table(runs.back(), engine.simulation_label());
         nlohmann::json row = run_json(runs.back(), timeline);
         row["sweep_value"] = v;
         result["sweep"].push_back(row);
@@ -234,7 +236,7 @@ void run_single(LlmEngine& engine, const std::vector<BenchRequest>& workload, Be
     options.progress = make_progress(mode);
     BenchRunner runner(engine, workload, options);
     runs.push_back(runner.run(mode));
-    print_result_table(runs.back());
+    print_result_table(runs.back(), engine.simulation_label());
     result.update(run_json(runs.back(), timeline));
 }
 
@@ -277,7 +279,7 @@ int run_bench(int argc, char** argv) {
     if (sweep && !args.compare.empty()) throw BadInput("--sweep and --compare cannot be combined");
     check_outputs(args);
 
-    std::shared_ptr<const Model> model = load_model(engine_options.model);
+    std::shared_ptr<const Model> model = load_model_for(engine_options);
     const EngineConfig config = engine_config_from(engine_options, model->config);
     if (sweep)
         for (const auto& v : sweep->values) (void)apply_knob(config, sweep->knob, v);

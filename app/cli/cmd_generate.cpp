@@ -7,6 +7,7 @@
 #include "command_line/option_checks.h"
 
 #include "llm_engine.h"
+#include "sim/simulation_info.h"
 #include "util/errors.h"
 
 #include <cstdio>
@@ -122,7 +123,7 @@ int run_generate(int argc, char** argv) {
     for (const std::string& list : id_prompts) prompt_ids.push_back(parse_token_ids(list));
     if (prompt_ids.empty()) throw BadInput("give at least one --prompt, --prompt-ids or a --prompts-file");
     params.validate();
-    std::shared_ptr<const Model> model = load_model(engine_options.model);
+    std::shared_ptr<const Model> model = load_model_for(engine_options);
     for (size_t i = 0; i < prompts.size(); ++i) prompt_ids[i] = model->tokenizer.encode(prompts[i], true);
     for (size_t i = prompts.size(); i < prompt_ids.size(); ++i) prompts.push_back(model->tokenizer.decode(prompt_ids[i]));
     EngineConfig config = engine_config_from(engine_options, model->config);
@@ -208,10 +209,13 @@ int run_generate(int argc, char** argv) {
     s["output_throughput"] = duration > 0 ? total_output / duration : 0.0;
     s["num_steps"] = engine.num_steps();
     s["mode"] = std::string(to_string(config.mode));
+    if (engine.is_simulated()) s["simulated"] = simulation_to_json(engine);
     if (json) std::cout << nlohmann::json{{"summary", s}}.dump() << "\n";
     else std::fprintf(stderr, "%lld tokens in %.3f s (%.1f tokens/s), %d blocks of %d, %lld preemptions\n",
                       static_cast<long long>(total_output), duration, s["output_throughput"].get<double>(),
                       kv.num_blocks(), kv.block_size(), static_cast<long long>(engine.scheduler().num_preemptions()));
+    if (!json && engine.is_simulated())
+        std::fprintf(stderr, "SIMULATED, not measured: %s; times are simulated seconds\n", engine.simulation_label().c_str());
     for (const auto& e : errors)
         if (!e.empty()) return 2;
     return 0;

@@ -10,6 +10,7 @@
 #include "cpu/cpu_kernel_sets.h"
 #include "kv/kv_cache_dtype.h"
 #include "llm_engine.h"
+#include "sim/simulation_info.h"
 #include "util/errors.h"
 
 #include <cstdio>
@@ -27,7 +28,7 @@ int run_info(int argc, char** argv) {
     app->add_flag("--json", json, "one JSON object");
     if (auto exit_code = command_line::parse_command_line(*app, argc, argv)) return *exit_code;
 
-    std::shared_ptr<const Model> model = load_model(engine_options.model);
+    std::shared_ptr<const Model> model = load_model_for(engine_options);
     const ModelConfig& c = model->config;
     const EngineConfig ec = engine_config_from(engine_options, c);
     const int max_model_len = ec.scheduler.max_model_len;
@@ -35,7 +36,10 @@ int run_info(int argc, char** argv) {
     // as what it holds (F32 only), so `info --backend cuda` still describes the budget without a GPU.
     const DType weight_dtype = model->config.weight_dtype;
     std::unique_ptr<Backend> backend;
-    try {
+    // A simulated GPU: the engine itself sizes the pool by vLLM's formula (no weights are loaded).
+    std::unique_ptr<LlmEngine> sim;
+    if (ec.backend == BackendKind::SIM) sim = std::make_unique<LlmEngine>(model, ec);
+    else try {
         backend = make_backend(std::string(to_string(ec.backend)), 1);
     } catch (const std::invalid_argument& e) {
         // Only an absent GPU is described anyway; a CPU that cannot run the CPU kernel set that
@@ -44,15 +48,18 @@ int run_info(int argc, char** argv) {
     }
     const std::string kernel_set = backend ? backend->kernel_set() : "";
     const DType kv_dtype =
-        backend ? resolve_kv_cache_dtype(ec.kv_cache_dtype, weight_dtype, *backend)
+        sim ? sim->kv_cache_dtype()
+        : backend ? resolve_kv_cache_dtype(ec.kv_cache_dtype, weight_dtype, *backend)
                 : resolve_kv_cache_dtype(ec.kv_cache_dtype, weight_dtype, std::string(to_string(ec.backend)), [](DType t) { return t == DType::F32; });
     const int64_t kv_bytes_per_token = c.kv_bytes_per_token(kv_dtype);
-    const int64_t budget = ec.kv_cache_memory > 0 ? ec.kv_cache_memory
+    const int64_t budget = sim ? static_cast<int64_t>(sim->executor().kv_cache_bytes())
+                           : ec.kv_cache_memory > 0 ? ec.kv_cache_memory
                                                   : default_kv_cache_memory(kv_bytes_per_token,
                                                                             ec.scheduler.max_num_seqs, max_model_len);
     const int64_t bytes_per_block =
         KvCacheLayout::bytes_per_block(c.num_layers, c.num_kv_heads, c.head_dim, ec.block_size, kv_dtype);
-    const int64_t num_blocks = ec.num_blocks > 0 ? ec.num_blocks : budget / bytes_per_block;
+    const int64_t num_blocks = sim ? sim->num_blocks() : ec.num_blocks > 0 ? ec.num_blocks : budget / bytes_per_block;
+    const int64_t weight_bytes = sim ? sim->memory_stats().weights_bytes : model->weights.weight_bytes();
     const int64_t blocks_per_seq = (max_model_len + ec.block_size - 1) / ec.block_size;
 
     nlohmann::json j;
@@ -61,7 +68,7 @@ int run_info(int argc, char** argv) {
     j["format"] = model->format;
     j["architecture"] = c.architecture;
     j["num_params"] = c.num_params();
-    j["weight_bytes"] = model->weights.weight_bytes();
+    j["weight_bytes"] = weight_bytes;
     nlohmann::json by_dtype = nlohmann::json::object();
     for (const auto& [dt, bytes] : model->weights.bytes_by_dtype) by_dtype[std::string(dtype_name(dt))] = bytes;
     j["weight_bytes_by_dtype"] = by_dtype;
@@ -89,13 +96,21 @@ int run_info(int argc, char** argv) {
     j["kv_capacity_tokens"] = num_blocks * ec.block_size;
     j["max_concurrency_at_max_model_len"] = static_cast<double>(num_blocks) / blocks_per_seq;
     if (!kernel_set.empty()) j["cpu_kernels"] = kernel_set;
+    if (sim) j["simulated"] = simulation_to_json(*sim);
     if (json) {
         std::cout << j.dump() << "\n";
         return 0;
     }
+    if (sim) {
+        const nlohmann::json& s = j["simulated"];
+        std::printf("SIMULATED         %s\n", sim->simulation_label().c_str());
+        std::printf("device memory     %.1f GiB (%d x %s), %s of it for weights + activations + KV\n",
+                    s["device_memory_bytes"].get<double>() / 1073741824.0, s["tensor_parallel_size"].get<int>(),
+                    s["gpu_name"].get<std::string>().c_str(), std::to_string(ec.gpu_memory_utilization).substr(0, 4).c_str());
+    }
     std::printf("model             %s (%s, %s)\n", model->name.c_str(), model->format.c_str(), c.architecture.c_str());
     std::printf("parameters        %.2f M\n", c.num_params() / 1e6);
-    std::printf("weights           %.1f MiB", model->weights.weight_bytes() / 1048576.0);
+    std::printf("weights           %.1f MiB%s", weight_bytes / 1048576.0, sim ? " (simulated, not loaded)" : "");
     for (const auto& [dt, bytes] : model->weights.bytes_by_dtype)
         std::printf("  %s %.1f MiB", std::string(dtype_name(dt)).c_str(), bytes / 1048576.0);
     std::printf("\nshape             %d layers, hidden %d, ffn %d, %d heads, %d kv heads, head_dim %d, vocab %d\n",

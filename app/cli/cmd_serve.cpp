@@ -15,6 +15,7 @@
 
 #include "kv/kv_cache_dtype.h"
 #include "llm_engine.h"
+#include "sim/simulation_info.h"
 
 #include <atomic>
 #include <csignal>
@@ -150,12 +151,19 @@ int run_serve(int argc, char** argv) {
     raise_descriptor_limit();
     StopSignals signals;  // before the first thread
 
-    std::shared_ptr<const Model> model = load_model(engine_options.model);
-    const EngineConfig config = engine_config_from(engine_options, model->config);
+    std::shared_ptr<const Model> model = load_model_for(engine_options);
+    EngineConfig config = engine_config_from(engine_options, model->config);
+    if (config.backend == BackendKind::SIM && config.sim_pace == 0) config.sim_pace = 1;  // clients see GPU pace
     LlmEngine engine(model, config);
     const CacheConfigInfo cache{engine.kv_cache_manager().block_size(), engine.num_blocks(),
                                 kv_cache_dtype_name(engine.kv_cache_dtype()), config.scheduler.enable_prefix_caching};
     ServeMetrics metrics(served_name, metrics_prefix, config.scheduler.max_model_len, cache);
+    if (engine.is_simulated()) {
+        const nlohmann::json sim = simulation_to_json(engine);
+        metrics.set_simulation({sim["gpu"], sim["tensor_parallel_size"], sim["step_time_model"], sim["label"]});
+        std::fprintf(stderr, "kvscope serve: SIMULATED, not measured: %s (%.0fx real time)\n",
+                     engine.simulation_label().c_str(), config.sim_pace);
+    }
     EngineLoop loop(engine, metrics);
     HttpFrontend frontend(http);
     OpenAiServer api(*model, {served_name, config.scheduler.max_model_len, api_key, limits}, loop, metrics);

@@ -1,6 +1,8 @@
 #include "engine_options.h"
 
 #include "command_line/option_checks.h"
+#include "sim/gpu_specs.h"
+#include "util/errors.h"
 
 #include <algorithm>
 
@@ -52,8 +54,18 @@ void add_engine_options(CLI::App& app, EngineOptions& o) {
         ->type_name("auto|float32|float16|bfloat16")->group(group);
     app.add_option("--threads", c.num_threads, "CPU threads (0 = all cores)")
         ->type_name("UINT")->check(int_in(0))->group(group);
-    app.add_option("--backend", o.backend, "compute backend (auto = CUDA when built and a device is present)")
-        ->type_name("cpu|cuda|auto")->group(group);
+    app.add_option("--backend", o.backend,
+                   "compute backend (auto = CUDA when built and a device is present; sim:GPU = the real engine on a "
+                   "simulated GPU with a modelled step time, GPU one of " + gpu_spec_names() + ")")
+        ->option_text("cpu|cuda|auto|sim:GPU")->group(group);
+    app.add_option("--tensor-parallel-size", c.tensor_parallel_size, "GPUs the model is sharded over (sim backends)")
+        ->type_name("UINT")->check(int_in(1, 64))->group(group);
+    app.add_option("--sim-speed", c.sim_pace,
+                   "simulated seconds per wall second (sim backends; 0 = as fast as the host allows, serve: 1)")
+        ->type_name("FLOAT")->check(real_in(0, 1e6))->group(group);
+    app.add_option("--sim-calibration", c.sim_calibration,
+                   "step-time constants measured on a real GPU (JSON, docs/DESIGN.md; sim backends)")
+        ->type_name("FILE")->group(group);
     app.add_flag("--check-invariants", c.check_invariants,
                  "check scheduler and KV pool invariants after every step (slow)")->group(group);
     app.add_flag("--enforce-eager", c.enforce_eager, "run every step op by op: no CUDA graphs (vLLM's flag)")
@@ -65,9 +77,19 @@ EngineConfig engine_config_from(const EngineOptions& o, const ModelConfig& model
     c.scheduler.max_model_len = o.max_model_len > 0 ? o.max_model_len : std::min(model.max_position_embeddings, 8192);
     c.mode = parse_batching_mode(o.mode);
     c.scheduler.policy = parse_scheduler_policy(o.policy);
-    c.backend = parse_backend_kind(o.backend);
+    parse_backend(o.backend, c);
     c.validate();
     return c;
+}
+
+std::unique_ptr<Model> load_model_for(const EngineOptions& o) {
+    // The backend's own errors come before a model's weights load (they may be gigabytes).
+    EngineConfig c = o.config;
+    parse_backend(o.backend, c);
+    if (c.tensor_parallel_size > 1 && c.backend != BackendKind::SIM)
+        throw BadInput("invalid engine setting: tensor_parallel_size > 1 needs a simulated backend (--backend sim:GPU): "
+                       "kvscope runs one device");
+    return load_model(o.model, c.backend != BackendKind::SIM);
 }
 
 }  // namespace kvscope::cli

@@ -19,7 +19,7 @@ struct EngineOptions {
     int max_model_len = 0;  // 0 = not given: the model's context, at most 8192
     std::string mode = "paged";   // --mode, parsed into config.mode by engine_config_from
     std::string policy = "fcfs";  // --policy, likewise
-    std::string backend = "cpu";  // --backend, likewise
+    std::string backend = "cpu";  // --backend, likewise (sim:GPU sets config.sim_gpu too)
 };
 
 // Adds --model (required) and the engine knobs, under "Engine options" in --help, bound to `options`.
@@ -27,5 +27,8 @@ void add_engine_options(CLI::App& app, EngineOptions& options);
 
 // The validated engine config for `model`; throws BadInput naming the knob and value.
 EngineConfig engine_config_from(const EngineOptions& options, const ModelConfig& model);
+
+// Loads --model: without weights for a simulated backend (the shapes are all it needs).
+std::unique_ptr<Model> load_model_for(const EngineOptions& options);
 
 }  // namespace kvscope::cli

@@ -133,6 +133,14 @@ std::string ServeMetrics::render_prometheus() const {
         head(full, type, help);
         out += full + "{" + labels + "} " + value + "\n";
     };
+    if (!simulation_.gpu.empty()) {
+        out += "# SIMULATED, not measured: " + simulation_.label + "; times are simulated seconds\n";
+        const std::string info = prefix_ + ":simulation_info";
+        head(info, "gauge", "A simulated accelerator: the GPU, tensor parallelism and step-time model in the labels");
+        out += info + "{" + labels + ",gpu=\"" + escape_label(simulation_.gpu) + "\",tensor_parallel_size=\"" +
+               std::to_string(simulation_.tensor_parallel_size) + "\",step_time_model=\"" +
+               escape_label(simulation_.step_time_model) + "\"} 1.0\n";
+    }
     auto histogram = [&](const char* name, const char* help, const Histogram& h) {
         const std::string base = prefix_ + ":" + name;
         head(base, "histogram", help);

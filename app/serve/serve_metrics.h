@@ -33,6 +33,14 @@ struct CacheConfigInfo {
     bool enable_prefix_caching = false;
 };
 
+// What a simulated engine's metrics say about it (sim/simulation_info.h); empty gpu = a real engine.
+struct SimulationInfo {
+    std::string gpu;              // "h100-sxm"
+    int tensor_parallel_size = 1;
+    std::string step_time_model;  // "sim-v1"
+    std::string label;            // "simulated NVIDIA H100 SXM 80GB, dummy:llama-3-8b, step-time model sim-v1"
+};
+
 // A Prometheus histogram: counts per upper bound, plus +Inf, sum and count.
 struct Histogram {
     std::vector<double> bounds;
@@ -59,6 +67,10 @@ public:
     void add_generation_tokens(int64_t n);
     void observe_request_params(int n, int max_tokens);
 
+    // Before the server starts: every scrape then begins with a SIMULATED comment and carries a
+    // <prefix>:simulation_info gauge, and every time in the histograms is simulated.
+    void set_simulation(SimulationInfo info) { simulation_ = std::move(info); }
+
     // Any thread.
     std::string render_prometheus() const;
 
@@ -66,6 +78,7 @@ private:
     std::string model_name_;
     std::string prefix_;
     CacheConfigInfo cache_;
+    SimulationInfo simulation_;
     mutable std::mutex mu_;
     EngineGauges gauges_;
     int64_t num_steps_ = 0;

@@ -105,7 +105,9 @@ nlohmann::json engine_config_to_json(const EngineConfig& c) {
             {"policy", std::string(to_string(c.scheduler.policy))},
             {"enable_prefix_caching", c.scheduler.enable_prefix_caching},
             {"long_prefill_token_threshold", c.scheduler.long_prefill_token_threshold},
-            {"enforce_eager", c.enforce_eager}};
+            {"enforce_eager", c.enforce_eager},
+            {"backend", backend_name(c)},
+            {"tensor_parallel_size", c.tensor_parallel_size}};
 }
 
 nlohmann::json run_to_json(const ResultRun& run) {

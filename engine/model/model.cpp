@@ -4,6 +4,7 @@
 #include "model/gguf_vocab.h"
 #include "model/safetensors_file.h"
 #include "util/errors.h"
+#include "util/host_memory.h"
 
 #include <filesystem>
 
@@ -22,7 +23,19 @@ DType parse_dummy_dtype(const std::string& s, const std::string& spec) {
     throw BadInput(spec + ": unknown weight type '" + s + "' (known: f32, f16, bf16, q8_0, q4_k)");
 }
 
-std::unique_ptr<Model> load_dummy(const std::string& spec) {
+// Random weights live in host memory: a preset larger than it (llama-3-70b is 141 GB in BF16) is
+// refused before anything is allocated.
+void check_fits_host(const ModelConfig& config, const std::string& spec) {
+    const double bytes = static_cast<double>(config.num_params()) * static_cast<double>(dtype_block_bytes(config.weight_dtype)) /
+                         static_cast<double>(dtype_block_elems(config.weight_dtype));
+    const double host = static_cast<double>(host_memory_bytes());
+    if (host > 0 && bytes > 0.8 * host)
+        throw BadInput(spec + ": its random weights need " + std::to_string(static_cast<int64_t>(bytes / 1e9)) +
+                       " GB but this machine has " + std::to_string(static_cast<int64_t>(host / 1e9)) +
+                       " GB of memory; simulate it instead with --backend sim:GPU");
+}
+
+std::unique_ptr<Model> load_dummy(const std::string& spec, bool with_weights) {
     std::string rest = spec.substr(6);
     std::string preset = rest, dtype_name;
     if (auto colon = rest.find(':'); colon != std::string::npos) {
@@ -31,7 +44,11 @@ std::unique_ptr<Model> load_dummy(const std::string& spec) {
     }
     ModelConfig config = dummy_preset_config(preset);
     if (!dtype_name.empty()) config.weight_dtype = parse_dummy_dtype(dtype_name, spec);
-    ModelWeights weights = make_dummy_weights(config, config.weight_dtype, 0x6b7673636f7065ull);
+    ModelWeights weights;
+    if (with_weights) {
+        check_fits_host(config, spec);
+        weights = make_dummy_weights(config, config.weight_dtype, 0x6b7673636f7065ull);
+    }
     Tokenizer tokenizer = Tokenizer::bytes(config.vocab_size);
     return std::make_unique<Model>(Model{spec, "dummy", "dummy:" + preset, config, std::move(weights),
                                          std::move(tokenizer), ChatTemplate::detect("")});
@@ -52,7 +69,7 @@ std::unique_ptr<Model> load_gguf(const std::string& path) {
     return std::make_unique<Model>(Model{path, "gguf", name, config, std::move(weights), std::move(tokenizer), chat});
 }
 
-std::unique_ptr<Model> load_hf(const std::string& dir) {
+std::unique_ptr<Model> load_hf(const std::string& dir, bool with_weights) {
     const fs::path d(dir);
     const std::string config_path = (d / "config.json").string();
     if (!fs::exists(config_path)) throw BadInput(dir + ": no config.json (not a Hugging Face model directory)");
@@ -65,19 +82,22 @@ std::unique_ptr<Model> load_hf(const std::string& dir) {
         throw BadInput(tok_path + ": " + std::to_string(tokenizer.vocab_size()) + " tokens exceed vocab_size " +
                        std::to_string(config.vocab_size) + " of config.json");
     ChatTemplate chat = ChatTemplate::detect(tokenizer.chat_template());
-    auto st = std::make_shared<const SafetensorsModel>(SafetensorsModel::open(dir));
-    ModelWeights weights = load_weights_safetensors(st, config, dir);
-    if (!weights.layers.empty()) config.weight_dtype = weights.layers[0].wq.dtype;
+    ModelWeights weights;
+    if (with_weights) {
+        auto st = std::make_shared<const SafetensorsModel>(SafetensorsModel::open(dir));
+        weights = load_weights_safetensors(st, config, dir);
+        if (!weights.layers.empty()) config.weight_dtype = weights.layers[0].wq.dtype;
+    }
     return std::make_unique<Model>(
         Model{dir, "hf", d.filename().string(), config, std::move(weights), std::move(tokenizer), chat});
 }
 
 }  // namespace
 
-std::unique_ptr<Model> load_model(const std::string& spec) {
-    if (spec.rfind("dummy:", 0) == 0) return load_dummy(spec);
+std::unique_ptr<Model> load_model(const std::string& spec, bool with_weights) {
+    if (spec.rfind("dummy:", 0) == 0) return load_dummy(spec, with_weights);
     std::error_code ec;
-    if (fs::is_directory(spec, ec)) return load_hf(spec);
+    if (fs::is_directory(spec, ec)) return load_hf(spec, with_weights);
     if (!fs::exists(spec, ec)) throw BadInput(spec + ": no such file or directory");
     if (spec.size() >= 5 && spec.compare(spec.size() - 5, 5, ".gguf") == 0) return load_gguf(spec);
     throw BadInput(spec + ": not a model (expected a Hugging Face directory, a .gguf file or dummy:PRESET)");

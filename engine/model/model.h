@@ -24,6 +24,8 @@ struct Model {
 };
 
 // Throws BadInput naming the path (and tensor, field or key) when the model cannot be used.
-std::unique_ptr<Model> load_model(const std::string& spec);
+// with_weights false (the sim backend): dummy presets and Hugging Face directories come with their
+// config and tokenizer only, no weight is allocated or read (a GGUF file is mapped, never copied).
+std::unique_ptr<Model> load_model(const std::string& spec, bool with_weights = true);
 
 }  // namespace kvscope

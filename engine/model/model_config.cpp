@@ -259,7 +259,8 @@ ModelConfig config_from_gguf(const GgufFile& g) {
 }
 
 std::vector<std::string> dummy_preset_names() {
-    return {"tiny", "smollm-135m", "llama-1b", "qwen2-0.5b", "qwen3-0.6b", "phi3-mini"};
+    return {"tiny",        "smollm-135m", "llama-1b",    "qwen2-0.5b",  "qwen3-0.6b", "phi3-mini",
+            "llama-3-8b",  "llama-3-70b", "qwen2.5-7b",  "qwen2.5-32b", "qwen2.5-72b", "mistral-7b"};
 }
 
 ModelConfig dummy_preset_config(const std::string& preset) {
@@ -295,6 +296,30 @@ ModelConfig dummy_preset_config(const std::string& preset) {
         c.vocab_size = 32064; c.hidden_size = 3072; c.intermediate_size = 8192; c.num_layers = 32;
         c.num_heads = 32; c.num_kv_heads = 32; c.head_dim = 96; c.max_position_embeddings = 4096;
         c.rope_theta = 10000.0f; c.weight_dtype = DType::BF16;
+    } else if (preset == "llama-3-8b" || preset == "llama-3-70b") {
+        // Meta-Llama-3-8B / -70B config.json (the 3.1 models share the shapes; their context is longer).
+        const bool big = preset == "llama-3-70b";
+        c.tie_word_embeddings = false;
+        c.vocab_size = 128256; c.hidden_size = big ? 8192 : 4096; c.intermediate_size = big ? 28672 : 14336;
+        c.num_layers = big ? 80 : 32; c.num_heads = big ? 64 : 32; c.num_kv_heads = 8; c.head_dim = 128;
+        c.max_position_embeddings = 8192; c.rope_theta = 500000.0f; c.weight_dtype = DType::BF16;
+    } else if (preset == "qwen2.5-7b" || preset == "qwen2.5-32b" || preset == "qwen2.5-72b") {
+        // Qwen2.5-7B / -32B / -72B config.json.
+        c.architecture = "qwen2"; c.attention_bias = true; c.tie_word_embeddings = false;
+        c.vocab_size = 152064; c.head_dim = 128; c.max_position_embeddings = 32768;
+        c.rope_theta = 1000000.0f; c.rms_norm_eps = 1e-6f; c.weight_dtype = DType::BF16;
+        if (preset == "qwen2.5-7b") {
+            c.hidden_size = 3584; c.intermediate_size = 18944; c.num_layers = 28; c.num_heads = 28; c.num_kv_heads = 4;
+        } else if (preset == "qwen2.5-32b") {
+            c.hidden_size = 5120; c.intermediate_size = 27648; c.num_layers = 64; c.num_heads = 40; c.num_kv_heads = 8;
+        } else {
+            c.hidden_size = 8192; c.intermediate_size = 29568; c.num_layers = 80; c.num_heads = 64; c.num_kv_heads = 8;
+        }
+    } else if (preset == "mistral-7b") {  // Mistral-7B-v0.3 config.json (no sliding window)
+        c.tie_word_embeddings = false;
+        c.vocab_size = 32768; c.hidden_size = 4096; c.intermediate_size = 14336; c.num_layers = 32;
+        c.num_heads = 32; c.num_kv_heads = 8; c.head_dim = 128; c.max_position_embeddings = 32768;
+        c.rope_theta = 1000000.0f; c.weight_dtype = DType::BF16;
     } else {
         std::string names;
         for (const auto& n : dummy_preset_names()) names += (names.empty() ? "" : ", ") + n;

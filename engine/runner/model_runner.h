@@ -21,6 +21,7 @@
 #include "kv/kv_cache_manager.h"
 #include "model/model.h"
 #include "runner/input_batch.h"
+#include "runner/model_executor.h"
 #include "runner/model_input.h"
 #include "sched/scheduler_output.h"
 
@@ -37,7 +38,7 @@ struct StepOutput {
     const int32_t* sampled_token_ids = nullptr;  // [rows] from the device sampler; null when it did not run
 };
 
-class ModelRunner {
+class ModelRunner final : public ModelExecutor {
 public:
     // num_blocks x block_size token slots of cache; steps of at most max_num_tokens tokens and
     // max_num_logits sampled rows.
@@ -51,9 +52,11 @@ public:
     // One engine step: the scheduler's output as the step's input (tokens, slots, block tables from kv),
     // the forward pass, and a token for every scheduled request that samples, in the scheduler's order
     // (device sampler where it can choose, else the host: InputBatch), with log-probabilities where asked.
-    SamplerOutput execute(const SchedulerOutput& out, const KvCacheManager& kv);
+    SamplerOutput execute(const SchedulerOutput& out, const KvCacheManager& kv) override;
     // The per-request sampling state (add a request before it is scheduled, remove it when it ends).
     InputBatch& input_batch() { return input_batch_; }
+    void add_request(const Request& r, uint64_t seed) override { input_batch_.add_request(r, seed); }
+    void remove_request(const std::string& request_id) override { input_batch_.remove_request(request_id); }
 
     // Runs the model on a prepared input. Logits come back unless the input has sampling rows and
     // !logits_to_host; token ids come back when it has sampling rows (the backend must support sampling).
@@ -61,7 +64,7 @@ public:
 
     // CUDA graphs for decode steps, when the backend supports them (vLLM's default; off = enforce_eager).
     // max_model_len bounds every context, and so the captured block-table width and attention plan.
-    void set_cuda_graphs(bool enabled, int max_model_len);
+    void set_cuda_graphs(bool enabled, int max_model_len) override;
     // The padded batch sizes that run as graphs (empty when graphs are off).
     const std::vector<int>& capture_sizes() const { return capture_sizes_; }
     int num_graphs() const;
@@ -73,17 +76,17 @@ public:
     // max_num_logits sequences, every logits row computed), so that the backend's scratch reaches its
     // peak and device memory in use afterwards is weights + activations + scratch + the KV pool.
     // Replaces the KV pool by one just large enough for it: call reset_kv_cache() afterwards.
-    void profile_run();
+    void profile_run() override;
 
     // Grows the activation buffers for larger steps (live reconfiguration); never shrinks them.
-    void ensure_capacity(int max_num_tokens, int max_num_logits);
+    void ensure_capacity(int max_num_tokens, int max_num_logits) override;
 
     // Rebuilds the KV cache for a new geometry (drain-and-rebuild: no request may hold blocks).
-    void reset_kv_cache(int num_blocks, int block_size, DType kv_dtype = DType::F32);
+    void reset_kv_cache(int num_blocks, int block_size, DType kv_dtype = DType::F32) override;
 
-    const KvCacheLayout& kv_layout() const { return layout_; }
-    size_t kv_cache_bytes() const { return layout_.total_bytes(); }
-    size_t activation_bytes() const { return activation_bytes_; }
+    const KvCacheLayout& kv_layout() const override { return layout_; }
+    size_t kv_cache_bytes() const override { return layout_.total_bytes(); }
+    size_t activation_bytes() const override { return activation_bytes_; }
     Backend& backend() { return backend_; }
 
 private:

@@ -14,4 +14,9 @@ int64_t host_rss_bytes() {
     return n == 2 ? resident * static_cast<int64_t>(sysconf(_SC_PAGESIZE)) : 0;
 }
 
+int64_t host_memory_bytes() {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
+}
+
 }  // namespace kvscope

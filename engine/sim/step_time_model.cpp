@@ -1,0 +1,143 @@
+#include "sim/step_time_model.h"
+
+#include "util/errors.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+
+namespace kvscope {
+
+void StepTimeConstants::validate() const {
+    const auto fraction = [](const char* name, double v) {
+        if (!(v > 0 && v <= 1)) throw BadInput(std::string("sim calibration: ") + name + " must be in (0, 1], got " + std::to_string(v));
+    };
+    fraction("mfu_linear", mfu_linear);
+    fraction("bw_efficiency_linear", bw_efficiency_linear);
+    fraction("mfu_attention", mfu_attention);
+    fraction("bw_efficiency_attention", bw_efficiency_attention);
+    if (!(step_overhead >= 0 && step_overhead < 1)) throw BadInput("sim calibration: step_overhead_us must be in [0, 1e6)");
+    if (!(per_seq_overhead >= 0 && per_seq_overhead < 1)) throw BadInput("sim calibration: per_seq_overhead_us must be in [0, 1e6)");
+    if (non_torch_bytes < 0) throw BadInput("sim calibration: non_torch_mib must be >= 0");
+}
+
+StepTimeConstants read_calibration(const std::string& path, const std::string& gpu) {
+    std::ifstream in(path);
+    if (!in) throw BadInput("sim calibration " + path + ": cannot read the file");
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+        throw BadInput("sim calibration " + path + ": not JSON (" + e.what() + ")");
+    }
+    if (!j.is_object()) throw BadInput("sim calibration " + path + ": expected a JSON object");
+    StepTimeConstants k;
+    k.source = "calibration file " + path;
+    const auto number = [&](const std::string& key) {
+        if (!j[key].is_number()) throw BadInput("sim calibration " + path + ": " + key + " must be a number");
+        return j[key].get<double>();
+    };
+    for (const auto& [key, value] : j.items()) {
+        if (key == "mfu_linear") k.mfu_linear = number(key);
+        else if (key == "bw_efficiency_linear") k.bw_efficiency_linear = number(key);
+        else if (key == "mfu_attention") k.mfu_attention = number(key);
+        else if (key == "bw_efficiency_attention") k.bw_efficiency_attention = number(key);
+        else if (key == "step_overhead_us") k.step_overhead = number(key) * 1e-6;
+        else if (key == "per_seq_overhead_us") k.per_seq_overhead = number(key) * 1e-6;
+        else if (key == "allreduce_latency_us") k.allreduce_latency = number(key) * 1e-6;
+        else if (key == "non_torch_mib") k.non_torch_bytes = static_cast<int64_t>(number(key) * 1048576.0);
+        else if (key == "gpu") {
+            if (!value.is_string()) throw BadInput("sim calibration " + path + ": gpu must be a string");
+            if (value.get<std::string>() != gpu)
+                throw BadInput("sim calibration " + path + ": measured on " + value.get<std::string>() +
+                               ", not on the simulated " + gpu);
+        } else if (key == "source") {
+            if (!value.is_string()) throw BadInput("sim calibration " + path + ": source must be a string");
+            k.source = value.get<std::string>() + " (" + path + ")";
+        } else if (key != "version" && key != "comment") {
+            throw BadInput("sim calibration " + path + ": unknown field '" + key + "'");
+        }
+    }
+    try {
+        k.validate();
+    } catch (const BadInput& e) {
+        throw BadInput(path + ": " + e.what());
+    }
+    return k;
+}
+
+int StepWork::num_tokens() const {
+    int n = 0;
+    for (const SeqWork& s : seqs) n += s.query_len;
+    return n;
+}
+
+StepTimeModel::StepTimeModel(const ModelConfig& model, const GpuSpec& gpu, int tensor_parallel_size,
+                             StepTimeConstants constants, double weight_dtype_bytes, double kv_dtype_bytes)
+    : m_(model), gpu_(gpu), tp_(std::max(1, tensor_parallel_size)), k_(std::move(constants)),
+      weight_dtype_bytes_(weight_dtype_bytes), kv_dtype_bytes_(kv_dtype_bytes) {
+    k_.validate();
+    const double h = m_.hidden_size, q = m_.q_size(), kv = m_.kv_size(), ffn = m_.intermediate_size;
+    layer_params_ = h * q + 2 * h * kv + q * h + 3 * h * ffn;  // q, k, v, o; gate, up, down
+    const double lm_head = static_cast<double>(m_.vocab_size) * h;
+    const double embedding = m_.tie_word_embeddings ? 0 : lm_head;
+    streamed_weight_bytes_ = (layer_params_ * m_.num_layers + lm_head) * weight_dtype_bytes_;
+    weight_bytes_ = streamed_weight_bytes_ + embedding * weight_dtype_bytes_;
+}
+
+std::string StepTimeModel::version() const {
+    return k_.source.rfind("defaults", 0) == 0 ? kStepTimeModelVersion : std::string(kStepTimeModelVersion) + "+calibrated";
+}
+
+double StepTimeModel::linear_flops(int num_tokens, int num_sampled) const {
+    return 2.0 * num_tokens * layer_params_ * m_.num_layers + 2.0 * num_sampled * m_.hidden_size * static_cast<double>(m_.vocab_size);
+}
+
+int64_t StepTimeModel::activation_peak_bytes(int max_num_tokens, int max_num_logits) const {
+    // Per GPU, in BF16: the residual stream and its norm (2 x hidden), q/k/v and the attention output
+    // (sharded), gate and up (sharded); the sampler's FP32 logits and probabilities over the vocabulary.
+    const double T = max_num_tokens, S = max_num_logits;
+    const double per_token = 2.0 * m_.hidden_size + (2.0 * m_.q_size() + 2.0 * m_.kv_size() + 2.0 * m_.intermediate_size) / tp_;
+    const double bytes = T * per_token * 2.0 + S * static_cast<double>(m_.vocab_size) * 4.0 * 2.0;
+    return static_cast<int64_t>(bytes) + k_.non_torch_bytes;
+}
+
+StepTime StepTimeModel::predict(const StepWork& w) const {
+    StepTime t;
+    const double tp = tp_;
+    const double flops = gpu_.bf16_flops, bw = gpu_.memory_bandwidth;
+    const int num_tokens = w.num_tokens();
+    if (num_tokens == 0) return t;
+
+    t.linear = std::max(linear_flops(num_tokens, w.num_sampled) / (tp * flops * k_.mfu_linear),
+                        streamed_weight_bytes_ / (tp * bw * k_.bw_efficiency_linear));
+
+    // K and V of one token over all layers; attention FLOPs per (query, key) pair: QK^T and PV, 2 each.
+    const double kv_token_bytes = 2.0 * m_.num_layers * m_.kv_size() * kv_dtype_bytes_;
+    const double flops_per_pair = 4.0 * m_.num_layers * m_.q_size();
+    double prefill_flops = 0, prefill_kv_bytes = 0, decode_kv_bytes = 0;
+    for (const SeqWork& s : w.seqs) {
+        const double blocks = (s.context_len + w.block_size - 1) / w.block_size;
+        const double kv_bytes = blocks * w.block_size * kv_token_bytes;
+        if (s.query_len <= 1) {
+            decode_kv_bytes += kv_bytes;
+        } else {
+            const double q = s.query_len, prior = s.context_len - s.query_len;  // causal within the chunk
+            prefill_flops += flops_per_pair * (q * prior + q * (q + 1) / 2);
+            prefill_kv_bytes += kv_bytes;
+        }
+    }
+    t.attention = std::max(prefill_flops / (tp * flops * k_.mfu_attention), prefill_kv_bytes / (tp * bw * k_.bw_efficiency_attention)) +
+                  decode_kv_bytes / (tp * bw * k_.bw_efficiency_attention);
+
+    if (tp_ > 1) {
+        const double latency = k_.allreduce_latency >= 0 ? k_.allreduce_latency : gpu_.allreduce_latency;
+        const double bytes = static_cast<double>(num_tokens) * m_.hidden_size * 2.0;  // BF16 activations
+        t.allreduce = 2.0 * m_.num_layers * (latency + 2.0 * (tp - 1) / tp * bytes / gpu_.interconnect_bandwidth);
+    }
+    t.overhead = k_.step_overhead + k_.per_seq_overhead * static_cast<double>(w.seqs.size());
+    return t;
+}
+
+}  // namespace kvscope
