@@ -20,6 +20,22 @@ namespace {
 
 QString model_path() { return QString::fromStdString(test::models_dir() + "/stories260K-hf"); }
 
+// The engine alone on the served model: every output of one request, for the server's to be compared with.
+std::vector<RequestOutput> engine_alone(const Model& model, const std::vector<int32_t>& prompt_ids,
+                                        const SamplingParams& params) {
+    std::shared_ptr<const Model> shared(&model, [](const Model*) {});
+    EngineConfig config;
+    config.scheduler.max_model_len = 512;
+    config.num_blocks = 64;
+    config.num_threads = 1;
+    LlmEngine engine(shared, config);
+    engine.add_request({"ref", prompt_ids, params, 0, ""});
+    std::vector<RequestOutput> outputs;
+    while (engine.has_unfinished_requests())
+        for (RequestOutput& o : engine.step()) outputs.push_back(std::move(o));
+    return outputs;
+}
+
 }  // namespace
 
 class TestServe : public QObject {
@@ -60,23 +76,16 @@ private slots:
     void greedyCompletionMatchesEngine() {
         const std::string prompt = "Once upon a time";
         std::shared_ptr<const Model> model = load_model(model_path().toStdString());
-        EngineConfig config;
-        config.scheduler.max_model_len = 512;
-        config.num_blocks = 64;
-        config.num_threads = 1;
-        LlmEngine engine(model, config);
         SamplingParams params;
         params.temperature = 0;
         params.max_tokens = 20;
         const auto prompt_ids = model->tokenizer.encode(prompt, true);
-        engine.add_request({"ref", prompt_ids, params, 0, ""});
         std::string engine_text;
         std::vector<int32_t> engine_ids;
-        while (engine.has_unfinished_requests())
-            for (const RequestOutput& o : engine.step()) {
-                engine_text += o.text_delta;
-                engine_ids.insert(engine_ids.end(), o.new_token_ids.begin(), o.new_token_ids.end());
-            }
+        for (const RequestOutput& o : engine_alone(*model, prompt_ids, params)) {
+            engine_text += o.text_delta;
+            engine_ids.insert(engine_ids.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+        }
         QFile f(QString::fromStdString(test::models_dir() + "/expected.json"));
         QVERIFY(f.open(QIODevice::ReadOnly));
         const json expected = json::parse(f.readAll().toStdString());
@@ -196,19 +205,13 @@ private slots:
     void logprobsInBothEndpoints() {
         const std::string prompt = "Once upon a time";
         std::shared_ptr<const Model> model = load_model(model_path().toStdString());
-        EngineConfig config;
-        config.scheduler.max_model_len = 512;
-        config.num_blocks = 64;
-        config.num_threads = 1;
-        LlmEngine engine(model, config);
         SamplingParams params;
         params.temperature = 0;
         params.max_tokens = 8;
         params.logprobs = 3;
-        engine.add_request({"ref", model->tokenizer.encode(prompt, true), params, 0, ""});
         std::vector<TokenLogprobs> want;
-        while (engine.has_unfinished_requests())
-            for (const RequestOutput& o : engine.step()) want.insert(want.end(), o.logprobs.begin(), o.logprobs.end());
+        for (const RequestOutput& o : engine_alone(*model, model->tokenizer.encode(prompt, true), params))
+            want.insert(want.end(), o.logprobs.begin(), o.logprobs.end());
         QCOMPARE(want.size(), size_t(8));
 
         const Reply c = post(port_, "/v1/completions", {{"prompt", prompt}, {"max_tokens", 8}, {"temperature", 0}, {"logprobs", 3}});
