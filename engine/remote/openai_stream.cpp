@@ -83,16 +83,20 @@ bool OpenAiStreamReader::take_event(const std::string& data, double t) {
         error_ = "malformed SSE event (choices[0] is not an object): " + body_excerpt(data, 120);
         return false;
     }
-    // A chunk counts as a token event when it carries text (vLLM's benchmark counts chunks; the role
-    // chunk a chat stream opens with carries none and says nothing about the first token).
+    // A chunk counts as a token event when it carries text or ends the choice (vLLM's benchmark counts
+    // chunks; a server sends no chunk for a token whose text is still incomplete UTF-8, and its last
+    // one may carry only the finish reason). The role chunk a chat stream opens with is neither and
+    // says nothing about the first token.
     const json* text = nullptr;
     if (api_ == OpenAiApi::CHAT) {
         if (c.contains("delta") && c["delta"].is_object() && c["delta"].contains("content")) text = &c["delta"]["content"];
     } else if (c.contains("text")) {
         text = &c["text"];
     }
-    if (text && text->is_string() && !text->get_ref<const std::string&>().empty()) chunk_times_.push_back(t);
-    if (c.contains("finish_reason") && c["finish_reason"].is_string()) finish_reason_ = c["finish_reason"];
+    const bool has_text = text && text->is_string() && !text->get_ref<const std::string&>().empty();
+    const bool finishes = c.contains("finish_reason") && c["finish_reason"].is_string();
+    if (has_text || finishes) chunk_times_.push_back(t);
+    if (finishes) finish_reason_ = c["finish_reason"];
     return true;
 }
 
