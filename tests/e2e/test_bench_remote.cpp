@@ -216,6 +216,26 @@ private slots:
         QVERIFY(bench(workload(2) + QStringList{"--base-url", m_url, "--sweep", "block-size=8,16"}).code == 2);
     }
 
+    // vLLM's /tokenize and /detokenize on kvscope serve: ids with and without BOS, the text back, and
+    // bad ids refused with the field named.
+    void serveTokenizeAndDetokenize() {
+        const auto tok = kvscope::test::post(m_serve.port(), "/tokenize", {{"prompt", "hi"}, {"add_special_tokens", false}});
+        QCOMPARE(tok.status, 200);
+        const auto t = nlohmann::json::parse(tok.body.toStdString());
+        QCOMPARE(t["tokens"], nlohmann::json({104, 105}));  // dummy models: bytes
+        QCOMPARE(t["count"].get<int>(), 2);
+        QCOMPARE(t["max_model_len"].get<int>(), 256);
+        const auto with_bos = nlohmann::json::parse(kvscope::test::post(m_serve.port(), "/tokenize", {{"prompt", "hi"}}).body.toStdString());
+        QCOMPARE(with_bos["tokens"], nlohmann::json({256, 104, 105}));
+        const auto back = kvscope::test::post(m_serve.port(), "/detokenize", {{"tokens", {104, 105}}});
+        QCOMPARE(back.status, 200);
+        QCOMPARE(nlohmann::json::parse(back.body.toStdString())["prompt"].get<std::string>(), std::string("hi"));
+        const auto bad = kvscope::test::post(m_serve.port(), "/detokenize", {{"tokens", {-1}}});
+        QCOMPARE(bad.status, 400);
+        QVERIFY(bad.body.contains("tokens[0]"));
+        QCOMPARE(kvscope::test::post(m_serve.port(), "/tokenize", {{"prompt", 3}}).status, 400);
+    }
+
     void connectionRefused() { expectAllFailed("http://127.0.0.1:" + QString::number(closed_port()), {}, "connect"); }
 
     void wrongPath404() {
