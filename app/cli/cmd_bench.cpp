@@ -275,7 +275,7 @@ int run_bench(int argc, char** argv) {
     // --base-url picks the remote target; --backend then names its API (openai, openai-chat) instead of
     // the local engine's compute backend.
     if (!remote.base_url.empty())
-        return run_remote_bench(args, remote, engine_options, app->count("--backend") > 0);
+        return run_remote_bench_command(args, remote, engine_options, app->count("--backend") > 0);
     if (engine_options.backend.starts_with("openai"))
         throw BadInput("--backend " + engine_options.backend + " drives a remote engine: give --base-url URL");
     const std::optional<SweepSpec> sweep = args.sweep.empty() ? std::nullopt : std::optional(parse_sweep(args.sweep));

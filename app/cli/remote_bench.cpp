@@ -11,8 +11,10 @@
 #include "remote/remote_server.h"
 #include "util/errors.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <thread>
 
 namespace kvscope::cli {
@@ -106,7 +108,7 @@ void print_server_series(const ServerSeries& s) {
 
 }  // namespace
 
-int run_remote_bench(const BenchArgs& a, const RemoteArgs& r, const EngineOptions& e, bool backend_given) {
+int run_remote_bench_command(const BenchArgs& a, const RemoteArgs& r, const EngineOptions& e, bool backend_given) {
     if (!a.compare.empty()) throw BadInput("--compare naive compares the local engine's modes; it has no meaning with --base-url");
     if (!r.base_url.starts_with("http://") && !r.base_url.starts_with("https://"))
         throw BadInput("--base-url '" + redacted_url(r.base_url) + "' must start with http:// or https://");
@@ -174,7 +176,7 @@ int run_remote_bench(const BenchArgs& a, const RemoteArgs& r, const EngineOption
         }
         o.progress = make_progress(label);
         MetricsScraper scraper(endpoint, r.metrics_interval, [&remote] { return remote.now(); });
-        runs.push_back(run_remote_bench(remote, workload, o, label, "remote-" + std::to_string(k) + "-"));
+        runs.push_back(kvscope::run_remote_bench(remote, workload, o, label, "remote-" + std::to_string(k) + "-"));
         scraper.stop();
         const ServerSeries series = scraper.series();
         print_result_table(runs.back());

@@ -26,6 +26,6 @@ void add_remote_options(CLI::App& app, RemoteArgs& r);
 // Runs the benchmark against r.base_url. engine.model is the served model name; engine.backend (when
 // backend_given) is openai or openai-chat. Returns the exit code (1 when no request completed);
 // throws BadInput for bad flags, an unusable tokenizer or an unwritable output.
-int run_remote_bench(const BenchArgs& a, const RemoteArgs& r, const EngineOptions& engine, bool backend_given);
+int run_remote_bench_command(const BenchArgs& a, const RemoteArgs& r, const EngineOptions& engine, bool backend_given);
 
 }  // namespace kvscope::cli
