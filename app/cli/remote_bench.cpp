@@ -176,6 +176,7 @@ int run_remote_bench_command(const BenchArgs& a, const RemoteArgs& r, const Engi
         }
         o.progress = make_progress(label);
         MetricsScraper scraper(endpoint, r.metrics_interval, [&remote] { return remote.now(); });
+        const long connections_before = remote.connections_opened();
         runs.push_back(kvscope::run_remote_bench(remote, workload, o, label, "remote-" + std::to_string(k) + "-"));
         scraper.stop();
         const ServerSeries series = scraper.series();
@@ -185,6 +186,7 @@ int run_remote_bench_command(const BenchArgs& a, const RemoteArgs& r, const Engi
         for (const char* local_only : {"engine_config", "engine", "kv_usage_over_time"}) j.erase(local_only);
         j["mode"] = "remote";
         j["server_metrics"] = server_series_to_json(series, runs.back().start_time);
+        j["connections_opened"] = remote.connections_opened() - connections_before;  // warm-up included
         if (sweep) {
             j["sweep_value"] = values[k];
             j[sweep->knob == "request-rate" ? "request_rate" : "max_concurrency"] =

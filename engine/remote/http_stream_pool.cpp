@@ -98,6 +98,9 @@ void HttpStreamPool::run() {
         std::unique_ptr<Transfer> t = std::move(it->second);
         active.erase(it);
         curl_multi_remove_handle(multi, easy);
+        long opened = 0;
+        curl_easy_getinfo(easy, CURLINFO_NUM_CONNECTS, &opened);
+        connections_opened_ += opened;
         t->handlers.on_done(t->status(), error);
     };
     for (;;) {

@@ -9,6 +9,7 @@
 
 #include "remote/http_client.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -38,6 +39,8 @@ public:
 
     // POSTs `body` (JSON) to `path` and streams the response to `handlers`.
     void post(const std::string& path, std::string body, StreamHandlers handlers);
+    // New connections the finished transfers opened (the rest reused one): shows connection reuse.
+    long connections_opened() const { return connections_opened_.load(); }
 
     struct Transfer;  // one request in flight (http_stream_pool.cpp)
 
@@ -49,6 +52,7 @@ private:
     std::mutex mutex_;
     std::vector<std::unique_ptr<Transfer>> pending_;  // posted, not yet added to the multi handle
     bool stopping_ = false;
+    std::atomic<long> connections_opened_{0};
     std::thread thread_;
 };
 

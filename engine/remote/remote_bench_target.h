@@ -47,6 +47,8 @@ public:
     // The requests that finished since the last call; waits up to timeout_s for one when none has.
     std::vector<RemoteFinished> wait_finished(double timeout_s);
     int num_in_flight() const;
+    // TCP (or TLS) connections opened so far; fewer than the requests when connections are reused.
+    long connections_opened() const { return pool_.connections_opened(); }
     const RemoteTargetOptions& options() const { return options_; }
 
 private:

@@ -186,6 +186,18 @@ private slots:
         QVERIFY2(peak > 0.2, sm.dump().c_str());                 // rises with the load
         QCOMPARE(sm["samples"].back()[kv].get<double>(), 0.0);   // falls when it ends
         QVERIFY(max_running <= 6);
+        QVERIFY2(j["connections_opened"].get<int>() <= 6 + 1, j["connections_opened"].dump().c_str());  // reused
+    }
+
+    // One request at a time: every request after the first reuses the first connection.
+    void connectionsAreReused() {
+        const QString out = m_dir.filePath("reuse.json");
+        const ProcessResult r = bench(workload(8) + QStringList{"--base-url", m_url, "--tokenizer", "dummy:tiny",
+                                                                "--max-concurrency", "1", "--output-json", out});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        const nlohmann::json j = load_json(out);
+        QCOMPARE(j["completed"].get<int>(), 8);
+        QCOMPARE(j["connections_opened"].get<int>(), 1);
     }
 
     // Chat completions with prompts from the server's /tokenize and /detokenize (no local tokenizer).
