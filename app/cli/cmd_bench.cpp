@@ -163,8 +163,6 @@ nlohmann::json metadata(const BenchArgs& a, const Model& model, LlmEngine& engin
     return m;
 }
 
-}  // namespace
-
 ResultRun result_run(const BenchRun& r) { return {r.label, engine_config_to_json(r.config), r.summary, r.engine}; }
 
 // KV usage over time, at most ~100 evenly spaced steps: [seconds since the start, usage, running].
@@ -175,6 +173,8 @@ nlohmann::json kv_usage_series(const BenchRun& r) {
         series.push_back({r.steps[i].start_time - r.start_time, r.steps[i].kv_usage, r.steps[i].num_running});
     return series;
 }
+
+}  // namespace
 
 nlohmann::json run_json(const BenchRun& r, bool timeline) {
     nlohmann::json j = run_to_json(result_run(r));
