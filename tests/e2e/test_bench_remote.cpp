@@ -277,6 +277,18 @@ private slots:
         QVERIFY2(keyed.stop(&error), error.constData());
     }
 
+    // user:password@ in the URL reaches the server (HTTP basic auth) but no export.
+    void urlCredentialsAreNotExported() {
+        const QString out = m_dir.filePath("userinfo.json");
+        const QString url = "http://someone:pa55word@127.0.0.1:" + QString::number(m_serve.port());
+        const ProcessResult r = bench(workload(2) + QStringList{"--base-url", url, "--tokenizer", "dummy:tiny", "--output-json", out});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        QCOMPARE(load_json(out)["target"]["base_url"].get<std::string>(), m_url.toStdString());
+        QFile file(out);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        QVERIFY(!file.readAll().contains("pa55word"));
+    }
+
     void serverError500() { expectAllFailed(misbehaving("err500"), {}, "HTTP 500: {\"error\""); }
     void hangsMidStream() { expectAllFailed(misbehaving("hang"), {"--request-timeout", "1"}, "timed out"); }
     void malformedSse() { expectAllFailed(misbehaving("malformed"), {}, "malformed SSE"); }
