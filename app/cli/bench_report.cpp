@@ -86,7 +86,7 @@ void print_result_table(const BenchRun& r, const std::string& simulation) {
     latency_section("Time per Output Token (excl. 1st token)", "TPOT", s.tpot);
     latency_section("Inter-token Latency", "ITL", s.itl);
     latency_section("End-to-end Latency", "E2EL", s.e2el);
-    engine_section(r);
+    if (r.engine.num_steps > 0) engine_section(r);  // a remote target has no engine steps of ours
     rule("", '=');
     std::fflush(stdout);
 }

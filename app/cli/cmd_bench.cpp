@@ -1,9 +1,12 @@
 // kvscope-cli bench: replays a workload (random, shared-prefix, sharegpt) through the engine with
 // vLLM's arrival model and reports `vllm bench serve` metrics plus engine figures; --compare naive runs
-// it in both modes, --sweep over knob values, all in one process.
+// it in both modes, --sweep over knob values, all in one process. With --base-url the same workloads go
+// to a remote OpenAI-compatible engine instead (remote_bench.cpp).
+#include "bench_args.h"
 #include "bench_report.h"
 #include "commands.h"
 #include "engine_options.h"
+#include "remote_bench.h"
 
 #include "command_line/command_line.h"
 #include "command_line/option_checks.h"
@@ -28,25 +31,6 @@ namespace kvscope::cli {
 
 namespace {
 
-// The bench flags (the engine knobs come from engine_options); defaults as `vllm bench serve` has them,
-// but 100 prompts instead of 1000.
-struct BenchArgs {
-    std::string dataset = "random", dataset_path;
-    int num_prompts = 100, input_len = 1024, output_len = 128, prefix_len = 0;
-    bool output_len_given = false;  // sharegpt: force output_len instead of the reply's length
-    double range_ratio = 0.0, output_range_ratio = -1.0;  // output: < 0 follows range_ratio
-    bool output_range_ratio_given = false;                // the JSON then records it, else range_ratio
-    double request_rate = INFINITY, burstiness = 1.0;
-    int max_concurrency = 0, num_warmups = 1;
-    uint64_t seed = 0;
-    float temperature = 0.0f;
-    std::string compare, sweep;
-    std::vector<double> percentiles = {50, 90, 99};
-    GoodputSlo goodput;
-    std::string output_json, output_csv, output_requests;
-    bool save_timeline = false;
-};
-
 // One --goodput item, vLLM's METRIC:MS, into `slo`.
 void add_goodput(const std::string& item, GoodputSlo& slo) {
     const auto colon = item.find(':');
@@ -60,6 +44,8 @@ void add_goodput(const std::string& item, GoodputSlo& slo) {
     else if (key == "e2el") slo.e2el_ms = ms;
     else throw CLI::ValidationError("unknown metric '" + key + "' (ttft, tpot, e2el)");
 }
+
+}  // namespace
 
 // The bench flags, bound to `a` (the engine knobs come from add_engine_options).
 void add_bench_options(CLI::App& app, BenchArgs& a) {
@@ -144,13 +130,9 @@ BenchOptions options_from(const BenchArgs& a, size_t num_requests) {
     return o;
 }
 
-nlohmann::json metadata(const BenchArgs& a, const Model& model, LlmEngine& engine, const BenchOptions& o) {
+nlohmann::json bench_metadata(const BenchArgs& a, const BenchOptions& o) {
     nlohmann::json m;
     m["date"] = result_date();
-    m["endpoint_type"] = "kvscope";
-    m["backend"] = "kvscope-" + engine.backend().name();
-    m["model_id"] = model.source;
-    m["tokenizer_id"] = model.source;
     m["num_prompts"] = a.num_prompts;
     m["request_rate"] = std::isinf(a.request_rate) ? nlohmann::json("inf") : nlohmann::json(a.request_rate);
     m["burstiness"] = a.burstiness;
@@ -166,9 +148,20 @@ nlohmann::json metadata(const BenchArgs& a, const Model& model, LlmEngine& engin
     m["seed"] = o.seed;
     m["git_revision"] = git_revision();
     m["kvscope_version"] = kvscope_version();
-    m["machine"] = machine_info(engine.backend().num_threads());
     m["metric_definitions"] = metric_definitions();
     if (engine.is_simulated()) m["simulated"] = simulation_to_json(engine);
+    return m;
+}
+
+namespace {
+
+nlohmann::json metadata(const BenchArgs& a, const Model& model, LlmEngine& engine, const BenchOptions& o) {
+    nlohmann::json m = bench_metadata(a, o);
+    m["endpoint_type"] = "kvscope";
+    m["backend"] = "kvscope-" + engine.backend().name();
+    m["model_id"] = model.source;
+    m["tokenizer_id"] = model.source;
+    m["machine"] = machine_info(engine.backend().num_threads());
     return m;
 }
 
@@ -183,6 +176,8 @@ nlohmann::json kv_usage_series(const BenchRun& r) {
     return series;
 }
 
+}  // namespace
+
 nlohmann::json run_json(const BenchRun& r, bool timeline) {
     nlohmann::json j = run_to_json(result_run(r));
     j["start_time"] = r.start_time;
@@ -193,6 +188,8 @@ nlohmann::json run_json(const BenchRun& r, bool timeline) {
     }
     return j;
 }
+
+namespace {
 
 // --compare naive: the same workload in naive mode, then paged; both results and the ratios.
 void run_compare(LlmEngine& engine, const std::vector<BenchRequest>& workload, BenchOptions options,
@@ -240,6 +237,8 @@ void run_single(LlmEngine& engine, const std::vector<BenchRequest>& workload, Be
     result.update(run_json(runs.back(), timeline));
 }
 
+}  // namespace
+
 void write_outputs(const BenchArgs& a, const nlohmann::json& result, const std::vector<const BenchRun*>& runs) {
     if (!a.output_json.empty()) write_json(a.output_json, result);
     if (!a.output_csv.empty()) {
@@ -264,8 +263,6 @@ void check_outputs(const BenchArgs& a) {
         }
 }
 
-}  // namespace
-
 int run_bench(int argc, char** argv) {
     auto app = command_line::make_app("kvscope-cli bench",
                                       "Replays a benchmark workload through the engine with vLLM's arrival model and "
@@ -274,7 +271,15 @@ int run_bench(int argc, char** argv) {
     add_engine_options(*app, engine_options);
     BenchArgs args;
     add_bench_options(*app, args);
+    RemoteArgs remote;
+    add_remote_options(*app, remote);
     if (auto exit_code = command_line::parse_command_line(*app, argc, argv)) return *exit_code;
+    // --base-url picks the remote target; --backend then names its API (openai, openai-chat) instead of
+    // the local engine's compute backend.
+    if (!remote.base_url.empty())
+        return run_remote_bench_command(args, remote, engine_options, app->count("--backend") > 0);
+    if (engine_options.backend.starts_with("openai"))
+        throw BadInput("--backend " + engine_options.backend + " drives a remote engine: give --base-url URL");
     const std::optional<SweepSpec> sweep = args.sweep.empty() ? std::nullopt : std::optional(parse_sweep(args.sweep));
     if (sweep && !args.compare.empty()) throw BadInput("--sweep and --compare cannot be combined");
     check_outputs(args);

@@ -1,6 +1,7 @@
 #include "openai_server.h"
 
 #include "metrics/export.h"
+#include "tokenize_protocol.h"
 #include "util/errors.h"
 
 #include <chrono>
@@ -138,6 +139,19 @@ void OpenAiServer::install(HttpFrontend& frontend) {
     });
     frontend.post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
         answering_errors(res, [&] { generate(Endpoint::CHAT, req, res); });
+    });
+    // vLLM's tokenizer routes, so that a remote benchmark builds exact prompts without the model's files.
+    frontend.post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+        answering_errors(res, [&] {
+            const json body = parse_json_body(req.body, options_.limits.max_json_depth);
+            send_json(res, 200, tokenize_response(body, model_, options_.max_model_len, prompt_byte_cap_));
+        });
+    });
+    frontend.post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+        answering_errors(res, [&] {
+            const json body = parse_json_body(req.body, options_.limits.max_json_depth);
+            send_json(res, 200, detokenize_response(body, model_, options_.max_model_len));
+        });
     });
 }
 

@@ -113,9 +113,18 @@ std::vector<BenchRequest> sharegpt_workload(const WorkloadOptions& o, const Toke
 
 std::vector<BenchRequest> make_workload(const WorkloadOptions& o, const Tokenizer& tok, int vocab_size) {
     check(o);
+    if (o.dataset == "sharegpt") {
+        std::mt19937_64 rng(o.seed);
+        return sharegpt_workload(o, tok, rng);
+    }
+    return make_workload(o, ordinary_ids(tok, vocab_size));
+}
+
+std::vector<BenchRequest> make_workload(const WorkloadOptions& o, const std::vector<int32_t>& ids) {
+    check(o);
+    if (o.dataset == "sharegpt") throw BadInput("--dataset sharegpt needs a tokenizer (--tokenizer DIR|FILE)");
+    if (ids.empty()) throw BadInput("no token ids to build random prompts from");
     std::mt19937_64 rng(o.seed);
-    if (o.dataset == "sharegpt") return sharegpt_workload(o, tok, rng);
-    const std::vector<int32_t> ids = ordinary_ids(tok, vocab_size);
     if (o.dataset == "random") return random_workload(o, ids, {}, rng);
     if (o.dataset == "shared-prefix") {
         const int prefix_len = o.prefix_len > 0 ? o.prefix_len : o.input_len;

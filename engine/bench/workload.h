@@ -33,5 +33,8 @@ struct WorkloadOptions {
 
 // Throws BadInput naming the option or file when the workload cannot be built.
 std::vector<BenchRequest> make_workload(const WorkloadOptions& options, const Tokenizer& tokenizer, int vocab_size);
+// The random and shared-prefix datasets drawn from `ordinary_ids` (for a remote engine whose vocabulary
+// is known only through its /tokenize); sharegpt needs a tokenizer and is refused (BadInput).
+std::vector<BenchRequest> make_workload(const WorkloadOptions& options, const std::vector<int32_t>& ordinary_ids);
 
 }  // namespace kvscope

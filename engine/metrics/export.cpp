@@ -199,7 +199,7 @@ nlohmann::json request_to_json(const RequestMetrics& m, double submit_time, cons
     if (m.has_first_token()) {
         j["ttft_ms"] = m.ttft() * 1e3;
         j["e2el_ms"] = m.e2el() * 1e3;
-        j["queue_time_ms"] = m.queue_time() * 1e3;
+        if (m.first_scheduled_time >= 0) j["queue_time_ms"] = m.queue_time() * 1e3;  // unknown for a remote engine
         j["tpot_ms"] = m.num_output_tokens > 1 ? nlohmann::json(m.tpot() * 1e3) : nlohmann::json(nullptr);
     }
     return j;

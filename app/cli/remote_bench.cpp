@@ -1,0 +1,220 @@
+#include "remote_bench.h"
+
+#include "bench_report.h"
+#include "command_line/option_checks.h"
+
+#include "bench/arrivals.h"
+#include "metrics/export.h"
+#include "model/tokenizer_files.h"
+#include "remote/metrics_scraper.h"
+#include "remote/remote_bench_target.h"
+#include "remote/remote_server.h"
+#include "util/errors.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <thread>
+
+namespace kvscope::cli {
+
+void add_remote_options(CLI::App& app, RemoteArgs& r) {
+    using namespace command_line;
+    const std::string group = "Remote target options";
+    app.add_option("--base-url", r.base_url,
+                   "benchmark a remote OpenAI-compatible engine at this URL instead of the local engine "
+                   "(--model is then its served model name, --backend openai|openai-chat)")
+        ->type_name("URL")->group(group);
+    app.add_option("--endpoint", r.endpoint, "the API path (default: the --backend API's)")
+        ->type_name("/v1/completions|/v1/chat/completions")->group(group);
+    app.add_option("--tokenizer", r.tokenizer,
+                   "a local tokenizer for exact prompts: Hugging Face directory or tokenizer.json, .gguf, dummy:PRESET "
+                   "(default: the server's /tokenize)")
+        ->type_name("DIR|FILE")->group(group);
+    app.add_option("--api-key", r.api_key, "sent as 'Authorization: Bearer KEY' (default: $OPENAI_API_KEY); never exported")
+        ->type_name("KEY")->group(group);
+    app.add_option("--metrics-interval", r.metrics_interval, "seconds between scrapes of the server's /metrics")
+        ->type_name("SECONDS")->check(real_in(0.05, 3600))->group(group);
+    app.add_option("--request-timeout", r.request_timeout,
+                   "seconds without a byte from the server after which a request fails")
+        ->type_name("SECONDS")->check(real_in(0.5, 86400))->group(group);
+}
+
+namespace {
+
+// The base URL as exported: without user:password@ (credentials never go into a result file).
+std::string redacted_url(const std::string& url) {
+    const size_t scheme = url.find("://");
+    const size_t start = scheme == std::string::npos ? 0 : scheme + 3;
+    const size_t at = url.find('@', start), slash = url.find('/', start);
+    if (at == std::string::npos || (slash != std::string::npos && at > slash)) return url;
+    return url.substr(0, start) + url.substr(at + 1);
+}
+
+// --sweep for a remote target: request-rate or max-concurrency (the engine's knobs are the server's).
+struct RemoteSweep {
+    std::string knob;
+    std::vector<std::string> values;
+};
+
+RemoteSweep parse_remote_sweep(const std::string& text) {
+    RemoteSweep s;
+    const size_t eq = text.find('=');
+    s.knob = text.substr(0, eq);
+    if (eq == std::string::npos || (s.knob != "request-rate" && s.knob != "max-concurrency"))
+        throw BadInput("--sweep '" + text + "': a remote target sweeps request-rate=R1,R2,... or max-concurrency=C1,C2,...");
+    for (size_t i = eq + 1; i <= text.size();) {
+        const size_t comma = std::min(text.find(',', i), text.size());
+        const std::string v = text.substr(i, comma - i);
+        char* end = nullptr;
+        const double x = std::strtod(v.c_str(), &end);
+        const bool ok = !v.empty() && end && *end == '\0' &&
+                        (s.knob == "request-rate" ? (x > 0 || v == "inf") : (x >= 0 && x == std::floor(x)));
+        if (!ok) throw BadInput("--sweep " + s.knob + ": '" + v + "' is not a valid value");
+        s.values.push_back(v);
+        i = comma + 1;
+    }
+    return s;
+}
+
+struct Target {
+    OpenAiApi api;
+    std::string path;
+};
+
+Target resolve_target(const RemoteArgs& r, const EngineOptions& e, bool backend_given) {
+    if (backend_given && e.backend != "openai" && e.backend != "openai-chat")
+        throw BadInput("--backend " + e.backend + " runs the local engine; with --base-url use --backend openai or openai-chat");
+    Target t;
+    if (backend_given) t.api = openai_api_of_backend(e.backend);
+    else t.api = r.endpoint.empty() ? OpenAiApi::COMPLETIONS : openai_api_of_endpoint(r.endpoint);
+    t.path = r.endpoint.empty() ? default_endpoint(t.api) : r.endpoint;
+    if (!t.path.starts_with("/")) throw BadInput("--endpoint '" + t.path + "' must start with '/'");
+    return t;
+}
+
+void print_server_series(const ServerSeries& s) {
+    double peak = -1;
+    for (const ServerSample& x : s.samples)
+        if (x.kv_cache_usage) peak = std::max(peak, *x.kv_cache_usage);
+    std::printf("Server metrics (%s): %zu samples every %.2f s, %d failed scrapes", std::string(to_string(s.engine)).c_str(),
+                s.samples.size(), s.interval_s, s.num_failed_scrapes);
+    if (peak >= 0) std::printf(", KV usage peak %.1f%%", 100 * peak);
+    std::printf("\n");
+    if (!s.last_error.empty()) std::printf("  last scrape error: %s\n", s.last_error.c_str());
+    std::fflush(stdout);
+}
+
+}  // namespace
+
+int run_remote_bench_command(const BenchArgs& a, const RemoteArgs& r, const EngineOptions& e, bool backend_given) {
+    if (!a.compare.empty()) throw BadInput("--compare naive compares the local engine's modes; it has no meaning with --base-url");
+    if (!r.base_url.starts_with("http://") && !r.base_url.starts_with("https://"))
+        throw BadInput("--base-url '" + redacted_url(r.base_url) + "' must start with http:// or https://");
+    const Target target = resolve_target(r, e, backend_given);
+    const std::optional<RemoteSweep> sweep = a.sweep.empty() ? std::nullopt : std::optional(parse_remote_sweep(a.sweep));
+    check_outputs(a);
+
+    HttpEndpoint endpoint;
+    endpoint.base_url = r.base_url;
+    endpoint.api_key = r.api_key;
+    if (endpoint.api_key.empty())
+        if (const char* key = std::getenv("OPENAI_API_KEY")) endpoint.api_key = key;
+    endpoint.request_timeout_s = r.request_timeout;
+    HttpClient client(endpoint);
+    const std::string engine_name = detect_remote_engine(client);
+
+    // Prompts: token ids for completions (exact input lengths), text for chat.
+    const WorkloadOptions wopts = workload_from(a, e.max_model_len > 0 ? e.max_model_len : 8192);
+    std::vector<BenchRequest> workload;
+    RemoteTargetOptions topts;
+    topts.endpoint = endpoint;
+    topts.path = target.path;
+    topts.api = target.api;
+    topts.model = e.model;
+    if (!r.tokenizer.empty()) {
+        const Tokenizer tok = load_tokenizer(r.tokenizer);
+        workload = make_workload(wopts, tok, tok.vocab_size());
+        if (target.api == OpenAiApi::CHAT)
+            for (const BenchRequest& q : workload) topts.prompt_texts.emplace(q.prompt_token_ids, tok.decode(q.prompt_token_ids));
+    } else {
+        if (a.dataset == "sharegpt") throw BadInput("--dataset sharegpt with --base-url needs --tokenizer DIR|FILE");
+        ServerTokenizer tok(client, e.model);
+        workload = make_workload(wopts, server_vocabulary_sample(tok));
+        if (target.api == OpenAiApi::CHAT)
+            for (const BenchRequest& q : workload)
+                if (!topts.prompt_texts.count(q.prompt_token_ids))
+                    topts.prompt_texts.emplace(q.prompt_token_ids, tok.detokenize(q.prompt_token_ids));
+    }
+    const BenchOptions base_options = options_from(a, workload.size());
+
+    nlohmann::json result = bench_metadata(a, base_options);
+    const std::string backend = target.api == OpenAiApi::CHAT ? "openai-chat" : "openai";
+    result["endpoint_type"] = backend;
+    result["backend"] = backend;
+    result["model_id"] = e.model;
+    result["tokenizer_id"] = r.tokenizer.empty() ? "server:/tokenize" : r.tokenizer;
+    result["target"] = {{"kind", "remote"}, {"base_url", redacted_url(r.base_url)}, {"endpoint", target.path},
+                        {"engine", engine_name}};
+    result["output_length_control"] = kOutputLengthControl;
+    result["machine"] = machine_info(static_cast<int>(std::thread::hardware_concurrency()));
+
+    RemoteBenchTarget remote(topts);
+    std::vector<BenchRun> runs;
+    std::vector<nlohmann::json> sections;
+    const std::vector<std::string> values = sweep ? sweep->values : std::vector<std::string>{""};
+    for (size_t k = 0; k < values.size(); ++k) {
+        BenchOptions o = base_options;
+        BenchArgs args = a;
+        std::string label = "remote";
+        if (sweep) {
+            label = sweep->knob + "=" + values[k];
+            if (sweep->knob == "request-rate") args.request_rate = values[k] == "inf" ? INFINITY : std::stod(values[k]);
+            else args.max_concurrency = std::stoi(values[k]);
+            o = options_from(args, workload.size());
+        }
+        o.progress = make_progress(label);
+        MetricsScraper scraper(endpoint, r.metrics_interval, [&remote] { return remote.now(); });
+        const long connections_before = remote.connections_opened();
+        runs.push_back(kvscope::run_remote_bench(remote, workload, o, label, "remote-" + std::to_string(k) + "-"));
+        scraper.stop();
+        const ServerSeries series = scraper.series();
+        print_result_table(runs.back());
+        print_server_series(series);
+        nlohmann::json j = run_json(runs.back(), false);
+        for (const char* local_only : {"engine_config", "engine", "kv_usage_over_time"}) j.erase(local_only);
+        j["mode"] = "remote";
+        j["server_metrics"] = server_series_to_json(series, runs.back().start_time);
+        j["connections_opened"] = remote.connections_opened() - connections_before;  // warm-up included
+        if (sweep) {
+            j["sweep_value"] = values[k];
+            j[sweep->knob == "request-rate" ? "request_rate" : "max_concurrency"] =
+                sweep->knob == "request-rate" ? (std::isinf(args.request_rate) ? nlohmann::json("inf") : nlohmann::json(args.request_rate))
+                                              : nlohmann::json(args.max_concurrency);
+        }
+        sections.push_back(std::move(j));
+    }
+    if (sweep) {
+        result["sweep_knob"] = sweep->knob;
+        result["sweep"] = sections;
+        print_sweep_table(sweep->knob, values, runs);
+    } else {
+        result.update(sections.front());
+    }
+
+    int completed = 0;
+    for (const BenchRun& run : runs) {
+        completed += run.summary.completed;
+        std::map<std::string, int> why;
+        for (const std::string& err : run.errors)
+            if (!err.empty()) ++why[err];
+        for (const auto& [err, n] : why) std::fprintf(stderr, "kvscope: %s: %d request(s) failed: %s\n", run.label.c_str(), n, err.c_str());
+    }
+    std::vector<const BenchRun*> ptrs;
+    for (const BenchRun& run : runs) ptrs.push_back(&run);
+    write_outputs(a, result, ptrs);
+    return completed > 0 ? 0 : 1;
+}
+
+}  // namespace kvscope::cli

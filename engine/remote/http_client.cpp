@@ -1,0 +1,89 @@
+#include "remote/http_client.h"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <mutex>
+
+namespace kvscope {
+
+std::string HttpEndpoint::url(const std::string& path) const {
+    std::string base = base_url;
+    while (!base.empty() && base.back() == '/') base.pop_back();
+    return base + path;
+}
+
+std::string HttpResponse::describe() const {
+    if (!error.empty()) return error;
+    return "HTTP " + std::to_string(status) + (body.empty() ? "" : ": " + body_excerpt(body));
+}
+
+void init_curl_once() {
+    static std::once_flag once;
+    std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+std::string body_excerpt(const std::string& body, size_t max) {
+    std::string s = body.substr(0, max);
+    std::replace(s.begin(), s.end(), '\n', ' ');
+    std::replace(s.begin(), s.end(), '\r', ' ');
+    return body.size() > max ? s + "..." : s;
+}
+
+namespace {
+
+size_t append_body(char* data, size_t size, size_t n, void* user) {
+    static_cast<std::string*>(user)->append(data, size * n);
+    return size * n;
+}
+
+}  // namespace
+
+HttpClient::HttpClient(HttpEndpoint endpoint) : endpoint_(std::move(endpoint)) {
+    init_curl_once();
+    curl_ = curl_easy_init();
+}
+
+HttpClient::~HttpClient() { curl_easy_cleanup(static_cast<CURL*>(curl_)); }
+
+HttpResponse HttpClient::get(const std::string& path, double timeout_s) { return perform(path, nullptr, timeout_s); }
+
+HttpResponse HttpClient::post_json(const std::string& path, const std::string& body, double timeout_s) {
+    return perform(path, &body, timeout_s);
+}
+
+HttpResponse HttpClient::perform(const std::string& path, const std::string* body, double timeout_s) {
+    HttpResponse r;
+    CURL* c = static_cast<CURL*>(curl_);
+    if (!c) return r.error = "libcurl: cannot create a handle", r;
+    curl_easy_reset(c);  // keeps the connection cache
+    const std::string url = endpoint_.url(path);
+    curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(endpoint_.connect_timeout_s * 1000));
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
+                     static_cast<long>((timeout_s > 0 ? timeout_s : endpoint_.request_timeout_s) * 1000));
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, append_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &r.body);
+    curl_slist* headers = nullptr;
+    const std::string auth = "Authorization: Bearer " + endpoint_.api_key;
+    if (!endpoint_.api_key.empty()) headers = curl_slist_append(headers, auth.c_str());
+    if (body) {
+        headers = curl_slist_append(headers, "Content-Type: application/json");
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body->c_str());
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(body->size()));
+    }
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+    const CURLcode rc = curl_easy_perform(c);
+    curl_slist_free_all(headers);
+    if (rc != CURLE_OK) {
+        r.error = url + ": " + curl_easy_strerror(rc);
+        return r;
+    }
+    long status = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    r.status = static_cast<int>(status);
+    return r;
+}
+
+}  // namespace kvscope

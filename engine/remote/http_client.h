@@ -1,0 +1,54 @@
+// HttpClient: blocking HTTP(S) GET and POST on libcurl for the small calls to a remote engine
+// (/version, /v1/models, /tokenize, /metrics). One easy handle per client, so consecutive calls reuse
+// the connection. Not thread-safe: one client per thread. HttpEndpoint is what every remote call
+// shares (base URL, API key, timeouts); the key only ever goes into the Authorization header.
+#pragma once
+
+#include <string>
+
+namespace kvscope {
+
+struct HttpEndpoint {
+    std::string base_url;      // "http://127.0.0.1:8000", no trailing slash needed
+    std::string api_key;       // sent as "Authorization: Bearer KEY" when not empty
+    double connect_timeout_s = 10;
+    double request_timeout_s = 600;  // a request that receives no byte for this long fails
+
+    // base_url joined with a path that starts with '/'.
+    std::string url(const std::string& path) const;
+};
+
+struct HttpResponse {
+    int status = 0;     // 0 when no response came
+    std::string body;
+    std::string error;  // the transport error ("" when a response came, whatever its status)
+    bool ok() const { return error.empty() && status >= 200 && status < 300; }
+    // "HTTP 404: <start of the body>" or the transport error, for messages.
+    std::string describe() const;
+};
+
+// curl_global_init, once per process, before any handle (thread-safe).
+void init_curl_once();
+// The part of a response body worth putting in a message: at most `max` bytes, one line.
+std::string body_excerpt(const std::string& body, size_t max = 200);
+
+class HttpClient {
+public:
+    explicit HttpClient(HttpEndpoint endpoint);
+    ~HttpClient();
+    HttpClient(const HttpClient&) = delete;
+    HttpClient& operator=(const HttpClient&) = delete;
+
+    // timeout_s bounds the whole call (0 = the endpoint's request_timeout_s).
+    HttpResponse get(const std::string& path, double timeout_s = 0);
+    HttpResponse post_json(const std::string& path, const std::string& body, double timeout_s = 0);
+    const HttpEndpoint& endpoint() const { return endpoint_; }
+
+private:
+    HttpResponse perform(const std::string& path, const std::string* body, double timeout_s);
+
+    HttpEndpoint endpoint_;
+    void* curl_ = nullptr;  // CURL*, kept for connection reuse
+};
+
+}  // namespace kvscope

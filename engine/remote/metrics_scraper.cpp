@@ -1,0 +1,64 @@
+#include "remote/metrics_scraper.h"
+
+#include <algorithm>
+
+namespace kvscope {
+
+MetricsScraper::MetricsScraper(HttpEndpoint endpoint, double interval_s, std::function<double()> clock, std::string path)
+    : endpoint_(std::move(endpoint)), clock_(std::move(clock)), path_(std::move(path)) {
+    series_.interval_s = interval_s;
+    thread_ = std::thread([this] { run(); });
+}
+
+MetricsScraper::~MetricsScraper() { stop(); }
+
+void MetricsScraper::stop() {
+    {
+        std::lock_guard lock(mutex_);
+        if (stopping_) return;
+        stopping_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+}
+
+ServerSeries MetricsScraper::series() const {
+    std::lock_guard lock(mutex_);
+    return series_;
+}
+
+void MetricsScraper::run() {
+    HttpClient client(endpoint_);
+    for (;;) {
+        scrape(client);
+        std::unique_lock lock(mutex_);
+        if (stopping_) return;
+        wake_.wait_for(lock, std::chrono::duration<double>(series_.interval_s), [this] { return stopping_; });
+        if (stopping_) {  // one last sample, so that the series reaches the end of the run
+            lock.unlock();
+            scrape(client);
+            return;
+        }
+    }
+}
+
+void MetricsScraper::scrape(HttpClient& client) {
+    const HttpResponse r = client.get(path_, std::max(1.0, series_.interval_s));
+    const double t = clock_();
+    std::lock_guard lock(mutex_);
+    ++series_.num_scrapes;
+    if (!r.ok()) {
+        ++series_.num_failed_scrapes;
+        series_.last_error = path_ + ": " + r.describe();
+        return;
+    }
+    const std::vector<PromSample> samples = parse_prometheus_text(r.body);
+    if (series_.engine == ServerEngine::UNKNOWN) series_.engine = engine_of_metrics(samples);
+    const ServerReading reading = read_server_metrics(series_.engine, samples);
+    if (!first_) first_ = reading;
+    series_.samples.push_back(server_sample(t, reading, previous_ ? &*previous_ : nullptr, previous_time_, *first_));
+    previous_ = reading;
+    previous_time_ = t;
+}
+
+}  // namespace kvscope

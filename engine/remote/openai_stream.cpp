@@ -1,0 +1,118 @@
+#include "remote/openai_stream.h"
+
+#include "remote/http_client.h"
+#include "util/errors.h"
+
+#include <nlohmann/json.hpp>
+
+namespace kvscope {
+
+using nlohmann::json;
+
+OpenAiApi openai_api_of_endpoint(const std::string& endpoint) {
+    if (endpoint == "/v1/completions") return OpenAiApi::COMPLETIONS;
+    if (endpoint == "/v1/chat/completions") return OpenAiApi::CHAT;
+    throw BadInput("--endpoint: '" + endpoint + "' is not /v1/completions or /v1/chat/completions");
+}
+
+OpenAiApi openai_api_of_backend(const std::string& backend) {
+    if (backend == "openai") return OpenAiApi::COMPLETIONS;
+    if (backend == "openai-chat") return OpenAiApi::CHAT;
+    throw BadInput("--backend: '" + backend + "' is not a remote backend (openai, openai-chat) and --base-url is given");
+}
+
+const char* default_endpoint(OpenAiApi api) {
+    return api == OpenAiApi::CHAT ? "/v1/chat/completions" : "/v1/completions";
+}
+
+std::string openai_request_body(const OpenAiRequest& r) {
+    json body = {{"model", r.model}, {"stream", true}, {"stream_options", {{"include_usage", true}}},
+                 {"max_tokens", r.max_tokens}, {"ignore_eos", true}, {"temperature", r.temperature}};
+    if (r.temperature > 0) body["seed"] = r.seed;
+    if (r.api == OpenAiApi::CHAT) {
+        body["messages"] = json::array({{{"role", "user"}, {"content", r.prompt_text}}});
+        body["max_completion_tokens"] = r.max_tokens;  // the newer name; servers take either
+    } else if (!r.prompt_token_ids.empty()) {
+        body["prompt"] = r.prompt_token_ids;
+    } else {
+        body["prompt"] = r.prompt_text;
+    }
+    // Invalid UTF-8 in a decoded prompt becomes U+FFFD rather than an exception.
+    return body.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+bool OpenAiStreamReader::feed(int status, std::string_view bytes, double t) {
+    if (!error_.empty()) return false;
+    if (status != 200) {  // an error body: keep its start for the message
+        if (error_body_.size() < 1000) error_body_.append(bytes.substr(0, 1000 - error_body_.size()));
+        return true;
+    }
+    for (const std::string& data : sse_.feed(bytes))
+        if (!take_event(data, t)) return false;
+    return true;
+}
+
+bool OpenAiStreamReader::take_event(const std::string& data, double t) {
+    if (done_) {
+        error_ = "malformed SSE: an event after [DONE]";
+        return false;
+    }
+    if (data == "[DONE]") return done_ = true;
+    json chunk = json::parse(data, nullptr, false);
+    if (chunk.is_discarded() || !chunk.is_object()) {
+        error_ = "malformed SSE event (not a JSON object): " + body_excerpt(data, 120);
+        return false;
+    }
+    if (chunk.contains("error")) {  // vLLM and others report a failure inside the stream
+        const json& e = chunk["error"];
+        error_ = "error event: " + (e.is_object() && e.contains("message") && e["message"].is_string()
+                                        ? e["message"].get<std::string>()
+                                        : body_excerpt(e.dump(), 200));
+        return false;
+    }
+    if (const auto u = chunk.find("usage"); u != chunk.end() && u->is_object()) {
+        if (u->contains("prompt_tokens") && (*u)["prompt_tokens"].is_number_integer())
+            prompt_tokens_ = (*u)["prompt_tokens"].get<int>();
+        if (u->contains("completion_tokens") && (*u)["completion_tokens"].is_number_integer())
+            completion_tokens_ = (*u)["completion_tokens"].get<int>();
+    }
+    const auto choices = chunk.find("choices");
+    if (choices == chunk.end() || !choices->is_array() || choices->empty()) return true;
+    const json& c = (*choices)[0];
+    if (!c.is_object()) {
+        error_ = "malformed SSE event (choices[0] is not an object): " + body_excerpt(data, 120);
+        return false;
+    }
+    // A chunk counts as a token event when it carries text or ends the choice (vLLM's benchmark counts
+    // chunks; a server sends no chunk for a token whose text is still incomplete UTF-8, and its last
+    // one may carry only the finish reason). The role chunk a chat stream opens with is neither and
+    // says nothing about the first token.
+    const json* text = nullptr;
+    if (api_ == OpenAiApi::CHAT) {
+        if (c.contains("delta") && c["delta"].is_object() && c["delta"].contains("content")) text = &c["delta"]["content"];
+    } else if (c.contains("text")) {
+        text = &c["text"];
+    }
+    const bool has_text = text && text->is_string() && !text->get_ref<const std::string&>().empty();
+    const bool finishes = c.contains("finish_reason") && c["finish_reason"].is_string();
+    if (has_text || finishes) chunk_times_.push_back(t);
+    if (finishes) finish_reason_ = c["finish_reason"];
+    return true;
+}
+
+void OpenAiStreamReader::finish(int status, const std::string& transport_error) {
+    if (!error_.empty()) return;
+    if (status != 0 && status != 200) {
+        error_ = "HTTP " + std::to_string(status) + (error_body_.empty() ? "" : ": " + body_excerpt(error_body_));
+        return;
+    }
+    if (!transport_error.empty()) {
+        error_ = transport_error;
+        return;
+    }
+    if (!done_)
+        error_ = sse_.has_partial_event() ? "the stream ended in the middle of an event, without [DONE]"
+                                          : "the stream ended without [DONE]";
+}
+
+}  // namespace kvscope

@@ -1,0 +1,71 @@
+// The OpenAI streaming protocol on the client side: the body of one completions or chat completions
+// request (stream on, usage asked for, output length forced with max_tokens + ignore_eos), and
+// OpenAiStreamReader, which reads one response's bytes (SSE, "data: {json}" events ending with
+// "data: [DONE]") into what RequestMetrics needs: a timestamp per chunk that carries text, the usage
+// counts and the finish reason, or the error that ended the request. No I/O, no threads.
+#pragma once
+
+#include "remote/sse_parser.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kvscope {
+
+enum class OpenAiApi { COMPLETIONS, CHAT };
+
+// "/v1/completions" -> COMPLETIONS, "/v1/chat/completions" -> CHAT; throws BadInput for another path.
+OpenAiApi openai_api_of_endpoint(const std::string& endpoint);
+// "openai" -> COMPLETIONS, "openai-chat" -> CHAT (vLLM's --backend names); throws BadInput otherwise.
+OpenAiApi openai_api_of_backend(const std::string& backend);
+const char* default_endpoint(OpenAiApi api);
+
+struct OpenAiRequest {
+    OpenAiApi api = OpenAiApi::COMPLETIONS;
+    std::string model;
+    // Completions send the token ids themselves when given (exact input lengths: vLLM, SGLang,
+    // llama-server and kvscope accept a list of ids); chat sends prompt_text as one user message.
+    std::vector<int32_t> prompt_token_ids;
+    std::string prompt_text;
+    int max_tokens = 16;
+    float temperature = 0;
+    uint64_t seed = 0;  // sent only when temperature > 0
+};
+
+// The JSON body: stream true, stream_options.include_usage, max_tokens (chat: max_completion_tokens
+// too) and ignore_eos, so that the output length is exactly max_tokens where the server honours it.
+std::string openai_request_body(const OpenAiRequest& request);
+// How output lengths are forced, for the report.
+inline constexpr const char* kOutputLengthControl = "max_tokens + ignore_eos";
+
+class OpenAiStreamReader {
+public:
+    explicit OpenAiStreamReader(OpenAiApi api) : api_(api) {}
+
+    // Bytes of the response body received at time t with HTTP `status`. Returns false once the stream
+    // is unusable (malformed event, an error event): the caller ends the transfer; error() says why.
+    bool feed(int status, std::string_view bytes, double t);
+    // The response ended (transport_error "" when it ended normally): settles error().
+    void finish(int status, const std::string& transport_error);
+
+    const std::string& error() const { return error_; }  // "" when the request succeeded
+    const std::vector<double>& chunk_times() const { return chunk_times_; }  // one per chunk with text
+    int prompt_tokens() const { return prompt_tokens_; }          // from usage; -1 when not sent
+    int completion_tokens() const { return completion_tokens_; }  // from usage; -1 when not sent
+    const std::string& finish_reason() const { return finish_reason_; }
+    bool done() const { return done_; }  // "data: [DONE]" seen
+
+private:
+    bool take_event(const std::string& data, double t);
+
+    OpenAiApi api_;
+    SseParser sse_;
+    std::string error_, error_body_, finish_reason_;
+    std::vector<double> chunk_times_;
+    int prompt_tokens_ = -1, completion_tokens_ = -1;
+    bool done_ = false;
+};
+
+}  // namespace kvscope

@@ -1,0 +1,111 @@
+#include "remote/remote_server.h"
+
+#include "remote/prometheus_text.h"
+#include "remote/server_metrics.h"
+#include "util/errors.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <set>
+
+namespace kvscope {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr double kProbeTimeout = 10;  // seconds; these calls come before the run
+
+json json_of(const HttpResponse& r) {
+    if (!r.ok()) return json();
+    json j = json::parse(r.body, nullptr, false);
+    return j.is_discarded() ? json() : j;
+}
+
+std::string engine_of_name(std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (s.find("kvscope") != std::string::npos) return "kvscope";
+    if (s.find("vllm") != std::string::npos) return "vllm";
+    if (s.find("sglang") != std::string::npos) return "sglang";
+    if (s.find("llamacpp") != std::string::npos || s.find("llama.cpp") != std::string::npos) return "llama.cpp";
+    if (s.find("tgi") != std::string::npos || s.find("text-generation") != std::string::npos) return "tgi";
+    return "";
+}
+
+}  // namespace
+
+std::string detect_remote_engine(HttpClient& client) {
+    const json version = json_of(client.get("/version", kProbeTimeout));
+    if (version.is_object() && version.contains("engine") && version["engine"].is_string())
+        if (std::string e = engine_of_name(version["engine"]); !e.empty()) return e;
+    const json models = json_of(client.get("/v1/models", kProbeTimeout));
+    if (models.is_object() && models.contains("data") && models["data"].is_array())
+        for (const json& card : models["data"])
+            if (card.is_object() && card.contains("owned_by") && card["owned_by"].is_string())
+                if (std::string e = engine_of_name(card["owned_by"]); !e.empty()) return e;
+    const HttpResponse metrics = client.get("/metrics", kProbeTimeout);
+    if (metrics.ok()) {
+        const ServerEngine e = engine_of_metrics(parse_prometheus_text(metrics.body));
+        if (e != ServerEngine::UNKNOWN) return std::string(to_string(e));
+    }
+    return "unknown";
+}
+
+std::vector<std::string> served_model_names(HttpClient& client) {
+    std::vector<std::string> names;
+    const json models = json_of(client.get("/v1/models", kProbeTimeout));
+    if (models.is_object() && models.contains("data") && models["data"].is_array())
+        for (const json& card : models["data"])
+            if (card.is_object() && card.contains("id") && card["id"].is_string()) names.push_back(card["id"]);
+    return names;
+}
+
+std::vector<int32_t> ServerTokenizer::tokenize(const std::string& text) {
+    // vLLM and SGLang read "prompt" and add_special_tokens; llama-server reads "content" (and adds no
+    // special tokens unless asked). Each ignores the other's field.
+    const json body = {{"model", model_}, {"prompt", text}, {"content", text}, {"add_special_tokens", false}};
+    const HttpResponse r = client_.post_json("/tokenize", body.dump(), kProbeTimeout);
+    const json j = json_of(r);
+    if (!j.is_object() || !j.contains("tokens") || !j["tokens"].is_array())
+        throw BadInput(client_.endpoint().url("/tokenize") + ": the server cannot tokenize (" +
+                       (r.ok() ? std::string("no \"tokens\" in the answer") : r.describe()) +
+                       "); give a local tokenizer with --tokenizer DIR|FILE");
+    std::vector<int32_t> ids;
+    for (const json& t : j["tokens"]) {
+        // llama-server may answer {"id", "piece"} objects when asked for pieces; plain ids otherwise.
+        if (t.is_number_integer()) ids.push_back(t.get<int32_t>());
+        else if (t.is_object() && t.contains("id") && t["id"].is_number_integer()) ids.push_back(t["id"].get<int32_t>());
+    }
+    return ids;
+}
+
+std::string ServerTokenizer::detokenize(const std::vector<int32_t>& ids) {
+    const json body = {{"model", model_}, {"tokens", ids}};
+    const HttpResponse r = client_.post_json("/detokenize", body.dump(), kProbeTimeout);
+    const json j = json_of(r);
+    for (const char* key : {"prompt", "content"})  // vLLM, llama-server
+        if (j.is_object() && j.contains(key) && j[key].is_string()) return j[key];
+    throw BadInput(client_.endpoint().url("/detokenize") + ": the server cannot detokenize (" +
+                   (r.ok() ? std::string("no \"prompt\" in the answer") : r.describe()) +
+                   "); give a local tokenizer with --tokenizer DIR|FILE");
+}
+
+std::vector<int32_t> server_vocabulary_sample(ServerTokenizer& tokenizer) {
+    // Common English words and punctuation: any tokenizer splits them into ordinary tokens.
+    static const char* const kText =
+        "the of and to in is was that for it with as his on be at by he had this not are but from or have an "
+        "they which one you were her all she there would their we him been has when who will more no if out so "
+        "said what up its about into than them can only other new some could time these two may then do first "
+        "any my now such like our over man me even most made after also did many before must through back years "
+        "where much your way well down should because each just those people how too little state good very make "
+        "world still own see men work long get here between both life being under never day same another know "
+        "while last might us great old year off come since against go came right used take three, small. large; "
+        "house: (light) water? number! 1 2 3 4 5 6 7 8 9 10 100 story once upon a girl boy dog cat tree sun happy";
+    std::vector<int32_t> ids = tokenizer.tokenize(kText);
+    std::set<int32_t> distinct(ids.begin(), ids.end());
+    if (distinct.empty()) throw BadInput("/tokenize: the server returned no tokens for an English sample text");
+    return {distinct.begin(), distinct.end()};
+}
+
+}  // namespace kvscope

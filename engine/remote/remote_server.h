@@ -1,0 +1,39 @@
+// What a benchmark asks a remote engine before it runs: which engine it is (/version, /v1/models, the
+// metric families of /metrics) and, when no local tokenizer is given, the server's own tokenizer
+// (vLLM's POST /tokenize and /detokenize, which kvscope serve, SGLang and llama-server also have).
+// Blocking calls on the caller's thread, made before the timed run starts.
+#pragma once
+
+#include "remote/http_client.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kvscope {
+
+// "kvscope", "vllm", "sglang", "tgi", "llama.cpp" or "unknown": /version's "engine" field, else
+// /v1/models' owned_by, else the metric families of /metrics.
+std::string detect_remote_engine(HttpClient& client);
+
+// The served model names of /v1/models (empty when the server does not answer it).
+std::vector<std::string> served_model_names(HttpClient& client);
+
+class ServerTokenizer {
+public:
+    ServerTokenizer(HttpClient& client, std::string model) : client_(client), model_(std::move(model)) {}
+    // Token ids of `text` without special tokens; throws BadInput naming the endpoint when the server
+    // has no usable /tokenize.
+    std::vector<int32_t> tokenize(const std::string& text);
+    std::string detokenize(const std::vector<int32_t>& ids);
+
+private:
+    HttpClient& client_;
+    std::string model_;
+};
+
+// The distinct token ids of a fixed English text, tokenized by the server: ordinary tokens (no BOS,
+// EOS or control) to draw random prompts from when only the server knows the vocabulary.
+std::vector<int32_t> server_vocabulary_sample(ServerTokenizer& tokenizer);
+
+}  // namespace kvscope

@@ -1,0 +1,360 @@
+// kvscope-cli bench --base-url end to end, against real servers started by the test: `kvscope-cli
+// serve` as a subprocess (the same workload gives the same completed count and token totals as the
+// local engine; the scraped KV-usage series rises and falls; --max-concurrency holds exactly; the chat
+// endpoint with the server's /tokenize; 401 and 404), and a small misbehaving cpp-httplib server in
+// this process for the rest of the bad endpoints (500, a stream that hangs, malformed SSE, a stream
+// closed without [DONE], one that fails every other request). Each bad case ends its requests with a
+// recorded error, the run finishes and says how many failed, and nothing hangs.
+#include "process_run.h"
+#include "serve_process.h"
+#include "test_support.h"
+
+#include <QTcpServer>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <fstream>
+#include <thread>
+
+using kvscope::test::ProcessResult;
+
+namespace {
+
+// A server that answers /<case>/v1/completions the wrong way, one way per case.
+class MisbehavingServer {
+public:
+    MisbehavingServer() {
+        server_.Post(R"(/(\w+)/v1/completions)", [this](const httplib::Request& req, httplib::Response& res) {
+            const std::string mode = req.matches[1];
+            if (mode == "flaky" && count_++ % 2 == 1) mode_500(res);
+            else if (mode == "flaky" || mode == "good") good(res);
+            else if (mode == "err500") mode_500(res);
+            else if (mode == "malformed") stream(res, "data: {\"choices\":[{\"text\":\"a\"\n\n", false);
+            else if (mode == "nodone") stream(res, event("a") + event("b"), false);
+            else if (mode == "hang") stream(res, event("a"), true);
+            else res.status = 404;
+        });
+        port_ = server_.bind_to_any_port("127.0.0.1");
+        thread_ = std::thread([this] { server_.listen_after_bind(); });
+    }
+    ~MisbehavingServer() {
+        stopping_ = true;
+        server_.stop();
+        thread_.join();
+    }
+    int port() const { return port_; }
+
+private:
+    static std::string event(const std::string& text, const char* finish = nullptr) {
+        const nlohmann::json c = {{"index", 0}, {"text", text}, {"finish_reason", finish ? nlohmann::json(finish) : nlohmann::json()}};
+        return "data: " + nlohmann::json{{"choices", {c}}}.dump() + "\n\n";
+    }
+    static void mode_500(httplib::Response& res) {
+        res.status = 500;
+        res.set_content("{\"error\":{\"message\":\"internal failure\"}}", "application/json");
+    }
+    static void good(httplib::Response& res) {
+        res.set_content(event("a") + event("b") + event("c", "length") +
+                            "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":8,\"completion_tokens\":3}}\n\ndata: [DONE]\n\n",
+                        "text/event-stream");
+    }
+    // Sends `body` as a chunked event stream, then ends it (or, with hang, stays silent until stopped).
+    void stream(httplib::Response& res, std::string body, bool hang) {
+        res.set_chunked_content_provider("text/event-stream", [this, body, hang](size_t, httplib::DataSink& sink) {
+            sink.write(body.data(), body.size());
+            for (int i = 0; hang && !stopping_ && i < 400; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+            if (hang) return false;
+            sink.done();
+            return true;
+        });
+    }
+
+    httplib::Server server_;
+    std::thread thread_;
+    std::atomic<bool> stopping_{false};
+    std::atomic<int> count_{0};
+    int port_ = 0;
+};
+
+QProcessEnvironment clean_env() {
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.remove("OPENAI_API_KEY");
+    return env;
+}
+
+ProcessResult bench(const QStringList& args, const QProcessEnvironment& env = clean_env()) {
+    return kvscope::test::run_process(QString::fromStdString(kvscope::test::cli_path()), QStringList{"bench"} + args,
+                                      env, 120);
+}
+
+nlohmann::json load_json(const QString& path) {
+    std::ifstream in(path.toStdString());
+    return nlohmann::json::parse(in);
+}
+
+std::vector<nlohmann::json> load_jsonl(const QString& path) {
+    std::ifstream in(path.toStdString());
+    std::vector<nlohmann::json> rows;
+    for (std::string line; std::getline(in, line);)
+        if (!line.empty()) rows.push_back(nlohmann::json::parse(line));
+    return rows;
+}
+
+QStringList workload(int n, int output_len = 16) {
+    return {"--model", "dummy:tiny", "--dataset", "random", "--num-prompts", QString::number(n), "--input-len", "48",
+            "--output-len", QString::number(output_len), "--range-ratio", "0.5", "--seed", "3"};
+}
+
+// A port where nothing listens (bound, then released).
+int closed_port() {
+    QTcpServer s;
+    if (!s.listen(QHostAddress::LocalHost)) return 1;
+    const int port = s.serverPort();
+    s.close();
+    return port;
+}
+
+}  // namespace
+
+class TestBenchRemote : public QObject {
+    Q_OBJECT
+private slots:
+    void initTestCase() {
+        QVERIFY(m_dir.isValid());
+        QByteArray error;
+        // A small pool (40 blocks of 16 tokens) so that the load shows in KV usage.
+        QVERIFY2(m_serve.start({"--model", "dummy:tiny", "--max-model-len", "256", "--threads", "1", "--num-blocks", "40"},
+                               &error), error.constData());
+        m_url = "http://127.0.0.1:" + QString::number(m_serve.port());
+    }
+    void cleanupTestCase() {
+        QByteArray error;
+        QVERIFY2(m_serve.stop(&error), error.constData());
+    }
+
+    void sameTotalsAsTheLocalEngine() {
+        const QString local = m_dir.filePath("local.json"), remote = m_dir.filePath("remote.json"),
+                      requests = m_dir.filePath("remote.jsonl");
+        const ProcessResult l = bench(workload(24) + QStringList{"--threads", "1", "--max-model-len", "256", "--output-json", local});
+        QVERIFY2(l.code == 0, qPrintable(l.err));
+        const ProcessResult r = bench(workload(24) + QStringList{"--base-url", m_url, "--tokenizer", "dummy:tiny",
+                                                                 "--output-json", remote, "--output-requests", requests});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        QVERIFY(r.out.contains("Serving Benchmark Result"));
+        const nlohmann::json a = load_json(local), b = load_json(remote);
+        for (const char* k : {"completed", "failed", "total_input_tokens", "total_output_tokens"})
+            QVERIFY2(a[k] == b[k], (std::string(k) + ": local " + a[k].dump() + ", remote " + b[k].dump()).c_str());
+        QCOMPARE(b["completed"].get<int>(), 24);
+        QCOMPARE(b["target"]["kind"].get<std::string>(), std::string("remote"));
+        QCOMPARE(b["target"]["engine"].get<std::string>(), std::string("kvscope"));
+        QCOMPARE(b["target"]["base_url"].get<std::string>(), m_url.toStdString());
+        QCOMPARE(b["output_length_control"].get<std::string>(), std::string("max_tokens + ignore_eos"));
+        for (const char* k : {"mean_ttft_ms", "p99_itl_ms", "mean_tpot_ms", "output_throughput", "server_metrics"})
+            QVERIFY2(b.contains(k), k);
+        for (const nlohmann::json& row : load_jsonl(requests)) {
+            QCOMPARE(row.value("error", std::string()), std::string());
+            QVERIFY(!row["token_times"].empty());
+        }
+    }
+
+    // The scraped KV usage starts idle, rises under load and falls back when the run ends; the client
+    // never has more than --max-concurrency requests in flight.
+    void kvUsageRisesAndFallsUnderExactConcurrency() {
+        const QString out = m_dir.filePath("kv.json");
+        const ProcessResult r = bench(workload(32, 96) + QStringList{"--base-url", m_url, "--max-concurrency", "6",
+                                                                     "--metrics-interval", "0.05", "--output-json", out});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        const nlohmann::json j = load_json(out);
+        QCOMPARE(j["completed"].get<int>(), 32);
+        QCOMPARE(j["max_concurrent_requests_instant"].get<int>(), 6);
+        const nlohmann::json& sm = j["server_metrics"];
+        QCOMPARE(sm["engine"].get<std::string>(), std::string("kvscope"));
+        QCOMPARE(sm["unreported"], nlohmann::json::array());
+        const size_t kv = 3, running = 1;
+        QCOMPARE(sm["columns"][kv].get<std::string>(), std::string("kv_cache_usage"));
+        double peak = 0, max_running = 0;
+        for (const auto& s : sm["samples"]) {
+            peak = std::max(peak, s[kv].get<double>());
+            max_running = std::max(max_running, s[running].get<double>());
+        }
+        QVERIFY2(sm["samples"].size() >= 3, sm.dump().c_str());
+        QCOMPARE(sm["samples"].front()[kv].get<double>(), 0.0);  // idle before the run
+        QVERIFY2(peak > 0.2, sm.dump().c_str());                 // rises with the load
+        QCOMPARE(sm["samples"].back()[kv].get<double>(), 0.0);   // falls when it ends
+        QVERIFY(max_running <= 6);
+        QVERIFY2(j["connections_opened"].get<int>() <= 6 + 1, j["connections_opened"].dump().c_str());  // reused
+    }
+
+    // One request at a time: every request after the first reuses the first connection.
+    void connectionsAreReused() {
+        const QString out = m_dir.filePath("reuse.json");
+        const ProcessResult r = bench(workload(8) + QStringList{"--base-url", m_url, "--tokenizer", "dummy:tiny",
+                                                                "--max-concurrency", "1", "--output-json", out});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        const nlohmann::json j = load_json(out);
+        QCOMPARE(j["completed"].get<int>(), 8);
+        QCOMPARE(j["connections_opened"].get<int>(), 1);
+    }
+
+    // Chat completions with prompts from the server's /tokenize and /detokenize (no local tokenizer).
+    void chatEndpointWithTheServersTokenizer() {
+        const QString out = m_dir.filePath("chat.json");
+        const ProcessResult r = bench(workload(8) + QStringList{"--base-url", m_url, "--backend", "openai-chat",
+                                                                "--output-json", out});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        const nlohmann::json j = load_json(out);
+        QCOMPARE(j["completed"].get<int>(), 8);
+        QCOMPARE(j["target"]["endpoint"].get<std::string>(), std::string("/v1/chat/completions"));
+        QCOMPARE(j["tokenizer_id"].get<std::string>(), std::string("server:/tokenize"));
+    }
+
+    // A sweep over the request rate: one row per value, each with its own server series.
+    void sweepOverRequestRate() {
+        const QString out = m_dir.filePath("sweep.json");
+        const ProcessResult r = bench(workload(6) + QStringList{"--base-url", m_url, "--tokenizer", "dummy:tiny", "--sweep",
+                                                                "request-rate=20,inf", "--output-json", out});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        const nlohmann::json j = load_json(out);
+        QCOMPARE(j["sweep_knob"].get<std::string>(), std::string("request-rate"));
+        QCOMPARE(j["sweep"].size(), size_t(2));
+        for (const auto& row : j["sweep"]) {
+            QCOMPARE(row["completed"].get<int>(), 6);
+            QVERIFY(row.contains("server_metrics"));
+        }
+        QVERIFY(bench(workload(2) + QStringList{"--base-url", m_url, "--sweep", "block-size=8,16"}).code == 2);
+    }
+
+    // vLLM's /tokenize and /detokenize on kvscope serve: ids with and without BOS, the text back, and
+    // bad ids refused with the field named.
+    void serveTokenizeAndDetokenize() {
+        const auto tok = kvscope::test::post(m_serve.port(), "/tokenize", {{"prompt", "hi"}, {"add_special_tokens", false}});
+        QCOMPARE(tok.status, 200);
+        const auto t = nlohmann::json::parse(tok.body.toStdString());
+        QCOMPARE(t["tokens"], nlohmann::json({104, 105}));  // dummy models: bytes
+        QCOMPARE(t["count"].get<int>(), 2);
+        QCOMPARE(t["max_model_len"].get<int>(), 256);
+        const auto with_bos = nlohmann::json::parse(kvscope::test::post(m_serve.port(), "/tokenize", {{"prompt", "hi"}}).body.toStdString());
+        QCOMPARE(with_bos["tokens"], nlohmann::json({256, 104, 105}));
+        const auto back = kvscope::test::post(m_serve.port(), "/detokenize", {{"tokens", {104, 105}}});
+        QCOMPARE(back.status, 200);
+        QCOMPARE(nlohmann::json::parse(back.body.toStdString())["prompt"].get<std::string>(), std::string("hi"));
+        const auto bad = kvscope::test::post(m_serve.port(), "/detokenize", {{"tokens", {-1}}});
+        QCOMPARE(bad.status, 400);
+        QVERIFY(bad.body.contains("tokens[0]"));
+        QCOMPARE(kvscope::test::post(m_serve.port(), "/tokenize", {{"prompt", 3}}).status, 400);
+    }
+
+    void connectionRefused() { expectAllFailed("http://127.0.0.1:" + QString::number(closed_port()), {}, "connect"); }
+
+    void wrongPath404() {
+        expectAllFailed(m_url, {"--backend", "openai", "--endpoint", "/v1/no-such-thing"}, "HTTP 404");
+    }
+
+    void missingApiKey401() {
+        kvscope::test::ServeProcess keyed;
+        QByteArray error;
+        QVERIFY2(keyed.start({"--model", "dummy:tiny", "--max-model-len", "256", "--threads", "1", "--api-key", "s3cret-key"},
+                             &error), error.constData());
+        const QString url = "http://127.0.0.1:" + QString::number(keyed.port());
+        expectAllFailed(url, {}, "HTTP 401");
+        // With the key (from the environment), the same run works, and the key is in no export.
+        QProcessEnvironment env = clean_env();
+        env.insert("OPENAI_API_KEY", "s3cret-key");
+        const QString out = m_dir.filePath("keyed.json"), rows = m_dir.filePath("keyed.jsonl");
+        const ProcessResult r = bench(workload(4) + QStringList{"--base-url", url, "--tokenizer", "dummy:tiny", "--output-json",
+                                                                out, "--output-requests", rows}, env);
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        QCOMPARE(load_json(out)["completed"].get<int>(), 4);
+        for (const QString& f : {out, rows}) {
+            QFile file(f);
+            QVERIFY(file.open(QIODevice::ReadOnly));
+            QVERIFY(!file.readAll().contains("s3cret"));
+        }
+        QVERIFY2(keyed.stop(&error), error.constData());
+    }
+
+    // user:password@ in the URL reaches the server (HTTP basic auth) but no export.
+    void urlCredentialsAreNotExported() {
+        const QString out = m_dir.filePath("userinfo.json");
+        const QString url = "http://someone:pa55word@127.0.0.1:" + QString::number(m_serve.port());
+        const ProcessResult r = bench(workload(2) + QStringList{"--base-url", url, "--tokenizer", "dummy:tiny", "--output-json", out});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        QCOMPARE(load_json(out)["target"]["base_url"].get<std::string>(), m_url.toStdString());
+        QFile file(out);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        QVERIFY(!file.readAll().contains("pa55word"));
+    }
+
+    void serverError500() { expectAllFailed(misbehaving("err500"), {}, "HTTP 500: {\"error\""); }
+    void hangsMidStream() { expectAllFailed(misbehaving("hang"), {"--request-timeout", "1"}, "timed out"); }
+    void malformedSse() { expectAllFailed(misbehaving("malformed"), {}, "malformed SSE"); }
+    void closedWithoutDone() { expectAllFailed(misbehaving("nodone"), {}, "without [DONE]"); }
+
+    // Every other request fails: the run goes on, the others complete, and it says how many failed.
+    void runGoesOnPastFailures() {
+        const QString out = m_dir.filePath("flaky.json"), rows = m_dir.filePath("flaky.jsonl");
+        const ProcessResult r = bench(workload(8) + QStringList{"--base-url", misbehaving("flaky"), "--tokenizer", "dummy:tiny",
+                                                                "--num-warmups", "0", "--max-concurrency", "1",
+                                                                "--output-json", out, "--output-requests", rows});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        const nlohmann::json j = load_json(out);
+        QCOMPARE(j["completed"].get<int>(), 4);
+        QCOMPARE(j["failed"].get<int>(), 4);
+        QCOMPARE(j["total_output_tokens"].get<int>(), 12);  // the usage the server reported
+        QVERIFY(r.out.contains("Failed requests:"));
+        QVERIFY(r.err.contains("4 request(s) failed: HTTP 500"));
+        int with_error = 0;
+        for (const auto& row : load_jsonl(rows)) with_error += !row.value("error", std::string()).empty();
+        QCOMPARE(with_error, 4);
+    }
+
+    void badRemoteFlagsExit2() {
+        QCOMPARE(bench(workload(2) + QStringList{"--base-url", "ftp://x"}).code, 2);
+        QCOMPARE(bench(workload(2) + QStringList{"--base-url", m_url, "--backend", "cuda"}).code, 2);
+        QCOMPARE(bench(workload(2) + QStringList{"--backend", "openai"}).code, 2);  // no --base-url
+        QCOMPARE(bench(workload(2) + QStringList{"--base-url", m_url, "--compare", "naive"}).code, 2);
+        QCOMPARE(bench(workload(2) + QStringList{"--base-url", m_url, "--endpoint", "/v1/other"}).code, 2);
+        const ProcessResult t = bench(workload(2) + QStringList{"--base-url", m_url, "--tokenizer", m_dir.filePath("none")});
+        QCOMPARE(t.code, 2);
+        QVERIFY2(t.err.contains("--tokenizer"), qPrintable(t.err));
+        // No local tokenizer and a server without /tokenize: a clear refusal before the run.
+        const ProcessResult s = bench(workload(2) + QStringList{"--base-url", misbehaving("good")});
+        QCOMPARE(s.code, 2);
+        QVERIFY2(s.err.contains("/tokenize") && s.err.contains("--tokenizer"), qPrintable(s.err));
+    }
+
+private:
+    QString misbehaving(const QString& mode) {
+        if (!m_bad) m_bad = std::make_unique<MisbehavingServer>();
+        return "http://127.0.0.1:" + QString::number(m_bad->port()) + "/" + mode;
+    }
+
+    // Runs 4 requests at `url`: every one fails with `expected` in its error, the run ends (exit 1:
+    // nothing completed) and the JSON and the per-request file say so.
+    void expectAllFailed(const QString& url, const QStringList& extra, const QString& expected) {
+        const QString out = m_dir.filePath("failed.json"), rows = m_dir.filePath("failed.jsonl");
+        const ProcessResult r = bench(workload(4) + QStringList{"--base-url", url, "--tokenizer", "dummy:tiny", "--output-json",
+                                                                out, "--output-requests", rows} + extra);
+        QVERIFY2(r.code == 1, qPrintable("exit " + QString::number(r.code) + ": " + r.err));
+        const nlohmann::json j = load_json(out);
+        QCOMPARE(j["completed"].get<int>(), 0);
+        QCOMPARE(j["failed"].get<int>(), 4);
+        const auto rows_read = load_jsonl(rows);
+        QCOMPARE(rows_read.size(), size_t(4));
+        for (const auto& row : rows_read)
+            QVERIFY2(QString::fromStdString(row.value("error", std::string())).contains(expected), row.dump().c_str());
+        QVERIFY2(r.err.contains("4 request(s) failed"), qPrintable(r.err));
+    }
+
+    QTemporaryDir m_dir;
+    kvscope::test::ServeProcess m_serve;
+    QString m_url;
+    std::unique_ptr<MisbehavingServer> m_bad;
+};
+
+QTEST_GUILESS_MAIN(TestBenchRemote)
+#include "test_bench_remote.moc"
