@@ -149,7 +149,6 @@ nlohmann::json bench_metadata(const BenchArgs& a, const BenchOptions& o) {
     m["git_revision"] = git_revision();
     m["kvscope_version"] = kvscope_version();
     m["metric_definitions"] = metric_definitions();
-    if (engine.is_simulated()) m["simulated"] = simulation_to_json(engine);
     return m;
 }
 
@@ -162,6 +161,7 @@ nlohmann::json metadata(const BenchArgs& a, const Model& model, LlmEngine& engin
     m["model_id"] = model.source;
     m["tokenizer_id"] = model.source;
     m["machine"] = machine_info(engine.backend().num_threads());
+    if (engine.is_simulated()) m["simulated"] = simulation_to_json(engine);
     return m;
 }
 

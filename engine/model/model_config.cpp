@@ -279,7 +279,7 @@ ModelConfig dummy_preset_config(const std::string& preset) {
     } else if (preset == "llama-1b") {  // Llama-3.2-1B
         c.vocab_size = 128256; c.hidden_size = 2048; c.intermediate_size = 8192; c.num_layers = 16;
         c.num_heads = 32; c.num_kv_heads = 8; c.head_dim = 64; c.max_position_embeddings = 131072;
-        c.rope_theta = 500000.0f; c.rope_scaling = {"llama3", 32.0f, 1.0f, 4.0f, 8192};
+        c.rope_theta = 500000.0f; c.rope_scaling.type = "llama3"; c.rope_scaling.factor = 32.0f;
         c.weight_dtype = DType::BF16;
     } else if (preset == "qwen2-0.5b") {  // Qwen2-0.5B
         c.architecture = "qwen2"; c.attention_bias = true;
