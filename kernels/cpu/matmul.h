@@ -10,7 +10,8 @@
 // are converted in registers as they stream from memory; with more, each weight tile is converted
 // (F32: copied) once to F32 in per-thread scratch and reused by every x tile; past 64 rows (prefill) a task
 // converts all its weight rows once and reuses them for each 64-row x chunk. Parallel over weight rows.
-// Q8_0 weights take the int8 path of matmul_q8.h instead, and weights the backend repacked at load
+// Block-quantized weights (all but Q8_0) are always dequantized a tile at a time into scratch, then
+// dotted as F32. Q8_0 weights take the int8 path of matmul_q8.h instead, and weights the backend repacked at load
 // (WeightLayout::panels16: what the engine uses for F32/F16/BF16) the outer-product path of panel_matmul.h.
 #pragma once
 

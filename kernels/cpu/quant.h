@@ -1,5 +1,8 @@
 // Conversions between stored weight types and F32 rows: dequantize (every type, used by the matmul
-// packing and the embedding) and quantize (F16, BF16, Q8_0, Q4_K; used to make test and dummy models).
+// packing and the embedding) and quantize (every type; used to make test and dummy models: plain
+// round-to-nearest quantizers, not ggml's scale searches). The layouts are dtype.h's.
+// Compiled with -ffp-contract=off (kernels/CMakeLists.txt): every kernel set's copy and the shared one
+// turn a block into bit-identical floats, FMA hardware or not (the embedding and the references rely on it).
 #pragma once
 
 #include "cpu/kernel_set.h"
