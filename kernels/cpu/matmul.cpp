@@ -121,7 +121,7 @@ void weight_tile(const float* x, int n, const WeightView& w, int64_t r0, int nw,
     }
 }
 
-// Every type but Q8_0: dot-product tiles over F32 (converted) weight rows.
+// Every type but the int8 path's: dot-product tiles over F32 (converted) weight rows.
 void matmul_dot_tiles(ThreadPool& pool, MatmulScratch& scratch, const float* x, int n, const WeightView& w, float* out) {
     const int64_t N = w.rows, K = w.cols;
     // Enough tasks for balance, few enough that each streams a good run of weight rows.
@@ -176,8 +176,8 @@ void matmul(ThreadPool& pool, MatmulScratch& scratch, const float* x, int n, con
     const int64_t N = w.rows;
     if (w.layout == WeightLayout::panels16) {
         matmul_panels(pool, x, n, w, out);
-    } else if (w.dtype == DType::Q8_0) {
-        matmul_q8_0(pool, scratch.activations_q8, x, n, w, out);
+    } else if (matmul_quantizes_activations(w.dtype)) {
+        matmul_q8_0(pool, scratch.activations_q8, scratch.unpacked_q8, x, n, w, out);
     } else {
         matmul_dot_tiles(pool, scratch, x, n, w, out);
     }

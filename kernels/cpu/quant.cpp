@@ -4,7 +4,8 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
-#if defined(__F16C__)
+#include <string>
+#if defined(__F16C__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -12,7 +13,7 @@ namespace KVSCOPE_CPU_NAMESPACE {
 
 namespace {
 
-void dequantize_f16(const uint16_t* src, float* dst, int64_t n) {
+void dequantize_f16(const uint16_t* __restrict src, float* __restrict dst, int64_t n) {
     int64_t i = 0;
 #if defined(__AVX512F__)
     for (; i + 16 <= n; i += 16)
@@ -24,11 +25,11 @@ void dequantize_f16(const uint16_t* src, float* dst, int64_t n) {
     for (; i < n; ++i) dst[i] = f16_to_f32(src[i]);
 }
 
-void dequantize_bf16(const uint16_t* src, float* dst, int64_t n) {
+void dequantize_bf16(const uint16_t* __restrict src, float* __restrict dst, int64_t n) {
     for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(src[i]);
 }
 
-void dequantize_q8_0(const BlockQ8_0* blocks, float* dst, int64_t n) {
+void dequantize_q8_0(const BlockQ8_0* __restrict blocks, float* __restrict dst, int64_t n) {
     for (int64_t b = 0; b < n / 32; ++b) {
         const float d = f16_to_f32(blocks[b].d);
         for (int j = 0; j < 32; ++j) dst[b * 32 + j] = d * blocks[b].qs[j];
@@ -74,7 +75,19 @@ inline int iq4xs_scale(int j, const BlockIQ4_XS& b) {
     return (((b.scales_l[j / 2] >> (4 * (j % 2))) & 0xF) | (((b.scales_h >> (2 * j)) & 3) << 4)) - 32;
 }
 
-void dequantize_q4_k(const BlockQ4_K* blocks, float* dst, int64_t n) {
+#if defined(__AVX2__)
+// y[0..32) = scale * u[i] - offset for 32 unsigned bytes u, rounded as the scalar expression is.
+inline void store_affine_u8x32(__m256i u, float scale, float offset, float* y) {
+    const __m256 s = _mm256_set1_ps(scale), o = _mm256_set1_ps(offset);
+    for (int part = 0; part < 4; ++part) {
+        const __m128i half = part < 2 ? _mm256_castsi256_si128(u) : _mm256_extracti128_si256(u, 1);
+        const __m256i u32 = _mm256_cvtepu8_epi32(part % 2 ? _mm_srli_si128(half, 8) : half);
+        _mm256_storeu_ps(y + 8 * part, _mm256_sub_ps(_mm256_mul_ps(s, _mm256_cvtepi32_ps(u32)), o));
+    }
+}
+#endif
+
+void dequantize_q4_k(const BlockQ4_K* __restrict blocks, float* __restrict dst, int64_t n) {
     for (int64_t b = 0; b < n / 256; ++b) {
         const BlockQ4_K& blk = blocks[b];
         const float d = f16_to_f32(blk.d), dmin = f16_to_f32(blk.dmin);
@@ -86,8 +99,14 @@ void dequantize_q4_k(const BlockQ4_K* blocks, float* dst, int64_t n) {
             const float d1 = d * sc, m1 = dmin * m;
             q4k_scale_min(j + 1, blk.scales, sc, m);
             const float d2 = d * sc, m2 = dmin * m;
+#if defined(__AVX2__)  // the same values (multiply, then subtract) a vector at a time
+            const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+            store_affine_u8x32(_mm256_and_si256(bytes, _mm256_set1_epi8(0x0F)), d1, m1, y);
+            store_affine_u8x32(_mm256_and_si256(_mm256_srli_epi16(bytes, 4), _mm256_set1_epi8(0x0F)), d2, m2, y + 32);
+#else
             for (int l = 0; l < 32; ++l) y[l] = d1 * (q[l] & 0xF) - m1;
             for (int l = 0; l < 32; ++l) y[32 + l] = d2 * (q[l] >> 4) - m2;
+#endif
             y += 64;
             q += 32;
         }
@@ -95,7 +114,7 @@ void dequantize_q4_k(const BlockQ4_K* blocks, float* dst, int64_t n) {
 }
 
 // Q5_K: Q4_K's layout plus qh, whose bit j holds the 5th bit of sub-block j's value at l = byte index.
-void dequantize_q5_k(const BlockQ5_K* blocks, float* dst, int64_t n) {
+void dequantize_q5_k(const BlockQ5_K* __restrict blocks, float* __restrict dst, int64_t n) {
     for (int64_t b = 0; b < n / 256; ++b) {
         const BlockQ5_K& blk = blocks[b];
         const float d = f16_to_f32(blk.d), dmin = f16_to_f32(blk.dmin);
@@ -116,52 +135,65 @@ void dequantize_q5_k(const BlockQ5_K* blocks, float* dst, int64_t n) {
 }
 
 // Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL: value j of a 32-block in the low nibble of qs[j % 16] (j < 16) or
-// the high one (j >= 16); Q5 adds bit j of qh as the 5th bit.
+// the high one (j >= 16); Q5 adds bit j of qh (a little-endian u32) as the 5th bit.
 inline int nibble(const uint8_t* qs, int j) { return j < 16 ? qs[j] & 0xF : qs[j - 16] >> 4; }
-inline int fifth_bit(const uint8_t* qh, int j) {
-    uint32_t h;
-    std::memcpy(&h, qh, 4);
-    return static_cast<int>((h >> j) & 1) << 4;
-}
 
-void dequantize_q4_0(const BlockQ4_0* blocks, float* dst, int64_t n) {
+void dequantize_q4_0(const BlockQ4_0* __restrict blocks, float* __restrict dst, int64_t n) {
     for (int64_t b = 0; b < n / 32; ++b) {
         const float d = f16_to_f32(blocks[b].d);
-        for (int j = 0; j < 32; ++j) dst[b * 32 + j] = static_cast<float>(nibble(blocks[b].qs, j) - 8) * d;
+        const uint8_t* q = blocks[b].qs;
+        for (int j = 0; j < 16; ++j) {
+            dst[b * 32 + j] = static_cast<float>((q[j] & 0xF) - 8) * d;
+            dst[b * 32 + 16 + j] = static_cast<float>((q[j] >> 4) - 8) * d;
+        }
     }
 }
 
-void dequantize_q4_1(const BlockQ4_1* blocks, float* dst, int64_t n) {
+void dequantize_q4_1(const BlockQ4_1* __restrict blocks, float* __restrict dst, int64_t n) {
     for (int64_t b = 0; b < n / 32; ++b) {
         const float d = f16_to_f32(blocks[b].d), m = f16_to_f32(blocks[b].m);
-        for (int j = 0; j < 32; ++j) dst[b * 32 + j] = static_cast<float>(nibble(blocks[b].qs, j)) * d + m;
+        const uint8_t* q = blocks[b].qs;
+        for (int j = 0; j < 16; ++j) {
+            dst[b * 32 + j] = static_cast<float>(q[j] & 0xF) * d + m;
+            dst[b * 32 + 16 + j] = static_cast<float>(q[j] >> 4) * d + m;
+        }
     }
 }
 
-void dequantize_q5_0(const BlockQ5_0* blocks, float* dst, int64_t n) {
+void dequantize_q5_0(const BlockQ5_0* __restrict blocks, float* __restrict dst, int64_t n) {
     for (int64_t b = 0; b < n / 32; ++b) {
         const float d = f16_to_f32(blocks[b].d);
-        for (int j = 0; j < 32; ++j)
-            dst[b * 32 + j] = static_cast<float>((nibble(blocks[b].qs, j) | fifth_bit(blocks[b].qh, j)) - 16) * d;
+        const uint8_t* q = blocks[b].qs;
+        uint32_t qh;
+        std::memcpy(&qh, blocks[b].qh, 4);
+        for (int j = 0; j < 16; ++j) {
+            dst[b * 32 + j] = static_cast<float>(static_cast<int>((q[j] & 0xF) | (((qh >> j) & 1) << 4)) - 16) * d;
+            dst[b * 32 + 16 + j] = static_cast<float>(static_cast<int>((q[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16) * d;
+        }
     }
 }
 
-void dequantize_q5_1(const BlockQ5_1* blocks, float* dst, int64_t n) {
+void dequantize_q5_1(const BlockQ5_1* __restrict blocks, float* __restrict dst, int64_t n) {
     for (int64_t b = 0; b < n / 32; ++b) {
         const float d = f16_to_f32(blocks[b].d), m = f16_to_f32(blocks[b].m);
-        for (int j = 0; j < 32; ++j)
-            dst[b * 32 + j] = static_cast<float>(nibble(blocks[b].qs, j) | fifth_bit(blocks[b].qh, j)) * d + m;
+        const uint8_t* q = blocks[b].qs;
+        uint32_t qh;
+        std::memcpy(&qh, blocks[b].qh, 4);
+        for (int j = 0; j < 16; ++j) {
+            dst[b * 32 + j] = static_cast<float>((q[j] & 0xF) | (((qh >> j) & 1) << 4)) * d + m;
+            dst[b * 32 + 16 + j] = static_cast<float>((q[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) * d + m;
+        }
     }
 }
 
-void dequantize_iq4_nl(const BlockIQ4_NL* blocks, float* dst, int64_t n) {
+void dequantize_iq4_nl(const BlockIQ4_NL* __restrict blocks, float* __restrict dst, int64_t n) {
     for (int64_t b = 0; b < n / 32; ++b) {
         const float d = f16_to_f32(blocks[b].d);
         for (int j = 0; j < 32; ++j) dst[b * 32 + j] = d * kIq4nlValues[nibble(blocks[b].qs, j)];
     }
 }
 
-void dequantize_iq4_xs(const BlockIQ4_XS* blocks, float* dst, int64_t n) {
+void dequantize_iq4_xs(const BlockIQ4_XS* __restrict blocks, float* __restrict dst, int64_t n) {
     for (int64_t b = 0; b < n / 256; ++b) {
         const BlockIQ4_XS& blk = blocks[b];
         const float d = f16_to_f32(blk.d);
@@ -175,7 +207,7 @@ void dequantize_iq4_xs(const BlockIQ4_XS* blocks, float* dst, int64_t n) {
 // Q2_K and Q3_K share the 2-bit layout: value i of the 256 sits in byte 32 * (i / 128) + i % 32 at bit
 // 2 * ((i % 128) / 32); its sub-block (scale) is i / 16. Q3_K's high bit is bit i / 32 of hmask[i % 32],
 // and a clear bit subtracts 4.
-void dequantize_q2_k(const BlockQ2_K* blocks, float* dst, int64_t n) {
+void dequantize_q2_k(const BlockQ2_K* __restrict blocks, float* __restrict dst, int64_t n) {
     for (int64_t b = 0; b < n / 256; ++b) {
         const BlockQ2_K& blk = blocks[b];
         const float d = f16_to_f32(blk.d), dmin = f16_to_f32(blk.dmin);
@@ -189,7 +221,7 @@ void dequantize_q2_k(const BlockQ2_K* blocks, float* dst, int64_t n) {
     }
 }
 
-void dequantize_q3_k(const BlockQ3_K* blocks, float* dst, int64_t n) {
+void dequantize_q3_k(const BlockQ3_K* __restrict blocks, float* __restrict dst, int64_t n) {
     for (int64_t b = 0; b < n / 256; ++b) {
         const BlockQ3_K& blk = blocks[b];
         const float d = f16_to_f32(blk.d);
@@ -208,7 +240,7 @@ void dequantize_q3_k(const BlockQ3_K* blocks, float* dst, int64_t n) {
 // Q6_K: in each half of 128 values, value r (0..127) has its low 4 bits in ql[64 * half + r % 64]
 // (low nibble for r < 64, high nibble above) and its top 2 bits at bit 2 * (r / 32) of qh[32 * half +
 // r % 32]; stored with an offset of 32; its scale is scales[i / 16].
-void dequantize_q6_k(const BlockQ6_K* blocks, float* dst, int64_t n) {
+void dequantize_q6_k(const BlockQ6_K* __restrict blocks, float* __restrict dst, int64_t n) {
     for (int64_t b = 0; b < n / 256; ++b) {
         const BlockQ6_K& blk = blocks[b];
         const float d = f16_to_f32(blk.d);
@@ -220,10 +252,30 @@ void dequantize_q6_k(const BlockQ6_K* blocks, float* dst, int64_t n) {
                 const float d1 = d * blk.scales[8 * half + 2 * quarter], d2 = d * blk.scales[8 * half + 2 * quarter + 1];
                 const uint8_t* lo = ql + 32 * (quarter % 2);
                 const int nshift = 4 * (quarter / 2), hshift = 2 * quarter;
-                for (int l = 0; l < 32; ++l) {
-                    const int q = (((lo[l] >> nshift) & 0xF) | (((qh[l] >> hshift) & 3) << 4)) - 32;
-                    y[32 * quarter + l] = (l < 16 ? d1 : d2) * static_cast<float>(q);
+#if defined(__AVX2__)  // the same values a vector at a time (GCC's vectorization of the loops below gathers bytes)
+                const __m256i l4 = _mm256_and_si256(
+                    _mm256_srl_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo)), _mm_cvtsi32_si128(nshift)),
+                    _mm256_set1_epi8(0x0F));
+                const __m256i h2 = _mm256_and_si256(
+                    _mm256_srl_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh)), _mm_cvtsi32_si128(hshift)),
+                    _mm256_set1_epi8(3));
+                const __m256i q8 = _mm256_sub_epi8(_mm256_or_si256(l4, _mm256_slli_epi16(h2, 4)), _mm256_set1_epi8(32));
+                for (int part = 0; part < 4; ++part) {  // 8 values each; parts 0, 1 take d1, parts 2, 3 d2
+                    const __m128i half8 = part < 2 ? _mm256_castsi256_si128(q8) : _mm256_extracti128_si256(q8, 1);
+                    const __m256i q32 = _mm256_cvtepi8_epi32(part % 2 ? _mm_srli_si128(half8, 8) : half8);
+                    const __m256 v = _mm256_mul_ps(_mm256_set1_ps(part < 2 ? d1 : d2), _mm256_cvtepi32_ps(q32));
+                    _mm256_storeu_ps(y + 32 * quarter + 8 * part, v);
                 }
+#else
+                for (int l = 0; l < 16; ++l) {
+                    const int q = (((lo[l] >> nshift) & 0xF) | (((qh[l] >> hshift) & 3) << 4)) - 32;
+                    y[32 * quarter + l] = d1 * static_cast<float>(q);
+                }
+                for (int l = 16; l < 32; ++l) {
+                    const int q = (((lo[l] >> nshift) & 0xF) | (((qh[l] >> hshift) & 3) << 4)) - 32;
+                    y[32 * quarter + l] = d2 * static_cast<float>(q);
+                }
+#endif
             }
         }
     }
@@ -548,6 +600,113 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
     case DType::Q6_K: quantize_q6_k(src, static_cast<BlockQ6_K*>(dst), n); return;
     case DType::IQ4_NL: quantize_iq4_nl(src, static_cast<BlockIQ4_NL*>(dst), n); return;
     case DType::IQ4_XS: quantize_iq4_xs(src, static_cast<BlockIQ4_XS*>(dst), n); return;
+    }
+}
+
+// Eight bytes at a time in a u64 (SWAR: portable, and GCC's own vectorization of the byte loops was
+// several times slower than the int8 dot products they feed). Stored straight to the block: gathered in
+// a local array first, the 32-byte copy out of it stalled on store forwarding.
+inline void store_u64(int8_t* p, uint64_t v) { std::memcpy(p, &v, 8); }
+constexpr uint64_t kLowNibbles = 0x0F0F0F0F0F0F0F0Full;
+// Each byte v (v + 128 - c < 256) becomes the int8 v - c: v + (128 - c) stays in its byte, then bit 7 flips.
+inline uint64_t bytes_minus(uint64_t v, int c) {
+    return (v + 0x0101010101010101ull * static_cast<uint64_t>(128 - c)) ^ 0x8080808080808080ull;
+}
+// Byte i = `set` where bit i of bits is set, else 0 (set a single bit).
+inline uint64_t bits_to_bytes(uint8_t bits, uint8_t set) {
+    const uint64_t t = (static_cast<uint64_t>(bits) * 0x0101010101010101ull) & 0x8040201008040201ull;
+    const uint64_t top = (t + 0x7F7F7F7F7F7F7F7Full) & 0x8080808080808080ull;  // bit 7 where t's byte != 0
+    return (top >> 7) * set;
+}
+
+#if defined(__AVX2__)
+// The 32 nibbles of a 16-byte block in value order (low nibbles, then high nibbles) as bytes 0..15.
+inline __m256i nibbles_avx2(const uint8_t* qs) {
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
+}
+// Byte i = 0x10 where bit i of the u32 qh is set, else 0.
+inline __m256i fifth_bits_avx2(const uint8_t* qh) {
+    uint32_t h;
+    std::memcpy(&h, qh, 4);
+    const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(h)),
+                                              _mm256_setr_epi64x(0, 0x0101010101010101ll, 0x0202020202020202ll,
+                                                                 0x0303030303030303ll));
+    const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit), _mm256_set1_epi8(0x10));
+}
+#endif
+
+void unpack_row_q8_0(DType type, const void* src, BlockQ8_0* __restrict dst, int64_t n) {
+    const int64_t nb = n / 32;
+#if defined(__AVX2__)  // one vector per block: several times the SWAR versions below
+    if (type == DType::Q4_0 || type == DType::Q5_0 || type == DType::IQ4_NL) {
+        const __m128i levels = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
+        const __m256i table = _mm256_set_m128i(levels, levels);
+        for (int64_t b = 0; b < nb; ++b) {
+            __m256i v;
+            uint16_t d;
+            if (type == DType::Q4_0) {
+                const BlockQ4_0& blk = static_cast<const BlockQ4_0*>(src)[b];
+                v = _mm256_sub_epi8(nibbles_avx2(blk.qs), _mm256_set1_epi8(8));
+                d = blk.d;
+            } else if (type == DType::Q5_0) {
+                const BlockQ5_0& blk = static_cast<const BlockQ5_0*>(src)[b];
+                v = _mm256_sub_epi8(_mm256_or_si256(nibbles_avx2(blk.qs), fifth_bits_avx2(blk.qh)), _mm256_set1_epi8(16));
+                d = blk.d;
+            } else {
+                const BlockIQ4_NL& blk = static_cast<const BlockIQ4_NL*>(src)[b];
+                v = _mm256_shuffle_epi8(table, nibbles_avx2(blk.qs));
+                d = blk.d;
+            }
+            dst[b].d = d;
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst[b].qs), v);
+        }
+        return;
+    }
+#endif
+    switch (type) {
+    case DType::Q8_0: std::memcpy(dst, src, static_cast<size_t>(nb) * sizeof(BlockQ8_0)); return;
+    case DType::Q4_0:
+        for (int64_t b = 0; b < nb; ++b) {
+            const BlockQ4_0& blk = static_cast<const BlockQ4_0*>(src)[b];
+            uint64_t q[2];
+            std::memcpy(q, blk.qs, 16);
+            dst[b].d = blk.d;
+            for (int h = 0; h < 2; ++h) {  // values 8h.., then 16 + 8h..
+                store_u64(dst[b].qs + 8 * h, bytes_minus(q[h] & kLowNibbles, 8));
+                store_u64(dst[b].qs + 16 + 8 * h, bytes_minus((q[h] >> 4) & kLowNibbles, 8));
+            }
+        }
+        return;
+    case DType::Q5_0:
+        for (int64_t b = 0; b < nb; ++b) {
+            const BlockQ5_0& blk = static_cast<const BlockQ5_0*>(src)[b];
+            uint64_t q[2];
+            std::memcpy(q, blk.qs, 16);
+            dst[b].d = blk.d;
+            for (int h = 0; h < 2; ++h) {
+                store_u64(dst[b].qs + 8 * h, bytes_minus((q[h] & kLowNibbles) | bits_to_bytes(blk.qh[h], 0x10), 16));
+                store_u64(dst[b].qs + 16 + 8 * h,
+                          bytes_minus(((q[h] >> 4) & kLowNibbles) | bits_to_bytes(blk.qh[2 + h], 0x10), 16));
+            }
+        }
+        return;
+    case DType::IQ4_NL:
+        for (int64_t b = 0; b < nb; ++b) {
+            const BlockIQ4_NL& blk = static_cast<const BlockIQ4_NL*>(src)[b];
+            uint8_t q[16];  // locals: through byte pointers the loop reloads after every store
+            int8_t v[32];
+            std::memcpy(q, blk.qs, 16);
+            for (int j = 0; j < 16; ++j) {
+                v[j] = kIq4nlValues[q[j] & 0xF];
+                v[j + 16] = kIq4nlValues[q[j] >> 4];
+            }
+            dst[b].d = blk.d;
+            std::memcpy(dst[b].qs, v, 32);
+        }
+        return;
+    default: throw std::invalid_argument("unpack_row_q8_0: " + std::string(dtype_name(type)) + " does not unpack to Q8_0");
     }
 }
 
