@@ -76,6 +76,11 @@ inline int iq4xs_scale(int j, const BlockIQ4_XS& b) {
 }
 
 #if defined(__AVX2__)
+// The 32 nibbles of a 16-byte block in value order (low nibbles, then high nibbles) as bytes 0..15.
+inline __m256i nibbles_avx2(const uint8_t* qs) {
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
+}
 // y[0..32) = scale * u[i] - offset for 32 unsigned bytes u, rounded as the scalar expression is.
 inline void store_affine_u8x32(__m256i u, float scale, float offset, float* y) {
     const __m256 s = _mm256_set1_ps(scale), o = _mm256_set1_ps(offset);
@@ -83,6 +88,14 @@ inline void store_affine_u8x32(__m256i u, float scale, float offset, float* y) {
         const __m128i half = part < 2 ? _mm256_castsi256_si128(u) : _mm256_extracti128_si256(u, 1);
         const __m256i u32 = _mm256_cvtepu8_epi32(part % 2 ? _mm_srli_si128(half, 8) : half);
         _mm256_storeu_ps(y + 8 * part, _mm256_sub_ps(_mm256_mul_ps(s, _mm256_cvtepi32_ps(u32)), o));
+    }
+}
+// y[0..16) = s1 * v[i], y[16..32) = s2 * v[i] for 32 signed bytes v, rounded as the scalar expression is.
+inline void store_scaled_i8x32(__m256i v, float s1, float s2, float* y) {
+    for (int part = 0; part < 4; ++part) {
+        const __m128i half = part < 2 ? _mm256_castsi256_si128(v) : _mm256_extracti128_si256(v, 1);
+        const __m256i v32 = _mm256_cvtepi8_epi32(part % 2 ? _mm_srli_si128(half, 8) : half);
+        _mm256_storeu_ps(y + 8 * part, _mm256_mul_ps(_mm256_set1_ps(part < 2 ? s1 : s2), _mm256_cvtepi32_ps(v32)));
     }
 }
 #endif
@@ -197,9 +210,17 @@ void dequantize_iq4_xs(const BlockIQ4_XS* __restrict blocks, float* __restrict d
     for (int64_t b = 0; b < n / 256; ++b) {
         const BlockIQ4_XS& blk = blocks[b];
         const float d = f16_to_f32(blk.d);
+#if defined(__AVX2__)  // the levels looked up 32 at a time (the scalar lookups ran at a few GB/s)
+        const __m128i levels = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
+        const __m256i table = _mm256_set_m128i(levels, levels);
+#endif
         for (int s = 0; s < 8; ++s) {
             const float dl = d * static_cast<float>(iq4xs_scale(s, blk));
+#if defined(__AVX2__)
+            store_scaled_i8x32(_mm256_shuffle_epi8(table, nibbles_avx2(blk.qs + 16 * s)), dl, dl, dst + b * 256 + s * 32);
+#else
             for (int j = 0; j < 32; ++j) dst[b * 256 + s * 32 + j] = dl * kIq4nlValues[nibble(blk.qs + 16 * s, j)];
+#endif
         }
     }
 }
@@ -260,12 +281,7 @@ void dequantize_q6_k(const BlockQ6_K* __restrict blocks, float* __restrict dst, 
                     _mm256_srl_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh)), _mm_cvtsi32_si128(hshift)),
                     _mm256_set1_epi8(3));
                 const __m256i q8 = _mm256_sub_epi8(_mm256_or_si256(l4, _mm256_slli_epi16(h2, 4)), _mm256_set1_epi8(32));
-                for (int part = 0; part < 4; ++part) {  // 8 values each; parts 0, 1 take d1, parts 2, 3 d2
-                    const __m128i half8 = part < 2 ? _mm256_castsi256_si128(q8) : _mm256_extracti128_si256(q8, 1);
-                    const __m256i q32 = _mm256_cvtepi8_epi32(part % 2 ? _mm_srli_si128(half8, 8) : half8);
-                    const __m256 v = _mm256_mul_ps(_mm256_set1_ps(part < 2 ? d1 : d2), _mm256_cvtepi32_ps(q32));
-                    _mm256_storeu_ps(y + 32 * quarter + 8 * part, v);
-                }
+                store_scaled_i8x32(q8, d1, d2, y + 32 * quarter);
 #else
                 for (int l = 0; l < 16; ++l) {
                     const int q = (((lo[l] >> nshift) & 0xF) | (((qh[l] >> hshift) & 3) << 4)) - 32;
@@ -620,11 +636,6 @@ inline uint64_t bits_to_bytes(uint8_t bits, uint8_t set) {
 }
 
 #if defined(__AVX2__)
-// The 32 nibbles of a 16-byte block in value order (low nibbles, then high nibbles) as bytes 0..15.
-inline __m256i nibbles_avx2(const uint8_t* qs) {
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
-}
 // Byte i = 0x10 where bit i of the u32 qh is set, else 0.
 inline __m256i fifth_bits_avx2(const uint8_t* qh) {
     uint32_t h;
