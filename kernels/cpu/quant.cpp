@@ -81,6 +81,16 @@ inline __m256i nibbles_avx2(const uint8_t* qs) {
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
     return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
 }
+// Byte i = 0x10 where bit i of the u32 qh is set, else 0.
+inline __m256i fifth_bits_avx2(const uint8_t* qh) {
+    uint32_t h;
+    std::memcpy(&h, qh, 4);
+    const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(h)),
+                                              _mm256_setr_epi64x(0, 0x0101010101010101ll, 0x0202020202020202ll,
+                                                                 0x0303030303030303ll));
+    const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit), _mm256_set1_epi8(0x10));
+}
 // y[0..32) = scale * u[i] - offset for 32 unsigned bytes u, rounded as the scalar expression is.
 inline void store_affine_u8x32(__m256i u, float scale, float offset, float* y) {
     const __m256 s = _mm256_set1_ps(scale), o = _mm256_set1_ps(offset);
@@ -165,11 +175,15 @@ void dequantize_q4_0(const BlockQ4_0* __restrict blocks, float* __restrict dst, 
 void dequantize_q4_1(const BlockQ4_1* __restrict blocks, float* __restrict dst, int64_t n) {
     for (int64_t b = 0; b < n / 32; ++b) {
         const float d = f16_to_f32(blocks[b].d), m = f16_to_f32(blocks[b].m);
+#if defined(__AVX2__)  // d * q - (-m): the same rounding as d * q + m
+        store_affine_u8x32(nibbles_avx2(blocks[b].qs), d, -m, dst + b * 32);
+#else
         const uint8_t* q = blocks[b].qs;
         for (int j = 0; j < 16; ++j) {
             dst[b * 32 + j] = static_cast<float>(q[j] & 0xF) * d + m;
             dst[b * 32 + 16 + j] = static_cast<float>(q[j] >> 4) * d + m;
         }
+#endif
     }
 }
 
@@ -189,6 +203,9 @@ void dequantize_q5_0(const BlockQ5_0* __restrict blocks, float* __restrict dst, 
 void dequantize_q5_1(const BlockQ5_1* __restrict blocks, float* __restrict dst, int64_t n) {
     for (int64_t b = 0; b < n / 32; ++b) {
         const float d = f16_to_f32(blocks[b].d), m = f16_to_f32(blocks[b].m);
+#if defined(__AVX2__)
+        store_affine_u8x32(_mm256_or_si256(nibbles_avx2(blocks[b].qs), fifth_bits_avx2(blocks[b].qh)), d, -m, dst + b * 32);
+#else
         const uint8_t* q = blocks[b].qs;
         uint32_t qh;
         std::memcpy(&qh, blocks[b].qh, 4);
@@ -196,6 +213,7 @@ void dequantize_q5_1(const BlockQ5_1* __restrict blocks, float* __restrict dst, 
             dst[b * 32 + j] = static_cast<float>((q[j] & 0xF) | (((qh >> j) & 1) << 4)) * d + m;
             dst[b * 32 + 16 + j] = static_cast<float>((q[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) * d + m;
         }
+#endif
     }
 }
 
@@ -634,19 +652,6 @@ inline uint64_t bits_to_bytes(uint8_t bits, uint8_t set) {
     const uint64_t top = (t + 0x7F7F7F7F7F7F7F7Full) & 0x8080808080808080ull;  // bit 7 where t's byte != 0
     return (top >> 7) * set;
 }
-
-#if defined(__AVX2__)
-// Byte i = 0x10 where bit i of the u32 qh is set, else 0.
-inline __m256i fifth_bits_avx2(const uint8_t* qh) {
-    uint32_t h;
-    std::memcpy(&h, qh, 4);
-    const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(h)),
-                                              _mm256_setr_epi64x(0, 0x0101010101010101ll, 0x0202020202020202ll,
-                                                                 0x0303030303030303ll));
-    const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
-    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit), _mm256_set1_epi8(0x10));
-}
-#endif
 
 void unpack_row_q8_0(DType type, const void* src, BlockQ8_0* __restrict dst, int64_t n) {
     const int64_t nb = n / 32;
