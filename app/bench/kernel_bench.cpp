@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
     };
     const Shape shapes[] = {{"q/o proj", 576, 576}, {"k/v proj", 576, 192}, {"gate/up", 576, 1536},
                             {"down", 1536, 576},    {"lm head", 576, 49152}};
-    const DType dtypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_K};
+    const DType dtypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_K, DType::Q4_0, DType::Q5_K, DType::Q6_K};
     std::printf("matmul  x[n, K] @ w[N, K]^T   decode n=1: GB/s of weights   prefill n=512: GFLOP/s\n");
     std::printf("%-9s %5s %6s |", "", "K", "N");
     for (DType dt : dtypes) std::printf(" %8s n=1 %8s", std::string(dtype_name(dt)).c_str(), "n=512");

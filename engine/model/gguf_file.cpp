@@ -233,22 +233,28 @@ std::string_view ggml_type_name(uint32_t ggml_type) {
 }
 
 std::optional<DType> dtype_from_ggml_type(uint32_t ggml_type) {
-    switch (ggml_type) {
-    case 0: return DType::F32;
-    case 1: return DType::F16;
-    case 8: return DType::Q8_0;
-    case 12: return DType::Q4_K;
-    case 30: return DType::BF16;
-    default: return std::nullopt;
-    }
+    for (DType t : kDTypes)
+        if (ggml_type_from_dtype(t) == ggml_type) return t;
+    return std::nullopt;
 }
 
+// ggml's enum ggml_type.
 uint32_t ggml_type_from_dtype(DType dtype) {
     switch (dtype) {
     case DType::F32: return 0;
     case DType::F16: return 1;
+    case DType::Q4_0: return 2;
+    case DType::Q4_1: return 3;
+    case DType::Q5_0: return 6;
+    case DType::Q5_1: return 7;
     case DType::Q8_0: return 8;
+    case DType::Q2_K: return 10;
+    case DType::Q3_K: return 11;
     case DType::Q4_K: return 12;
+    case DType::Q5_K: return 13;
+    case DType::Q6_K: return 14;
+    case DType::IQ4_NL: return 20;
+    case DType::IQ4_XS: return 23;
     case DType::BF16: return 30;
     }
     return 0;

@@ -45,7 +45,8 @@ struct GgmlTypeInfo {
 const GgmlTypeInfo* ggml_type_info(uint32_t ggml_type);
 // "Q6_K", "IQ2_XXS", ..., "type 99" for unknown ids (below 256; "type >255" above). Static storage.
 std::string_view ggml_type_name(uint32_t ggml_type);
-// The kvscope element type of a ggml type id, when kvscope computes with it (F32, F16, BF16, Q8_0, Q4_K).
+// The kvscope element type of a ggml type id, when kvscope computes with it (dtype.h's kDTypes), and
+// the ggml type id (enum ggml_type) of each kvscope type.
 std::optional<DType> dtype_from_ggml_type(uint32_t ggml_type);
 uint32_t ggml_type_from_dtype(DType dtype);
 

@@ -6,6 +6,7 @@
 #include "util/errors.h"
 #include "util/host_memory.h"
 
+#include <cctype>
 #include <filesystem>
 
 namespace kvscope {
@@ -15,12 +16,10 @@ namespace fs = std::filesystem;
 namespace {
 
 DType parse_dummy_dtype(const std::string& s, const std::string& spec) {
-    if (s == "f32") return DType::F32;
-    if (s == "f16") return DType::F16;
-    if (s == "bf16") return DType::BF16;
-    if (s == "q8_0") return DType::Q8_0;
-    if (s == "q4_k") return DType::Q4_K;
-    throw BadInput(spec + ": unknown weight type '" + s + "' (known: f32, f16, bf16, q8_0, q4_k)");
+    if (std::optional<DType> t = dtype_from_name(s)) return *t;
+    std::string known = dtype_name_list();
+    for (char& c : known) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    throw BadInput(spec + ": unknown weight type '" + s + "' (known: " + known + ")");
 }
 
 // Random weights live in host memory: a preset larger than it (llama-3-70b is 141 GB in BF16) is

@@ -48,7 +48,7 @@ public:
         if (!t) throw BadInput(source_ + ": missing tensor '" + name + "'");
         if (!t->dtype)
             throw BadInput(source_ + ": tensor '" + name + "' has type " + t->type_name +
-                           ", which kvscope does not support (supported: F32, F16, BF16, Q8_0, Q4_K)");
+                           ", which kvscope does not support (supported: " + dtype_name_list() + ")");
         if (t->shape != shape)
             throw BadInput(source_ + ": tensor '" + name + "' has shape " + shape_str(t->shape) + ", expected " +
                            shape_str(shape));

@@ -1,4 +1,4 @@
-// The CPU backend: multithreaded F32 kernels over weights in F32, F16, BF16, Q8_0 and Q4_K.
+// The CPU backend: multithreaded F32 kernels over weights in every DType (F32, F16, BF16, the GGUF block types).
 // Owns its thread pool and per-thread scratch; scratch grows on the first steps only, so a forward
 // pass in steady state allocates nothing. Engine thread only. Compiled once per CPU kernel set
 // (cpu/kernel_set.h); other code makes one through cpu/cpu_kernel_sets.h.

@@ -103,8 +103,9 @@ void weight_tile(const float* x, int n, const WeightView& w, int64_t r0, int nw,
         tile_rows(x, n, K, F32Rows{reinterpret_cast<const float*>(rows), static_cast<size_t>(K)}, nw, o, N);
         return;
     }
-    if (n > kTileX || w.dtype == DType::Q4_K) {
-        // Convert (or copy) the tile once; every x tile reuses it from L1.
+    if (n > kTileX || dtype_is_quantized(w.dtype)) {
+        // Convert (or copy) the tile once; every x tile reuses it from L1. Block types always: their
+        // blocks do not split into kLanes-wide loads.
         for (int r = 0; r < nw; ++r) dequantize_row(w.dtype, rows + r * row_bytes, scratch + r * K, K);
         tile_rows(x, n, K, F32Rows{scratch, static_cast<size_t>(K)}, nw, o, N);
         return;
@@ -120,7 +121,7 @@ void weight_tile(const float* x, int n, const WeightView& w, int64_t r0, int nw,
     }
 }
 
-// F32/F16/BF16/Q4_K: dot-product tiles over F32 (converted) weight rows.
+// Every type but the int8 path's: dot-product tiles over F32 (converted) weight rows.
 void matmul_dot_tiles(ThreadPool& pool, MatmulScratch& scratch, const float* x, int n, const WeightView& w, float* out) {
     const int64_t N = w.rows, K = w.cols;
     // Enough tasks for balance, few enough that each streams a good run of weight rows.
@@ -175,8 +176,8 @@ void matmul(ThreadPool& pool, MatmulScratch& scratch, const float* x, int n, con
     const int64_t N = w.rows;
     if (w.layout == WeightLayout::panels16) {
         matmul_panels(pool, x, n, w, out);
-    } else if (w.dtype == DType::Q8_0) {
-        matmul_q8_0(pool, scratch.activations_q8, x, n, w, out);
+    } else if (matmul_quantizes_activations(w.dtype)) {
+        matmul_q8_0(pool, scratch.activations_q8, scratch.unpacked_q8, x, n, w, out);
     } else {
         matmul_dot_tiles(pool, scratch, x, n, w, out);
     }

@@ -218,20 +218,27 @@ void tile_rows_nw(const BlockQ8Act* x, int n, int64_t nb, const BlockQ8_0* w, in
 
 }  // namespace
 
-void matmul_q8_0(ThreadPool& pool, std::vector<BlockQ8Act>& xq, const float* x, int n, const WeightView& w,
-                 float* out) {
+void matmul_q8_0(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<std::vector<BlockQ8_0>>& unpacked,
+                 const float* x, int n, const WeightView& w, float* out) {
     const int64_t K = w.cols, N = w.rows, nb = K / 32;
     if (xq.size() < static_cast<size_t>(n * nb)) xq.resize(static_cast<size_t>(n * nb));
     pool.run(n, [&](int64_t t, int) { quantize_activations_q8(x + t * K, xq.data() + t * nb, K); });
+    const bool in_place = w.dtype == DType::Q8_0;
     const auto* rows = static_cast<const BlockQ8_0*>(w.data);
+    const size_t row_bytes = dtype_row_bytes(w.dtype, K);
     // Single-row decode: tiles of kDecodeW weight rows, so that each x block's loads serve more rows.
     const int tile_w = n == 1 ? kDecodeW : kTileW;
+    if (!in_place) {  // per-thread room for one tile's rows unpacked to Q8_0
+        if (unpacked.size() < static_cast<size_t>(pool.size())) unpacked.resize(pool.size());
+        for (auto& u : unpacked)
+            if (u.size() < static_cast<size_t>(kDecodeW * nb)) u.resize(static_cast<size_t>(kDecodeW * nb));
+    }
     const int64_t num_tiles = (N + tile_w - 1) / tile_w;
     const int64_t tiles_per_task = std::max<int64_t>(1, num_tiles / (pool.size() * 8));
     const int64_t num_tasks = (num_tiles + tiles_per_task - 1) / tiles_per_task;
     // Activation rows in chunks that stay in L2 while the task's weight rows pass over them.
     constexpr int kChunkX = 64;
-    pool.run(num_tasks, [&](int64_t task, int) {
+    pool.run(num_tasks, [&](int64_t task, int thread) {
         const int64_t end = std::min(num_tiles, (task + 1) * tiles_per_task);
         for (int x0 = 0; x0 < n; x0 += kChunkX) {
             const int nx = std::min(kChunkX, n - x0);
@@ -240,6 +247,12 @@ void matmul_q8_0(ThreadPool& pool, std::vector<BlockQ8Act>& xq, const float* x, 
                 const int nw = static_cast<int>(std::min<int64_t>(tile_w, N - r0));
                 const BlockQ8Act* xs = xq.data() + static_cast<size_t>(x0) * nb;
                 const BlockQ8_0* ws = rows + r0 * nb;
+                if (!in_place) {  // Q4_0 / Q5_0 / IQ4_NL: the tile's rows as Q8_0 blocks, the same values
+                    BlockQ8_0* u = unpacked[thread].data();
+                    for (int r = 0; r < nw; ++r)
+                        unpack_row_q8_0(w.dtype, static_cast<const uint8_t*>(w.data) + (r0 + r) * row_bytes, u + r * nb, K);
+                    ws = u;
+                }
                 float* o = out + static_cast<size_t>(x0) * N + r0;
                 if (n == 1 && nw == kDecodeW)
                     tile<1, kDecodeW>(xs, nb, ws, nb, o, N);

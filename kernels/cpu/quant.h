@@ -1,5 +1,8 @@
 // Conversions between stored weight types and F32 rows: dequantize (every type, used by the matmul
-// packing and the embedding) and quantize (F16, BF16, Q8_0, Q4_K; used to make test and dummy models).
+// packing and the embedding) and quantize (every type; used to make test and dummy models: plain
+// round-to-nearest quantizers, not ggml's scale searches). The layouts are dtype.h's.
+// Compiled with -ffp-contract=off (kernels/CMakeLists.txt): every kernel set's copy and the shared one
+// turn a block into bit-identical floats, FMA hardware or not (the embedding and the references rely on it).
 #pragma once
 
 #include "cpu/kernel_set.h"
@@ -14,6 +17,17 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n);
 
 // Writes dtype_row_bytes(type, n) bytes to dst.
 void quantize_row(DType type, const float* src, void* dst, int64_t n);
+
+// Weight types whose blocks are 32 int8 values times one F16 scale once unpacked (Q8_0 as stored; Q4_0,
+// Q5_0 and IQ4_NL: q - 8, q - 16 and the IQ4_NL level are int8): the matmul runs them through the int8
+// dot products of matmul_q8.h, so their activations are quantized (as llama.cpp's dots do).
+constexpr bool matmul_quantizes_activations(DType t) {
+    return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0 || t == DType::IQ4_NL;
+}
+
+// dst[0 .. n / 32) = the blocks of a row of such a type as Q8_0 blocks with the same values (exactly
+// what dequantize_row gives, as d * q). n a multiple of 32.
+void unpack_row_q8_0(DType type, const void* src, BlockQ8_0* dst, int64_t n);
 
 // An activation row quantized for the int8 dot products of Q8_0 weights (as llama.cpp does): per 32
 // values an F32 scale d = max|x| / 127 and q = x / d rounded to nearest even, in [-127, 127].

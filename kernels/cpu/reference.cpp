@@ -16,7 +16,7 @@ void matmul_ref(const float* x, int n, const WeightView& w, const float* bias, f
     const size_t row_bytes = dtype_row_bytes(w.dtype, K);
     std::vector<float> row(K);
     std::vector<float> xq;
-    if (w.dtype == DType::Q8_0) {
+    if (matmul_quantizes_activations(w.dtype)) {
         // The int8 path multiplies quantized activations: the reference uses the same activations,
         // dequantized, so it checks the kernel's arithmetic (activation quantization is checked apart).
         xq.resize(static_cast<size_t>(n) * K);

@@ -51,7 +51,7 @@ public:
     CudaBackend& operator=(const CudaBackend&) = delete;
 
     std::string name() const override { return "cuda"; }
-    // F32, F16, BF16 weights. Q8_0 / Q4_K are rejected (upload_weight throws naming the type).
+    // F32, F16, BF16 weights. The block-quantized types are rejected (upload_weight throws naming the type).
     bool supports(DType weight_type) const override;
     int num_threads() const override { return 1; }
 

@@ -174,7 +174,7 @@ private slots:
         QTest::newRow("truncated gguf") << "truncated" << "cut.gguf";
         QTest::newRow("corrupt gguf magic") << "magic" << "magic.gguf";
         QTest::newRow("gguf unknown architecture") << "gguf-arch" << "gpt2";
-        QTest::newRow("gguf unsupported tensor type") << "gguf-q6k" << "Q6_K";
+        QTest::newRow("gguf unsupported tensor type") << "gguf-iq2xxs" << "IQ2_XXS";
         QTest::newRow("hf unknown architecture") << "hf-arch" << "gpt_neox";
         QTest::newRow("hf missing tensor") << "hf-missing" << "model.layers.1.mlp.up_proj.weight";
         QTest::newRow("hf wrong shape") << "hf-shape" << "model.norm.weight";
@@ -227,11 +227,11 @@ private slots:
             model = dir.filePath("arch.gguf");
             test::write_random_gguf(model.toStdString(), s, 1, DType::F32,
                                     [](GgufWriter& w) { w.set_string("general.architecture", "gpt2"); });
-        } else if (kind == "gguf-q6k") {
-            // Q6_K (256 values in 210 bytes), as the token embedding of Q4_K_M files often is.
-            model = dir.filePath("q6k.gguf");
+        } else if (kind == "gguf-iq2xxs") {
+            // IQ2_XXS (256 values in 66 bytes), which kvscope does not compute with.
+            model = dir.filePath("iq2xxs.gguf");
             test::write_random_gguf(model.toStdString(), s, 1, DType::F32, [&](GgufWriter& w) {
-                w.add_tensor("token_embd.weight", {256, 512}, 14, std::vector<uint8_t>(512 * 210, 0));
+                w.add_tensor("token_embd.weight", {256, 512}, 16, std::vector<uint8_t>(512 * 66, 0));
             }, "token_embd.weight");
         } else if (kind == "hf-arch") {
             hf([](const std::string& d) {

@@ -1,6 +1,7 @@
 // Model files in their real formats, generated at test time: the same random weights as a Hugging Face
 // directory and as a GGUF file give the same logits (the two RoPE layouts agree), for llama and qwen2
-// (q/k/v biases); F16, BF16, Q8_0 and Q4_K copies stay within stated tolerances of F32; sharded
+// (q/k/v biases); copies in every weight type (F16 ... IQ4_XS), and a file that mixes them as
+// llama-quantize's Q4_K_M does, stay within stated tolerances of F32; sharded
 // safetensors load; Llama 3 RoPE scaling follows the reference formula; dummy presets build.
 #include "prefill_logits.h"
 #include "naive_forward.h"
@@ -9,7 +10,9 @@
 #include "util/errors.h"
 
 #include <QTemporaryDir>
+#include <cctype>
 #include <cmath>
+#include <map>
 
 using namespace kvscope;
 
@@ -34,6 +37,28 @@ double rel_l2(const std::vector<float>& a, const std::vector<float>& ref) {
         den += ref[i] * double(ref[i]);
     }
     return std::sqrt(num / den);
+}
+
+// Replaces every matrix of w by a copy of the same values in `to`: F32 (dequantized), or Q8_0 blocks
+// (for the types matmul_quantizes_activations names).
+void convert_matrices(ModelWeights& w, DType to) {
+    auto convert = [&](WeightView& v) {
+        const size_t from_bytes = dtype_row_bytes(v.dtype, v.cols), to_bytes = dtype_row_bytes(to, v.cols);
+        auto buf = std::shared_ptr<uint8_t[]>(new uint8_t[to_bytes * v.rows]);
+        for (int64_t r = 0; r < v.rows; ++r) {
+            const uint8_t* src = static_cast<const uint8_t*>(v.data) + r * from_bytes;
+            if (to == DType::F32)
+                cpu::dequantize_row(v.dtype, src, reinterpret_cast<float*>(buf.get() + r * to_bytes), v.cols);
+            else
+                cpu::unpack_row_q8_0(v.dtype, src, reinterpret_cast<BlockQ8_0*>(buf.get() + r * to_bytes), v.cols);
+        }
+        w.storage.push_back(buf);
+        v = WeightView{buf.get(), to, v.rows, v.cols};
+    };
+    convert(w.token_embedding);
+    convert(w.lm_head);
+    for (LayerWeights& L : w.layers)
+        for (WeightView* v : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) convert(*v);
 }
 
 }  // namespace
@@ -90,7 +115,9 @@ private slots:
         }
     }
 
-    // Tolerances on the relative L2 error of the logits, measured against the F32 file.
+    // Tolerances on the relative L2 error of the logits, measured against the F32 file: about 1.5x what
+    // the plain round-to-nearest quantizers of cpu/quant.h give on these random weights (Q2_K's 4 levels
+    // leave little of the logits; the twin check below is the tight one).
     void weightTypes_data() {
         QTest::addColumn<int>("dtype");
         QTest::addColumn<double>("tolerance");
@@ -98,6 +125,16 @@ private slots:
         QTest::newRow("BF16") << int(DType::BF16) << 2e-2;
         QTest::newRow("Q8_0") << int(DType::Q8_0) << 5e-2;
         QTest::newRow("Q4_K") << int(DType::Q4_K) << 4e-1;
+        QTest::newRow("Q4_0") << int(DType::Q4_0) << 5e-1;
+        QTest::newRow("Q4_1") << int(DType::Q4_1) << 4e-1;
+        QTest::newRow("Q5_0") << int(DType::Q5_0) << 2.5e-1;
+        QTest::newRow("Q5_1") << int(DType::Q5_1) << 2.5e-1;
+        QTest::newRow("Q2_K") << int(DType::Q2_K) << 1.5;
+        QTest::newRow("Q3_K") << int(DType::Q3_K) << 8e-1;
+        QTest::newRow("Q5_K") << int(DType::Q5_K) << 2.5e-1;
+        QTest::newRow("Q6_K") << int(DType::Q6_K) << 1.2e-1;
+        QTest::newRow("IQ4_NL") << int(DType::IQ4_NL) << 4.5e-1;
+        QTest::newRow("IQ4_XS") << int(DType::IQ4_XS) << 4.5e-1;
     }
     void weightTypes() {
         QFETCH(int, dtype);
@@ -113,11 +150,56 @@ private slots:
         qInfo("%s: relative L2 error of logits vs F32 = %.3g", std::string(dtype_name(DType(dtype))).c_str(), e);
         QVERIFY(e < tolerance);
         QVERIFY(e > 0);  // the copy really is quantized
+        // Tight: the same model with every matrix dequantized to F32 up front (the F32 paths) gives the
+        // logits of the quantized one (the block-type paths: embedding lookup, dequantizing matmul) up
+        // to F32 summation order. The int8 path's types (their activations are quantized too) against a
+        // twin in Q8_0 blocks of the same values instead: exactly.
+        auto twin = load_model(dir.filePath("q.gguf").toStdString());
+        const bool int8 = cpu::matmul_quantizes_activations(DType(dtype));
+        convert_matrices(twin->weights, int8 ? DType::Q8_0 : DType::F32);
+        const double t = rel_l2(test::prefill_logits(*q, sequence(), 0), test::prefill_logits(*twin, sequence(), 0));
+        qInfo("%s: relative L2 difference from its %s twin = %.3g", std::string(dtype_name(DType(dtype))).c_str(),
+              int8 ? "Q8_0" : "F32", t);
+        QVERIFY(int8 ? t == 0 : t < 1e-5);
         if (dtype == int(DType::F16) || dtype == int(DType::BF16)) {  // HF checkpoints in the same type
             test::write_random_hf(dir.filePath("hf").toStdString(), s, 9, static_cast<DType>(dtype));
             auto hf = load_model(dir.filePath("hf").toStdString());
             QVERIFY(max_abs_diff(test::prefill_logits(*hf, sequence(), 0), test::prefill_logits(*q, sequence(), 0)) < 1e-4);
         }
+    }
+
+    // A file of mixed types, as llama-quantize's K_M presets write (Q4_K_M: Q4_K with Q6_K for the
+    // output and some attn_v / ffn_down, Q5_0 / Q8_0 where a row length is not a multiple of 256), here
+    // with every type somewhere: each matrix keeps its own type, the embedding lookup and the lm head
+    // read theirs, and the logits stay near F32's.
+    void mixedTypes() {
+        QTemporaryDir dir;
+        test::RandomModelShape s;
+        const std::map<std::string, DType> by_role = {
+            {"token_embd.weight", DType::Q6_K}, {"output.weight", DType::Q5_0}, {"attn_q.weight", DType::Q4_K},
+            {"attn_k.weight", DType::Q3_K},     {"attn_v.weight", DType::Q6_K},  {"attn_output.weight", DType::Q8_0},
+            {"ffn_gate.weight", DType::Q5_K},   {"ffn_up.weight", DType::IQ4_XS}, {"ffn_down.weight", DType::Q4_0}};
+        const std::map<std::string, DType> layer1 = {  // the other types in the second layer
+            {"attn_q.weight", DType::Q4_1}, {"attn_k.weight", DType::Q5_1}, {"attn_v.weight", DType::IQ4_NL},
+            {"ffn_gate.weight", DType::Q2_K}};
+        auto pick = [&](const std::string& name) {
+            const std::string role = name.rfind("blk.", 0) == 0 ? name.substr(name.find('.', 4) + 1) : name;
+            if (name.rfind("blk.1.", 0) == 0 && layer1.count(role)) return layer1.at(role);
+            return by_role.at(role);
+        };
+        test::write_random_gguf(dir.filePath("f32.gguf").toStdString(), s, 9);
+        test::write_random_gguf(dir.filePath("mixed.gguf").toStdString(), s, 9, DType::F32, {}, "", pick);
+        auto ref = load_model(dir.filePath("f32.gguf").toStdString());
+        auto m = load_model(dir.filePath("mixed.gguf").toStdString());
+        QCOMPARE(m->weights.token_embedding.dtype, DType::Q6_K);
+        QCOMPARE(m->weights.lm_head.dtype, DType::Q5_0);
+        QCOMPARE(m->weights.layers[0].w_up.dtype, DType::IQ4_XS);
+        QCOMPARE(m->weights.layers[1].w_gate.dtype, DType::Q2_K);
+        QCOMPARE(m->weights.layers[1].wv.dtype, DType::IQ4_NL);
+        const double e = rel_l2(test::prefill_logits(*m, sequence(), 0), test::prefill_logits(*ref, sequence(), 0));
+        qInfo("mixed: relative L2 error of logits vs F32 = %.3g", e);
+        QVERIFY(e < 4e-1);
+        QVERIFY(e > 0);
     }
 
     void shardedSafetensors() {
@@ -180,6 +262,16 @@ private slots:
         QVERIFY_THROWS_EXCEPTION(BadInput, load_model("dummy:tiny:q9"));
         auto q8 = load_model("dummy:tiny:q8_0");
         QCOMPARE(q8->weights.layers[0].wq.dtype, DType::Q8_0);
+        // dummy:PRESET:TYPE for every type, by its name in lower case (and upper), and it runs.
+        for (DType t : kDTypes) {
+            std::string lower(dtype_name(t));
+            for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+            auto m = load_model("dummy:tiny:" + lower);
+            QCOMPARE(m->weights.layers[0].w_down.dtype, t);
+            QCOMPARE(m->weights.token_embedding.dtype, t);
+            for (float v : test::prefill_logits(*m, {256, 10, 20}, 0)) QVERIFY2(std::isfinite(v), dtype_name(t).data());
+        }
+        QCOMPARE(load_model("dummy:tiny:Q6_K")->weights.layers[0].wq.dtype, DType::Q6_K);
     }
 };
 

@@ -204,8 +204,18 @@ private slots:
         QTest::newRow("BF16") << 30u << std::vector<int64_t>{3} << true;
         QTest::newRow("Q8_0") << 8u << std::vector<int64_t>{64, 3} << true;
         QTest::newRow("Q4_K") << 12u << std::vector<int64_t>{512, 2, 1, 2} << true;
-        QTest::newRow("Q6_K unsupported") << 14u << std::vector<int64_t>{256, 3} << false;
-        QTest::newRow("Q4_0 unsupported") << 2u << std::vector<int64_t>{32} << false;
+        QTest::newRow("Q4_0") << 2u << std::vector<int64_t>{32} << true;
+        QTest::newRow("Q4_1") << 3u << std::vector<int64_t>{64, 3} << true;
+        QTest::newRow("Q5_0") << 6u << std::vector<int64_t>{96, 5} << true;
+        QTest::newRow("Q5_1") << 7u << std::vector<int64_t>{32, 1, 3} << true;
+        QTest::newRow("Q2_K") << 10u << std::vector<int64_t>{256, 3} << true;
+        QTest::newRow("Q3_K") << 11u << std::vector<int64_t>{768, 1} << true;
+        QTest::newRow("Q5_K") << 13u << std::vector<int64_t>{256, 2, 2} << true;
+        QTest::newRow("Q6_K") << 14u << std::vector<int64_t>{256, 3} << true;
+        QTest::newRow("IQ4_NL") << 20u << std::vector<int64_t>{160, 3} << true;
+        QTest::newRow("IQ4_XS") << 23u << std::vector<int64_t>{512, 1} << true;
+        QTest::newRow("Q8_1 unsupported") << 9u << std::vector<int64_t>{32, 2} << false;
+        QTest::newRow("IQ2_XXS unsupported") << 16u << std::vector<int64_t>{256, 3} << false;
         QTest::newRow("I32 unsupported") << 26u << std::vector<int64_t>{9, 9} << false;
         QTest::newRow("scalar F32") << 0u << std::vector<int64_t>{} << true;
     }
@@ -259,6 +269,20 @@ private slots:
         QVERIFY(!ggml_type_info(4));
         QVERIFY(!ggml_type_info(1000));
         QCOMPARE(ggml_type_info(15)->block_bytes, int64_t(292));  // Q8_K
+    }
+
+    // Each kvscope type maps to a ggml id whose block (values, bytes) is dtype.h's, and back; its name is
+    // ggml's name for that id.
+    void dtypesMatchGgmlTypes() {
+        for (DType t : kDTypes) {
+            const uint32_t id = ggml_type_from_dtype(t);
+            const GgmlTypeInfo* info = ggml_type_info(id);
+            QVERIFY2(info, dtype_name(t).data());
+            QCOMPARE(info->name, dtype_name(t));
+            QCOMPARE(info->block_elems, dtype_block_elems(t));
+            QCOMPARE(info->block_bytes, dtype_block_bytes(t));
+            QCOMPARE(dtype_from_ggml_type(id), std::optional<DType>(t));
+        }
     }
 
     void rejectsDamage() {

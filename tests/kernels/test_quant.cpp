@@ -1,6 +1,8 @@
 // quantize_row / dequantize_row (cpu/quant.h) and the scalar conversions of dtype.h: F16 and BF16 exact
 // on every representable value and round-to-nearest-even elsewhere, Q8_0 and Q4_K within stated error
-// bounds, and the GGUF block layouts checked on hand-made blocks with an independent decoder.
+// bounds, and the GGUF block layouts checked on hand-made blocks with an independent decoder. Every other
+// block type (Q4_0 ... IQ4_XS) on blocks written byte by byte, against values worked out by hand from
+// ggml's definitions, and on random data within a bound per type.
 #include "test_support.h"
 
 #include "cpu/quant.h"
@@ -10,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -135,6 +138,20 @@ private slots:
         QCOMPARE(dtype_row_bytes(DType::BF16, 96), int64_t(192));
         QCOMPARE(dtype_row_bytes(DType::Q8_0, 96), int64_t(3 * 34));
         QCOMPARE(dtype_row_bytes(DType::Q4_K, 512), int64_t(2 * 144));
+        // ggml's block sizes (ggml-common.h's static_asserts): 32 or 256 values in this many bytes.
+        const struct { DType t; int64_t elems, bytes; } sizes[] = {
+            {DType::Q4_0, 32, 18},  {DType::Q4_1, 32, 20},  {DType::Q5_0, 32, 22},   {DType::Q5_1, 32, 24},
+            {DType::Q2_K, 256, 84}, {DType::Q3_K, 256, 110}, {DType::Q5_K, 256, 176}, {DType::Q6_K, 256, 210},
+            {DType::IQ4_NL, 32, 18}, {DType::IQ4_XS, 256, 136}};
+        for (const auto& z : sizes) {
+            QCOMPARE(dtype_block_elems(z.t), z.elems);
+            QCOMPARE(dtype_block_bytes(z.t), z.bytes);
+            QVERIFY(dtype_is_quantized(z.t));
+        }
+        for (DType t : kDTypes) QCOMPARE(dtype_from_name(dtype_name(t)), std::optional<DType>(t));
+        QCOMPARE(dtype_from_name("q6_k"), std::optional<DType>(DType::Q6_K));
+        QCOMPARE(dtype_from_name("iq4_xs"), std::optional<DType>(DType::IQ4_XS));
+        QCOMPARE(dtype_from_name("q6"), std::optional<DType>());
     }
 
     // Every one of the 65536 f16 patterns: dequantized to its exact value (subnormals, +-0, +-inf
@@ -418,6 +435,248 @@ private slots:
                     QCOMPARE(static_cast<double>(y[hi]), d * sc[2 * c + 1] * (byte >> 4) - dmin * mn[2 * c + 1]);
                 }
         }
+    }
+
+    // ---- The other block types, one hand-made block each: the bytes below are written out by hand and
+    // every expected value worked out from the format's definition (dtype.h's table, ggml-common.h).
+    // Everything not set is zero; values of sub-blocks left at zero scale are checked to be 0 (or -m).
+    void q4_0_layout() {
+        BlockQ4_0 b{};
+        b.d = 0x3800;  // 0.5; value = d * (q - 8)
+        std::memset(b.qs, 0x88, 16);
+        b.qs[0] = 0x1f;  // value 0: q 15 -> 3.5; value 16: q 1 -> -3.5
+        b.qs[5] = 0x80;  // value 5: q 0 -> -4;  value 21: q 8 -> 0
+        float y[32];
+        dequantize_row(DType::Q4_0, &b, y, 32);
+        QCOMPARE(y[0], 3.5f);
+        QCOMPARE(y[16], -3.5f);
+        QCOMPARE(y[5], -4.0f);
+        QCOMPARE(y[21], 0.0f);
+        QCOMPARE(y[1], 0.0f);
+    }
+    void q4_1_layout() {
+        BlockQ4_1 b{};
+        b.d = 0x3c00;  // 1; value = d * q + m
+        b.m = 0xc000;  // -2
+        b.qs[0] = 0x1f;   // value 0: 15 - 2 = 13; value 16: 1 - 2 = -1
+        b.qs[15] = 0xa0;  // value 15: 0 - 2 = -2;  value 31: 10 - 2 = 8
+        float y[32];
+        dequantize_row(DType::Q4_1, &b, y, 32);
+        QCOMPARE(y[0], 13.0f);
+        QCOMPARE(y[16], -1.0f);
+        QCOMPARE(y[15], -2.0f);
+        QCOMPARE(y[31], 8.0f);
+        QCOMPARE(y[1], -2.0f);
+    }
+    void q5_0_layout() {
+        BlockQ5_0 b{};
+        b.d = 0x3400;  // 0.25; value = d * (q - 16), bit j of qh (little-endian u32) is value j's 5th bit
+        const uint8_t qh[4] = {0x01, 0x00, 0x01, 0x80};  // bits 0, 16, 31
+        std::memcpy(b.qh, qh, 4);
+        b.qs[0] = 0x2f;   // value 0: 15 | 16 = 31 -> 15 * 0.25 = 3.75; value 16: 2 | 16 = 18 -> 0.5
+        b.qs[15] = 0x70;  // value 15: 0 -> -4;                         value 31: 7 | 16 = 23 -> 1.75
+        float y[32];
+        dequantize_row(DType::Q5_0, &b, y, 32);
+        QCOMPARE(y[0], 3.75f);
+        QCOMPARE(y[16], 0.5f);
+        QCOMPARE(y[15], -4.0f);
+        QCOMPARE(y[31], 1.75f);
+        QCOMPARE(y[1], -4.0f);
+    }
+    void q5_1_layout() {
+        BlockQ5_1 b{};
+        b.d = 0x3800;  // 0.5; value = d * q + m
+        b.m = 0x3c00;  // 1
+        b.qh[0] = 0x02;  // bit 1
+        b.qs[1] = 0x3e;  // value 1: 14 | 16 = 30 -> 16; value 17: 3 -> 2.5
+        float y[32];
+        dequantize_row(DType::Q5_1, &b, y, 32);
+        QCOMPARE(y[1], 16.0f);
+        QCOMPARE(y[17], 2.5f);
+        QCOMPARE(y[0], 1.0f);
+    }
+    void q2_k_layout() {
+        BlockQ2_K b{};
+        b.d = 0x3c00;     // 1;   value = d * sc * q - dmin * m, sub-block s = i / 16
+        b.dmin = 0x3800;  // 0.5
+        b.scales[0] = 0x21;   // sc 1, m 2
+        b.scales[1] = 0x13;   // sc 3, m 1
+        b.scales[2] = 0x05;   // sc 5, m 0
+        b.scales[4] = 0x17;   // sc 7, m 1
+        b.scales[6] = 0x41;   // sc 1, m 4
+        b.scales[11] = 0x34;  // sc 4, m 3
+        // Value i: byte 32 * (i / 128) + i % 32, bits 2 * ((i % 128) / 32).
+        b.qs[0] = 0xe4;   // values 0, 32, 64, 96: q 0, 1, 2, 3
+        b.qs[16] = 0x03;  // value 16: q 3
+        b.qs[49] = 0x0c;  // value 128 + 32 + 17 = 177: q 3
+        float y[256];
+        dequantize_row(DType::Q2_K, &b, y, 256);
+        QCOMPARE(y[0], -1.0f);    // 1 * 0 - 0.5 * 2
+        QCOMPARE(y[32], 5.0f);    // 5 * 1 - 0
+        QCOMPARE(y[64], 13.5f);   // 7 * 2 - 0.5
+        QCOMPARE(y[96], 1.0f);    // 1 * 3 - 0.5 * 4
+        QCOMPARE(y[16], 8.5f);    // 3 * 3 - 0.5
+        QCOMPARE(y[177], 10.5f);  // 4 * 3 - 0.5 * 3
+        QCOMPARE(y[1], -1.0f);
+        QCOMPARE(y[160], 0.0f);
+    }
+    void q3_k_layout() {
+        BlockQ3_K b{};
+        b.d = 0x3800;  // 0.5; value = d * (u - 32) * q, q = low 2 bits - (high bit clear ? 4 : 0)
+        // 6-bit u of sub-block j: low 4 bits in nibble j / 8 of byte j % 8, top 2 in bits 2 * (j / 4) of
+        // byte 8 + j % 4. u0 = 33 (+1), u5 = 0 (-32), u9 = 63 (+31), u15 = 40 (+8), all others 32 (0).
+        const uint8_t scales[12] = {0x01, 0xf0, 0, 0, 0, 0, 0, 0x80, 0xaa, 0xb2, 0xaa, 0xaa};
+        std::memcpy(b.scales, scales, 12);
+        // Value i: low bits as Q2_K, high bit = bit i / 32 of hmask[i % 32].
+        b.qs[0] = 0x02, b.hmask[0] = 0x01;    // value 0: 2 - 0 = 2
+        b.qs[16] = 0x30, b.hmask[16] = 0x04;  // value 80: byte 16 bits 4-5 = 3, high bit 2 set: 3
+        b.qs[48] = 0x01;                      // value 144: 1, hmask[16] bit 4 clear: 1 - 4 = -3
+        b.qs[63] = 0xc0, b.hmask[31] = 0x80;  // value 255: 3, high bit 7 set: 3
+        float y[256];
+        dequantize_row(DType::Q3_K, &b, y, 256);
+        QCOMPARE(y[0], 1.0f);      // 0.5 * 1 * 2
+        QCOMPARE(y[1], -2.0f);     // 0.5 * 1 * (0 - 4)
+        QCOMPARE(y[80], -48.0f);   // 0.5 * -32 * 3
+        QCOMPARE(y[144], -46.5f);  // 0.5 * 31 * -3
+        QCOMPARE(y[255], 12.0f);   // 0.5 * 8 * 3
+        QCOMPARE(y[20], 0.0f);     // scale 0
+    }
+    void q5_k_layout() {
+        BlockQ5_K b{};
+        b.d = 0x3c00;     // 1;   value = d * sc * q - dmin * m, sub-block j = i / 32
+        b.dmin = 0x3800;  // 0.5
+        // Q4_K's 6-bit packing: sc0 = 2 (top bits of byte 0 = 1: sc4's top), m0 = 4, sc1 = 3, m1 = 0,
+        // sc4 = 3 | 1 << 4 = 19, m4 = 0, sc5 = 1, m5 = 2.
+        const uint8_t scales[12] = {0x42, 3, 0, 0, 4, 0, 0, 0, 0x03, 0x21, 0, 0};
+        std::memcpy(b.scales, scales, 12);
+        // Value 64c + l: low nibble of qs[32c + l]; 64c + 32 + l: its high nibble; 5th bit: bit i / 32 of qh[l].
+        b.qs[0] = 0x57, b.qh[0] = 0x13;  // value 0: 7 | 16 = 23; value 32: 5 | 16 = 21
+        b.qs[64] = 0x0a;                 // value 128: 10 | 16 (qh[0] bit 4) = 26
+        b.qs[69] = 0xf0;                 // value 165: 15, qh[5] bit 5 clear
+        float y[256];
+        dequantize_row(DType::Q5_K, &b, y, 256);
+        QCOMPARE(y[0], 44.0f);     // 2 * 23 - 0.5 * 4
+        QCOMPARE(y[32], 63.0f);    // 3 * 21 - 0
+        QCOMPARE(y[128], 494.0f);  // 19 * 26
+        QCOMPARE(y[165], 14.0f);   // 1 * 15 - 0.5 * 2
+        QCOMPARE(y[1], -2.0f);     // 0 - 0.5 * 4
+    }
+    void q6_k_layout() {
+        BlockQ6_K b{};
+        b.d = 0x3800;  // 0.5; value = d * scales[i / 16] * (q - 32)
+        b.scales[0] = 2, b.scales[1] = -1, b.scales[2] = 3, b.scales[4] = 1, b.scales[6] = -2;
+        b.scales[9] = -4, b.scales[15] = 5;
+        // In half h (128 values), value r: low 4 bits in ql[64h + r % 64] (high nibble from r = 64), top 2
+        // bits at bit 2 * (r / 32) of qh[32h + r % 32].
+        b.ql[0] = 0x3f;   // value 0: 15; value 64: 3
+        b.ql[32] = 0x05;  // value 32: 5;  value 96: 0
+        b.qh[0] = 0x1e;   // value 0: 2, value 32: 3, value 64: 1, value 96: 0
+        b.ql[82] = 0x09, b.qh[50] = 0x01;   // value 128 + 18 = 146: 9 | 1 << 4 = 25
+        b.ql[127] = 0xa0, b.qh[63] = 0xc0;  // value 255: 10 | 3 << 4 = 58
+        float y[256];
+        dequantize_row(DType::Q6_K, &b, y, 256);
+        QCOMPARE(y[0], 15.0f);     // 0.5 * 2 * (47 - 32)
+        QCOMPARE(y[16], 16.0f);    // 0.5 * -1 * (0 - 32)
+        QCOMPARE(y[32], 31.5f);    // 0.5 * 3 * (53 - 32)
+        QCOMPARE(y[64], -6.5f);    // 0.5 * 1 * (19 - 32)
+        QCOMPARE(y[96], 32.0f);    // 0.5 * -2 * (0 - 32)
+        QCOMPARE(y[146], 14.0f);   // 0.5 * -4 * (25 - 32)
+        QCOMPARE(y[255], 65.0f);   // 0.5 * 5 * (58 - 32)
+        QCOMPARE(y[48], 0.0f);     // scale 0
+    }
+    void iq4_nl_layout() {
+        BlockIQ4_NL b{};
+        b.d = 0x4000;  // 2; value = d * levels[q], levels -127 -104 -83 -65 -49 -35 -22 -10 1 13 25 38 53 69 89 113
+        b.qs[0] = 0xf0;  // value 0: level 0; value 16: level 15
+        b.qs[3] = 0x78;  // value 3: level 8; value 19: level 7
+        float y[32];
+        dequantize_row(DType::IQ4_NL, &b, y, 32);
+        QCOMPARE(y[0], -254.0f);
+        QCOMPARE(y[16], 226.0f);
+        QCOMPARE(y[3], 2.0f);
+        QCOMPARE(y[19], -20.0f);
+        QCOMPARE(y[1], -254.0f);
+    }
+    void iq4_xs_layout() {
+        BlockIQ4_XS b{};
+        b.d = 0x3800;  // 0.5; value = d * (u - 32) * levels[q], sub-block j = i / 32
+        // 6-bit u of sub-block j: low 4 bits in nibble j % 2 of scales_l[j / 2], top 2 in bits 2j of
+        // scales_h. u0 = 33 (+1), u3 = 20 (-12), u7 = 63 (+31), the others 32 (0).
+        const uint8_t scales_l[4] = {0x01, 0x40, 0x00, 0xf0};
+        std::memcpy(b.scales_l, scales_l, 4);
+        b.scales_h = 0xea6a;  // top bits 2, 2, 2, 1, 2, 2, 2, 3
+        b.qs[0] = 0x0f;        // value 0: level 15 (113); value 16: level 0 (-127)
+        b.qs[16 * 3 + 5] = 0x0a;  // value 96 + 5: level 10 (25)
+        b.qs[16 * 7 + 2] = 0x90;  // value 224 + 16 + 2: level 9 (13)
+        float y[256];
+        dequantize_row(DType::IQ4_XS, &b, y, 256);
+        QCOMPARE(y[0], 56.5f);     // 0.5 * 1 * 113
+        QCOMPARE(y[16], -63.5f);   // 0.5 * 1 * -127
+        QCOMPARE(y[101], -150.0f); // 0.5 * -12 * 25
+        QCOMPARE(y[242], 201.5f);  // 0.5 * 31 * 13
+        QCOMPARE(y[40], 0.0f);     // scale 0
+    }
+
+    // Round trips on random data, each type within a bound on |x - x'| relative to the largest |x| of
+    // its block (32 values, or the 256 of a K super-block), worked out for the plain round-to-nearest
+    // quantizers: half a grid step; for the symmetric grids, whose signed largest value m is put on the
+    // negative end (-8 of -8..7), a whole step where values of the other sign reach |m| and clip at the
+    // positive end; plus the rounding of sub-block scales to 4, 6 or 8 bits (times the largest q), and
+    // 2^-11 for the F16 scales. Data at scale 1 and 50 (tiny blocks would have F16-subnormal scales).
+    //   Q4_0: step 1/8;  Q5_0: 1/16;  Q8_0: half of 1/127 (no clipping)
+    //   Q4_1: half of range / 15 (range <= 2 amax);  Q5_1: half of range / 31
+    //   Q2_K: half of range / 3, 4-bit scales (3 * 2/3 / 30) and mins (1 / 30)
+    //   Q3_K: step 1/4, 6-bit scales (4 * 1/4 / 62);  Q6_K: 1/32 + 32 * 1/32 / 254
+    //   IQ4_NL: levels -127..113: 14/127 clipped (half the widest gap, 12/127, is less); IQ4_XS: + 6-bit scales
+    void round_trip_data() {
+        QTest::addColumn<int>("dtype");
+        QTest::addColumn<double>("bound");
+        QTest::addColumn<float>("scale");
+        const double f16 = std::ldexp(1.0, -11);
+        const struct { DType t; double bound; } rows[] = {
+            {DType::Q4_0, 1.0 / 8},  {DType::Q4_1, 1.0 / 15}, {DType::Q5_0, 1.0 / 16}, {DType::Q5_1, 1.0 / 31},
+            {DType::Q2_K, 1.0 / 3 + 1.0 / 15 + 1.0 / 30}, {DType::Q3_K, 1.0 / 4 + 1.0 / 62},
+            {DType::Q5_K, 0.06}, {DType::Q6_K, 1.0 / 32 + 1.0 / 254}, {DType::IQ4_NL, 14.0 / 127},
+            {DType::IQ4_XS, 14.0 / 127 + 1.0 / 62}, {DType::Q4_K, 0.1}, {DType::Q8_0, 1.0 / 254}};
+        for (const auto& r : rows)
+            for (float scale : {1.0f, 50.0f})
+                QTest::addRow("%s scale=%g", dtype_name(r.t).data(), scale) << static_cast<int>(r.t)
+                                                                            << r.bound + 2 * f16 << scale;
+    }
+    void round_trip() {
+        QFETCH(int, dtype);
+        QFETCH(double, bound);  // times the block's largest |x|
+        QFETCH(float, scale);
+        const DType t = static_cast<DType>(dtype);
+        const int n = 256 * 8;
+        std::mt19937_64 rng(seed_ + 7 * static_cast<uint64_t>(dtype));
+        std::vector<float> x(n);
+        // Mixed signs; one super-block all positive, one all zero, one small with a single outlier.
+        std::uniform_real_distribution<float> dist(-scale, scale);
+        for (float& v : x) v = dist(rng);
+        for (int i = 256; i < 512; ++i) x[i] = std::fabs(x[i]) + 0.5f * scale;
+        for (int i = 512; i < 768; ++i) x[i] = 0.0f;
+        for (int i = 768; i < 1024; ++i) x[i] *= 0.01f;
+        x[800] = 3.0f * scale;
+        const int64_t be = dtype_block_elems(t);
+        std::vector<uint8_t> q(dtype_row_bytes(t, n));
+        quantize_row(t, x.data(), q.data(), n);
+        std::vector<float> y(n);
+        dequantize_row(t, q.data(), y.data(), n);
+        double worst = 0;
+        for (int64_t b = 0; b < n / be; ++b) {
+            double amax = 0;
+            for (int64_t i = 0; i < be; ++i) amax = std::max(amax, std::fabs(static_cast<double>(x[b * be + i])));
+            for (int64_t i = 0; i < be; ++i) {
+                const double err = std::fabs(static_cast<double>(x[b * be + i]) - y[b * be + i]);
+                if (amax == 0) {
+                    QCOMPARE(y[b * be + i], 0.0f);
+                    continue;
+                }
+                worst = std::max(worst, err / amax);
+            }
+        }
+        QVERIFY2(worst <= bound, qPrintable(QString("worst error %1 of the block's largest value, bound %2").arg(worst).arg(bound)));
     }
 
     // Q4_K on random data. The quantizer (a min/max one: sub-block j gets scale s = (hi - lo) / 15 and

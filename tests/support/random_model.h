@@ -143,8 +143,11 @@ inline void write_random_hf(const std::string& dir, const RandomModelShape& s, u
 
 inline uint32_t ggml_type_of(DType t) { return ggml_type_from_dtype(t); }
 
+// matrix_dtype, when given, picks each matrix's type by its GGUF name (mixed files, as llama-quantize's
+// _M presets write them); otherwise every matrix is `dtype`.
 inline void write_random_gguf(const std::string& path, const RandomModelShape& s, uint64_t seed, DType dtype = DType::F32,
-                              const std::function<void(GgufWriter&)>& tweak = {}, const std::string& skip_tensor = "") {
+                              const std::function<void(GgufWriter&)>& tweak = {}, const std::string& skip_tensor = "",
+                              const std::function<DType(const std::string&)>& matrix_dtype = {}) {
     GgufWriter w;
     const std::string a = s.arch;
     w.set_string("general.architecture", a);
@@ -179,7 +182,7 @@ inline void write_random_gguf(const std::string& path, const RandomModelShape& s
             const int n_head = t.is_q ? s.heads : s.kv_heads;
             v = permute_rows(v, t.shape[0], matrix ? t.shape[1] : 1, n_head);
         }
-        const DType dt = matrix ? dtype : DType::F32;
+        const DType dt = !matrix ? DType::F32 : matrix_dtype ? matrix_dtype(t.gguf_name) : dtype;
         std::vector<int64_t> dims(t.shape.rbegin(), t.shape.rend());
         w.add_tensor(t.gguf_name, dims, ggml_type_of(dt), encode(v, t.shape.back(), dt));
     }
