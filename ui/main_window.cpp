@@ -239,6 +239,8 @@ void MainWindow::buildLayout() {
     m_engineLabel->setToolTip(tr("The engine as of its latest update: the same snapshot the block map and the panes show"));
     m_stallLabel = new QLabel(this);
     m_stallLabel->setToolTip(tr("Longest GUI event-loop stall since start (5 ms timer lateness)"));
+    // As wide as its longest text from the start: a stall that adds a digit must not reflow the bar.
+    m_stallLabel->setFixedWidth(m_stallLabel->fontMetrics().horizontalAdvance(tr("GUI stall max %1 ms").arg(9999.9, 0, 'f', 1)) + 8);
     m_loadProgress = new QProgressBar(this);
     m_loadProgress->setMaximumWidth(160);
     m_loadProgress->setVisible(false);

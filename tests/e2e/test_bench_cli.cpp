@@ -33,18 +33,6 @@ QStringList small_workload(int num_prompts) {
             "--threads", "2", "--max-model-len", "256"};
 }
 
-nlohmann::json load_json(const QString& path) {
-    std::ifstream in(path.toStdString());
-    return nlohmann::json::parse(in);
-}
-
-std::vector<nlohmann::json> load_jsonl(const QString& path) {
-    std::ifstream in(path.toStdString());
-    std::vector<nlohmann::json> rows;
-    for (std::string line; std::getline(in, line);)
-        if (!line.empty()) rows.push_back(nlohmann::json::parse(line));
-    return rows;
-}
 
 // numpy.percentile, written out independently of the engine's implementation.
 double numpy_percentile(std::vector<double> v, double p) {
@@ -69,7 +57,7 @@ private slots:
                                                                       "ttft:100000", "tpot:100000", "--save-timeline"});
         QVERIFY2(r.exit_code == 0, qPrintable(r.err));
         QVERIFY(r.out.contains("Serving Benchmark Result"));
-        const nlohmann::json j = load_json(json);
+        const nlohmann::json j = kvscope::test::read_json(json);
         for (const char* k : {"date", "backend", "model_id", "num_prompts", "request_rate", "burstiness", "completed",
                               "failed", "duration", "total_input_tokens", "total_output_tokens", "request_throughput",
                               "request_goodput", "output_throughput", "total_token_throughput", "max_output_tokens_per_s",
@@ -85,7 +73,7 @@ private slots:
         const std::string kv_dtype = j["engine_config"]["kv_cache_dtype"].get<std::string>();
         QVERIFY2(kv_dtype == "float32" || kv_dtype == "float16" || kv_dtype == "bfloat16", kv_dtype.c_str());
 
-        const auto rows = load_jsonl(jsonl);
+        const auto rows = kvscope::test::read_jsonl(jsonl);
         QCOMPARE(rows.size(), size_t(16));
         std::vector<double> e2el, ttft;
         int64_t output_tokens = 0;
@@ -116,7 +104,7 @@ private slots:
         const CliResult r = run_cli(small_workload(12) + QStringList{"--compare", "naive", "--max-num-seqs", "4",
                                                                       "--output-json", json});
         QVERIFY2(r.exit_code == 0, qPrintable(r.err));
-        const nlohmann::json j = load_json(json);
+        const nlohmann::json j = kvscope::test::read_json(json);
         for (const char* mode : {"naive", "paged"}) {
             QVERIFY2(j.contains(mode), mode);
             QCOMPARE(j[mode]["completed"].get<int>(), 12);
@@ -137,7 +125,7 @@ private slots:
         const CliResult r = run_cli(small_workload(8) + QStringList{"--sweep", "max-num-seqs=1,4", "--output-json", json,
                                                                      "--output-csv", csv});
         QVERIFY2(r.exit_code == 0, qPrintable(r.err));
-        const nlohmann::json j = load_json(json);
+        const nlohmann::json j = kvscope::test::read_json(json);
         QCOMPARE(j["sweep"].size(), size_t(2));
         QCOMPARE(j["sweep"][0]["engine_config"]["max_num_seqs"].get<int>(), 1);
         QCOMPARE(j["sweep"][1]["engine_config"]["max_num_seqs"].get<int>(), 4);
@@ -153,7 +141,7 @@ private slots:
         const CliResult r = run_cli(small_workload(8) + QStringList{"--kv-cache-memory", "4M", "--sweep",
                                                                      "kv-cache-dtype=float32,float16", "--output-json", json});
         QVERIFY2(r.exit_code == 0, qPrintable(r.err));
-        const nlohmann::json j = load_json(json);
+        const nlohmann::json j = kvscope::test::read_json(json);
         QCOMPARE(j["sweep"].size(), size_t(2));
         QCOMPARE(j["sweep"][0]["engine_config"]["kv_cache_dtype"].get<std::string>(), std::string("float32"));
         QCOMPARE(j["sweep"][1]["engine_config"]["kv_cache_dtype"].get<std::string>(), std::string("float16"));
@@ -170,7 +158,7 @@ private slots:
         const CliResult r = run_cli({"--model", "dummy:tiny", "--dataset", "sharegpt", "--dataset-path", sample,
                                      "--num-prompts", "6", "--output-len", "8", "--threads", "2", "--output-json", json});
         QVERIFY2(r.exit_code == 0, qPrintable(r.err));
-        const nlohmann::json j = load_json(json);
+        const nlohmann::json j = kvscope::test::read_json(json);
         QCOMPARE(j["completed"].get<int>(), 6);
         QCOMPARE(j["total_output_tokens"].get<int>(), 48);
     }

@@ -91,18 +91,6 @@ ProcessResult bench(const QStringList& args, const QProcessEnvironment& env = cl
                                       env, 120);
 }
 
-nlohmann::json load_json(const QString& path) {
-    std::ifstream in(path.toStdString());
-    return nlohmann::json::parse(in);
-}
-
-std::vector<nlohmann::json> load_jsonl(const QString& path) {
-    std::ifstream in(path.toStdString());
-    std::vector<nlohmann::json> rows;
-    for (std::string line; std::getline(in, line);)
-        if (!line.empty()) rows.push_back(nlohmann::json::parse(line));
-    return rows;
-}
 
 QStringList workload(int n, int output_len = 16) {
     return {"--model", "dummy:tiny", "--dataset", "random", "--num-prompts", QString::number(n), "--input-len", "48",
@@ -145,7 +133,7 @@ private slots:
                                                                  "--output-json", remote, "--output-requests", requests});
         QVERIFY2(r.code == 0, qPrintable(r.err));
         QVERIFY(r.out.contains("Serving Benchmark Result"));
-        const nlohmann::json a = load_json(local), b = load_json(remote);
+        const nlohmann::json a = kvscope::test::read_json(local), b = kvscope::test::read_json(remote);
         for (const char* k : {"completed", "failed", "total_input_tokens", "total_output_tokens"})
             QVERIFY2(a[k] == b[k], (std::string(k) + ": local " + a[k].dump() + ", remote " + b[k].dump()).c_str());
         QCOMPARE(b["completed"].get<int>(), 24);
@@ -155,7 +143,7 @@ private slots:
         QCOMPARE(b["output_length_control"].get<std::string>(), std::string("max_tokens + ignore_eos"));
         for (const char* k : {"mean_ttft_ms", "p99_itl_ms", "mean_tpot_ms", "output_throughput", "server_metrics"})
             QVERIFY2(b.contains(k), k);
-        for (const nlohmann::json& row : load_jsonl(requests)) {
+        for (const nlohmann::json& row : kvscope::test::read_jsonl(requests)) {
             QCOMPARE(row.value("error", std::string()), std::string());
             QVERIFY(!row["token_times"].empty());
         }
@@ -168,7 +156,7 @@ private slots:
         const ProcessResult r = bench(workload(32, 96) + QStringList{"--base-url", m_url, "--max-concurrency", "6",
                                                                      "--metrics-interval", "0.05", "--output-json", out});
         QVERIFY2(r.code == 0, qPrintable(r.err));
-        const nlohmann::json j = load_json(out);
+        const nlohmann::json j = kvscope::test::read_json(out);
         QCOMPARE(j["completed"].get<int>(), 32);
         QCOMPARE(j["max_concurrent_requests_instant"].get<int>(), 6);
         const nlohmann::json& sm = j["server_metrics"];
@@ -195,7 +183,7 @@ private slots:
         const ProcessResult r = bench(workload(8) + QStringList{"--base-url", m_url, "--tokenizer", "dummy:tiny",
                                                                 "--max-concurrency", "1", "--output-json", out});
         QVERIFY2(r.code == 0, qPrintable(r.err));
-        const nlohmann::json j = load_json(out);
+        const nlohmann::json j = kvscope::test::read_json(out);
         QCOMPARE(j["completed"].get<int>(), 8);
         QCOMPARE(j["connections_opened"].get<int>(), 1);
     }
@@ -206,7 +194,7 @@ private slots:
         const ProcessResult r = bench(workload(8) + QStringList{"--base-url", m_url, "--backend", "openai-chat",
                                                                 "--output-json", out});
         QVERIFY2(r.code == 0, qPrintable(r.err));
-        const nlohmann::json j = load_json(out);
+        const nlohmann::json j = kvscope::test::read_json(out);
         QCOMPARE(j["completed"].get<int>(), 8);
         QCOMPARE(j["target"]["endpoint"].get<std::string>(), std::string("/v1/chat/completions"));
         QCOMPARE(j["tokenizer_id"].get<std::string>(), std::string("server:/tokenize"));
@@ -218,7 +206,7 @@ private slots:
         const ProcessResult r = bench(workload(6) + QStringList{"--base-url", m_url, "--tokenizer", "dummy:tiny", "--sweep",
                                                                 "request-rate=20,inf", "--output-json", out});
         QVERIFY2(r.code == 0, qPrintable(r.err));
-        const nlohmann::json j = load_json(out);
+        const nlohmann::json j = kvscope::test::read_json(out);
         QCOMPARE(j["sweep_knob"].get<std::string>(), std::string("request-rate"));
         QCOMPARE(j["sweep"].size(), size_t(2));
         for (const auto& row : j["sweep"]) {
@@ -268,7 +256,7 @@ private slots:
         const ProcessResult r = bench(workload(4) + QStringList{"--base-url", url, "--tokenizer", "dummy:tiny", "--output-json",
                                                                 out, "--output-requests", rows}, env);
         QVERIFY2(r.code == 0, qPrintable(r.err));
-        QCOMPARE(load_json(out)["completed"].get<int>(), 4);
+        QCOMPARE(kvscope::test::read_json(out)["completed"].get<int>(), 4);
         for (const QString& f : {out, rows}) {
             QFile file(f);
             QVERIFY(file.open(QIODevice::ReadOnly));
@@ -283,7 +271,7 @@ private slots:
         const QString url = "http://someone:pa55word@127.0.0.1:" + QString::number(m_serve.port());
         const ProcessResult r = bench(workload(2) + QStringList{"--base-url", url, "--tokenizer", "dummy:tiny", "--output-json", out});
         QVERIFY2(r.code == 0, qPrintable(r.err));
-        QCOMPARE(load_json(out)["target"]["base_url"].get<std::string>(), m_url.toStdString());
+        QCOMPARE(kvscope::test::read_json(out)["target"]["base_url"].get<std::string>(), m_url.toStdString());
         QFile file(out);
         QVERIFY(file.open(QIODevice::ReadOnly));
         QVERIFY(!file.readAll().contains("pa55word"));
@@ -301,14 +289,14 @@ private slots:
                                                                 "--num-warmups", "0", "--max-concurrency", "1",
                                                                 "--output-json", out, "--output-requests", rows});
         QVERIFY2(r.code == 0, qPrintable(r.err));
-        const nlohmann::json j = load_json(out);
+        const nlohmann::json j = kvscope::test::read_json(out);
         QCOMPARE(j["completed"].get<int>(), 4);
         QCOMPARE(j["failed"].get<int>(), 4);
         QCOMPARE(j["total_output_tokens"].get<int>(), 12);  // the usage the server reported
         QVERIFY(r.out.contains("Failed requests:"));
         QVERIFY(r.err.contains("4 request(s) failed: HTTP 500"));
         int with_error = 0;
-        for (const auto& row : load_jsonl(rows)) with_error += !row.value("error", std::string()).empty();
+        for (const auto& row : kvscope::test::read_jsonl(rows)) with_error += !row.value("error", std::string()).empty();
         QCOMPARE(with_error, 4);
     }
 
@@ -340,10 +328,10 @@ private:
         const ProcessResult r = bench(workload(4) + QStringList{"--base-url", url, "--tokenizer", "dummy:tiny", "--output-json",
                                                                 out, "--output-requests", rows} + extra);
         QVERIFY2(r.code == 1, qPrintable("exit " + QString::number(r.code) + ": " + r.err));
-        const nlohmann::json j = load_json(out);
+        const nlohmann::json j = kvscope::test::read_json(out);
         QCOMPARE(j["completed"].get<int>(), 0);
         QCOMPARE(j["failed"].get<int>(), 4);
-        const auto rows_read = load_jsonl(rows);
+        const auto rows_read = kvscope::test::read_jsonl(rows);
         QCOMPARE(rows_read.size(), size_t(4));
         for (const auto& row : rows_read)
             QVERIFY2(QString::fromStdString(row.value("error", std::string())).contains(expected), row.dump().c_str());

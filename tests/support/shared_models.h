@@ -12,12 +12,6 @@
 
 namespace kvscope::test {
 
-inline nlohmann::json read_json(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) qFatal("cannot read %s", path.c_str());
-    return nlohmann::json::parse(in);
-}
-
 // format: "hf" (the Hugging Face directory) or "gguf".
 inline std::shared_ptr<const Model> load_stories(const QString& format) {
     const std::string dir = models_dir();

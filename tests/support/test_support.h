@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <string>
@@ -33,6 +34,24 @@ inline uint64_t test_seed(uint64_t fallback) {
 }
 
 inline std::string cli_path() { return KVSCOPE_CLI_PATH; }
+
+// A JSON file; stops the suite when it cannot be read.
+inline nlohmann::json read_json(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) qFatal("cannot read %s", path.c_str());
+    return nlohmann::json::parse(in);
+}
+inline nlohmann::json read_json(const QString& path) { return read_json(path.toStdString()); }
+
+// A JSON-lines file: one value per non-empty line.
+inline std::vector<nlohmann::json> read_jsonl(const QString& path) {
+    std::ifstream in(path.toStdString());
+    if (!in) qFatal("cannot read %s", qPrintable(path));
+    std::vector<nlohmann::json> rows;
+    for (std::string line; std::getline(in, line);)
+        if (!line.empty()) rows.push_back(nlohmann::json::parse(line));
+    return rows;
+}
 
 // n prompts of 1..40 token ids inside the vocabulary (BOS = 1 first), seeded.
 inline std::vector<std::vector<int32_t>> random_prompts(int n, int vocab, uint64_t seed) {
