@@ -169,6 +169,7 @@ BenchmarkPanel::BenchmarkPanel(EngineController* controller, QWidget* parent)
         emit runFinished(r);
     });
     connect(m_results, &QAbstractItemModel::rowsInserted, this, &BenchmarkPanel::updateChart);
+    connect(m_results, &QAbstractItemModel::modelReset, this, &BenchmarkPanel::updateChart);
 }
 
 BenchSpec BenchmarkPanel::spec() const {
