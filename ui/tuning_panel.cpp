@@ -90,8 +90,8 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent), m_debounce(this) {
     m_kvMiB = new QSpinBox(this);
     m_kvMiB->setRange(0, 1 << 20);
     m_kvMiB->setSuffix(" MiB");
-    // 0: the device's memory less weights and activations sets it (a simulated GPU, vLLM's default).
-    m_kvMiB->setSpecialValueText(tr("device memory share"));
+    // 0: the engine sizes it (on a simulated GPU, its memory less weights and activations: vLLM's rule).
+    m_kvMiB->setSpecialValueText(tr("engine default"));
     m_kvMiB->setToolTip(tr("<b>KV cache memory</b>: bytes of the KV pool; num_blocks = budget / bytes_per_block (vLLM "
                            "--kv-cache-memory / gpu_memory_utilization, TensorRT-LLM max_tokens_in_paged_kv_cache / "
                            "free_gpu_memory_fraction). Changing it rebuilds the pool."));

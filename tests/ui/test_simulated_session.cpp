@@ -9,13 +9,16 @@
 #include "charts_panel.h"
 #include "chat_pane.h"
 #include "engine_controller.h"
+#include "block_map_widget.h"
 #include "main_window.h"
 #include "script_runner.h"
 #include "session_data.h"
+#include "stall_monitor.h"
 #include "simulation_watermark.h"
 #include "theme.h"
 
 #include <QComboBox>
+#include <QElapsedTimer>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QLabel>
@@ -117,6 +120,50 @@ private slots:
         QVERIFY(window.benchmarkPanel()->resultsModel()->mixesSimulatedAndMeasured());
         QVERIFY(!note->isHidden());
         QVERIFY(simulationWatermark(window.benchmarkPanel()->comparisonChart()).contains("simulated"));
+    }
+
+    // Issue 20's figure: the block map's frame rate with over 100,000 blocks while a simulated run goes
+    // on at 1x (llama-3-8b on an H100 at block_size 4). Reported, not asserted: a figure, not a check.
+    void blockMapFramesAt100kBlocks() {
+        Theme::apply(true);
+        MainWindow window;
+        window.resize(1600, 1000);
+        window.show();
+        EngineConfig c = EngineController::defaultConfig();
+        parse_backend("sim:h100-sxm", c);
+        c.sim_pace = 1;
+        c.block_size = 4;
+        c.scheduler.max_model_len = 4096;
+        QSignalSpy ready(&window, &MainWindow::modelReady);
+        window.loadModel("dummy:llama-3-8b", c);
+        QVERIFY(ready.wait(60000));
+        struct PaintCounter : QObject {
+            int paints = 0;
+            bool eventFilter(QObject*, QEvent* e) override {
+                paints += e->type() == QEvent::Paint;
+                return false;
+            }
+        } counter;
+        window.blockMap()->installEventFilter(&counter);
+        BenchSpec spec;
+        spec.dataset = "random";
+        spec.numPrompts = 200;
+        spec.inputLen = 1024;
+        spec.outputLen = 256;
+        spec.requestRate = 50;
+        window.benchmarkPanel()->setSpec(spec);
+        window.benchmarkPanel()->run();
+        window.stallMonitor()->reset();
+        QElapsedTimer wall;
+        wall.start();
+        QTest::qWait(3000);
+        const double seconds = double(wall.elapsed()) / 1e3;
+        QVERIFY(window.controller()->isBenchmarkRunning());  // the frames were of a running engine
+        const auto snap = window.blockMap()->snapshot();
+        QVERIFY(snap && snap->num_blocks >= 100000);
+        qInfo("block map, %d blocks, simulated run at 1x: %.1f frames/s, GUI max stall %.1f ms, %.0f%% used",
+              snap->num_blocks, counter.paints / seconds, window.stallMonitor()->maxStallMs(), snap->usage * 100);
+        window.benchmarkPanel()->cancel();
     }
 
     void realBackendSaysNothingSimulated() {
