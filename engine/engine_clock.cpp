@@ -22,6 +22,16 @@ double EngineClock::now() const {
     return pace_ > 0 ? std::max(virtual_now_, wall() * pace_) : virtual_now_;
 }
 
+void EngineClock::set_pace(double pace) {
+    if (virtual_) {
+        virtual_now_ = now();
+        if (pace > 0)
+            t0_ = std::chrono::steady_clock::now() -
+                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(virtual_now_ / pace));
+    }
+    pace_ = pace;
+}
+
 void EngineClock::sleep_to_pace() {
     if (pace_ <= 0) return;
     const double ahead = virtual_now_ / pace_ - wall();

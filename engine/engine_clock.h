@@ -18,7 +18,9 @@ public:
 
     bool is_virtual() const { return virtual_; }
     double pace() const { return pace_; }
-    void set_pace(double pace) { pace_ = pace; }
+    // From now on: the simulated time so far stays and the wall clock restarts under it, so a slower
+    // pace after a faster one owes no sleep for the time the faster one ran ahead (nor jumps ahead).
+    void set_pace(double pace);
     // Seconds since the engine started.
     double now() const;
     // A step took `seconds` on the simulated device (virtual clocks only; a real clock ignores it).

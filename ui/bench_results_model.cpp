@@ -36,7 +36,11 @@ QVariant BenchResultsModel::data(const QModelIndex& index, int role) const {
     auto num = [&](const char* key, int decimals) { return QString::number(r.summary.value(key).toDouble(), 'f', decimals); };
     switch (Column(index.column())) {
     case Name: return r.spec.name;
-    case Source: return r.source.isEmpty() ? tr("this session") : QFileInfo(r.source).fileName();
+    case Source: {
+        const QString where = r.source.isEmpty() ? tr("this session") : QFileInfo(r.source).fileName();
+        const QString sim = simulationLabel(r);
+        return sim.isEmpty() ? where : where + " (" + sim + ")";
+    }
     case Mode: return r.config.value("mode").toString();
     case Prompts: return r.summary.value("num_prompts").toInt();
     case Completed: return r.summary.value("completed").toInt();
@@ -93,6 +97,19 @@ BenchResult BenchResultsModel::resultFromJson(const QJsonObject& o, const QStrin
     r.summary = o;
     for (const char* nested : {"name", "spec", "config", "requests"}) r.summary.remove(nested);
     return r;
+}
+
+QString BenchResultsModel::simulationLabel(const BenchResult& r) {
+    const QJsonObject sim = r.summary.value("simulated").toObject();
+    if (sim.isEmpty()) return {};
+    const QString label = sim.value("label").toString();
+    return label.isEmpty() ? tr("simulated %1").arg(sim.value("gpu_name").toString()) : label;
+}
+
+bool BenchResultsModel::mixesSimulatedAndMeasured() const {
+    bool simulated = false, measured = false;
+    for (const BenchResult& r : m_results) (simulationLabel(r).isEmpty() ? measured : simulated) = true;
+    return simulated && measured;
 }
 
 int BenchResultsModel::loadFile(const QString& path, QString* error) {

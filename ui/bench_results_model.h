@@ -30,6 +30,11 @@ public:
 
     static QJsonObject resultToJson(const BenchResult& result);
     static BenchResult resultFromJson(const QJsonObject& o, const QString& source);
+    // The run's simulation label ("simulated NVIDIA H100 SXM, llama-3-8b, step-time model v1"), from the
+    // "simulated" object kvscope writes (GUI and CLI); empty for a measured run.
+    static QString simulationLabel(const BenchResult& result);
+    // Some runs simulated and some measured: their figures are not comparable as if both were measured.
+    bool mixesSimulatedAndMeasured() const;
 
 private:
     std::vector<BenchResult> m_results;

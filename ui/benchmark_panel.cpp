@@ -1,7 +1,10 @@
 #include "benchmark_panel.h"
 
+#include "simulation_watermark.h"
+
 #include "bench_results_model.h"
 #include "engine_controller.h"
+#include "simulation_watermark.h"
 #include "theme.h"
 
 #include <QComboBox>
@@ -13,6 +16,7 @@
 #include <QHeaderView>
 #include <QJsonArray>
 #include <QJsonDocument>
+#include <QLabel>
 #include <QLineEdit>
 #include <QMessageBox>
 #include <QProgressBar>
@@ -135,6 +139,14 @@ BenchmarkPanel::BenchmarkPanel(EngineController* controller, QWidget* parent)
     auto* right = new QWidget(this);
     auto* rightLayout = new QVBoxLayout(right);
     rightLayout->setContentsMargins(0, 0, 0, 0);
+    m_mixNote = new QLabel(tr("<span style='color:#e0a040'><b>Simulated and measured runs side by side:</b> "
+                              "simulated figures are a step-time model's predictions, not measurements "
+                              "(the Source column says which is which).</span>"),
+                           this);
+    m_mixNote->setObjectName("simulatedMixNote");
+    m_mixNote->setWordWrap(true);
+    m_mixNote->setVisible(false);
+    rightLayout->addWidget(m_mixNote);
     auto* split = new QSplitter(Qt::Vertical, right);
     split->addWidget(m_table);
     split->addWidget(m_chart);
@@ -157,6 +169,7 @@ BenchmarkPanel::BenchmarkPanel(EngineController* controller, QWidget* parent)
         emit runFinished(r);
     });
     connect(m_results, &QAbstractItemModel::rowsInserted, this, &BenchmarkPanel::updateChart);
+    connect(m_results, &QAbstractItemModel::modelReset, this, &BenchmarkPanel::updateChart);
 }
 
 BenchSpec BenchmarkPanel::spec() const {
@@ -231,13 +244,22 @@ void BenchmarkPanel::updateChart() {
     const auto& runs = m_results->results();
     QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
     QVector<double> keys, tput, ttft, e2el;
+    QString simulated;  // a simulated run's label
+    bool measured = false;
     for (size_t i = 0; i < runs.size(); ++i) {
         keys << double(i + 1);
         tput << runs[i].summary.value("output_throughput").toDouble();
         ttft << runs[i].summary.value("mean_ttft_ms").toDouble();
         e2el << runs[i].summary.value("mean_e2el_ms").toDouble();
-        ticker->addTick(double(i + 1), runs[i].spec.name.left(18));
+        ticker->addTick(double(i + 1), (BenchResultsModel::simulationLabel(runs[i]).isEmpty() ? "" : "[sim] ") +
+                                           runs[i].spec.name.left(18));
+        if (!BenchResultsModel::simulationLabel(runs[i]).isEmpty()) simulated = BenchResultsModel::simulationLabel(runs[i]);
+        else measured = true;
     }
+    m_mixNote->setVisible(simulated.size() && measured);
+    setSimulationWatermark(m_chart, simulated.isEmpty() ? QString()
+                                    : measured       ? tr("[sim] runs simulated, the others measured")
+                                                     : simulated);
     auto* bars = new QCPBars(m_chart->xAxis, m_chart->yAxis);
     bars->setName(tr("output tok/s"));
     bars->setWidth(0.5);

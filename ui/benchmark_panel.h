@@ -9,6 +9,7 @@
 
 class QComboBox;
 class QCustomPlot;
+class QLabel;
 class QDoubleSpinBox;
 class QLineEdit;
 class QProgressBar;
@@ -61,6 +62,7 @@ private:
     QProgressBar* m_progress;
     QTableView* m_table;
     QCustomPlot* m_chart;
+    QLabel* m_mixNote;  // shown while the table mixes simulated and measured runs
     int m_runNumber = 0;
 };
 

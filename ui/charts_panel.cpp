@@ -6,10 +6,12 @@
 #include "latency_summary.h"
 #include "request_timeline_plot.h"
 #include "session_data.h"
+#include "simulation_watermark.h"
 #include "theme.h"
 
 #include <QGridLayout>
 #include <QToolTip>
+
 #include <qcustomplot.h>
 
 namespace kvscope::ui {
@@ -365,6 +367,7 @@ void ChartsPanel::reset() {
         for (int i = 0; i < c.plot->graphCount(); ++i) c.plot->graph(i)->data()->clear();
         for (int i = c.plot->itemCount() - 1; i >= 0; --i) {
             QCPAbstractItem* item = c.plot->item(i);
+            if (isSimulationWatermark(item)) continue;  // the engine's, not the data's
             if (std::find(m_percentileLines.begin(), m_percentileLines.end(), item) == m_percentileLines.end() &&
                 !m_histogram->ownsItem(item))
                 c.plot->removeItem(item);
@@ -380,6 +383,11 @@ void ChartsPanel::reset() {
     m_buckets.clear();
     m_plottedRequests.clear();
     m_events.clear();  // their labels went with the other items
+    markDirty();
+}
+
+void ChartsPanel::setSimulationLabel(const QString& label) {
+    for (Chart& c : m_charts) setSimulationWatermark(c.plot, label);
     markDirty();
 }
 

@@ -55,6 +55,9 @@ public:
     // text, one per line; empty for none): the hover text, also for a label that had no room.
     QString eventToolTip(const QCustomPlot* plot, const QPointF& pixel) const;
 
+    // Every chart says "simulated ..." in its plot while the engine is simulated ("" = a real backend).
+    void setSimulationLabel(const QString& label);
+
 public slots:
     void replotNow();  // applies pending data and replots synchronously (export, tests)
     void restyle();

@@ -127,10 +127,25 @@ ChatPane::ChatPane(EngineController* controller, int number, const QColor& color
     buttons->addWidget(m_stopButton);
     buttons->addWidget(m_sendButton);
 
+    // The replies are real tokens, but their timing (TTFT, tok/s) is a simulated GPU's: said above them.
+    m_simulationLabel = new QLabel(this);
+    m_simulationLabel->setObjectName("paneSimulation");
+    m_simulationLabel->setStyleSheet("color: #e0a040");
+    m_simulationLabel->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    auto showSimulation = [this] {
+        const QString label = m_controller->modelSummary().simulationLabel;
+        m_simulationLabel->setText(label);
+        m_simulationLabel->setToolTip(label);
+        m_simulationLabel->setVisible(!label.isEmpty());
+    };
+    connect(m_controller, &EngineController::modelLoaded, this, showSimulation);
+    showSimulation();
+
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(6, 6, 6, 6);
     layout->setSpacing(4);
     layout->addLayout(header);
+    layout->addWidget(m_simulationLabel);
     layout->addWidget(m_transcript, 1);
     layout->addWidget(m_statsLabel);
     layout->addWidget(m_input);
@@ -454,4 +469,8 @@ bool ChatPane::eventFilter(QObject* watched, QEvent* event) {
     return QFrame::eventFilter(watched, event);
 }
 
+}  // namespace kvscope::ui
+
+namespace kvscope::ui {
+QString ChatPane::simulationText() const { return m_simulationLabel->isHidden() ? QString() : m_simulationLabel->text(); }
 }  // namespace kvscope::ui

@@ -48,6 +48,7 @@ public:
     void setSamplingParams(const SamplingParams& params);
     void setPriority(int priority);
     void setInputText(const QString& text);
+    QString simulationText() const;  // the simulation label the pane shows, "" on a real backend
     void focusInput();
 
 public slots:
@@ -91,6 +92,7 @@ private:
     QLabel* m_titleLabel;
     QLabel* m_stateLabel;
     QLabel* m_statsLabel;
+    QLabel* m_simulationLabel;  // "simulated <GPU>, <model>, ..."; hidden on a real backend
     QToolButton* m_settingsButton;
     QDialog* m_settings;
     QLabel* m_maxTokensCheck;

@@ -21,6 +21,7 @@ EngineController::EngineController(QObject* parent) : QObject(parent) {
         m_loading = false;
         m_modelLoaded = true;
         m_model = s;
+        m_status.simulation = s.simulationLabel;
         m_config = c;
         m_session.clear();
         m_session.addEvent(tr("model loaded: %1").arg(s.spec));

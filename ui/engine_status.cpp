@@ -9,6 +9,8 @@ QString statusText(const EngineStatus& s) {
     QString requests = tr("%1 running, %2 waiting").arg(s.numRunning).arg(s.numWaiting);
     if (s.numPreempted) requests += tr(" (%1 preempted)").arg(s.numPreempted);
     QStringList parts = {tr("step %1").arg(s.step), requests};
+    // First, so a narrow window cuts the counts, never the word that says none of it was measured.
+    if (!s.simulation.isEmpty()) parts.prepend(s.simulation);
     if (s.kv)
         parts << tr("KV %1% used, %2 of %3 blocks free")
                      .arg(s.kv->usage * 100, 0, 'f', 1)

@@ -20,6 +20,7 @@ struct EngineStatus {
     qint64 totalPreemptions = 0;  // since the model was loaded
     bool idle = true;             // EngineController::isIdle() when the update was applied
     std::shared_ptr<const KvCacheSnapshot> kv;  // null before the first snapshot
+    QString simulation;  // the loaded engine's simulation label; empty on a real backend
 };
 
 QString statusText(const EngineStatus& status);

@@ -11,6 +11,7 @@
 #include "request_phases.h"
 #include "sched/sampling_params.h"
 
+#include <QJsonObject>
 #include <QMetaType>
 #include <QString>
 #include <QStringList>
@@ -99,6 +100,11 @@ struct ModelSummary {
     int numLayers = 0;
     int vocabSize = 0;
     double loadSeconds = 0;
+    // On a simulated backend: simulation_label() ("simulated NVIDIA H100 SXM, llama-3-8b, step-time model
+    // v1"), which every view that shows figures carries, and simulation_to_json() for the exports.
+    // Empty on a real backend: nothing may pass simulated figures off as measured ones.
+    QString simulationLabel;
+    QJsonObject simulation;
 };
 
 void registerEngineMetaTypes();

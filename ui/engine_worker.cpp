@@ -10,6 +10,7 @@
 #include "llm_engine.h"
 #include "metrics/export.h"
 #include "model/model.h"
+#include "sim/simulation_info.h"
 #include "util/errors.h"
 
 #include <QJsonObject>
@@ -59,12 +60,14 @@ void EngineWorker::loadModel(const QString& spec, const EngineConfig& requested)
     QElapsedTimer timer;
     timer.start();
     try {
-        std::shared_ptr<const Model> model = load_model(spec.toStdString());
+        const bool simulated = requested.backend == BackendKind::SIM;
+        std::shared_ptr<const Model> model = load_model(spec.toStdString(), !simulated);  // a simulation needs shapes only
         EngineConfig config = requested;
         if (config.scheduler.max_model_len <= 0)
             config.scheduler.max_model_len = std::min(model->config.max_position_embeddings, 8192);
         config.scheduler.max_model_len = std::min(config.scheduler.max_model_len, model->config.max_position_embeddings);
-        if (config.kv_cache_memory <= 0 && config.num_blocks <= 0)  // float32 bytes: a 16-bit KV gets twice the blocks
+        // A simulated GPU sizes its KV pool from its own memory, as vLLM does on the real one.
+        if (!simulated && config.kv_cache_memory <= 0 && config.num_blocks <= 0)  // float32 bytes: a 16-bit KV gets twice the blocks
             config.kv_cache_memory = EngineController::defaultKvBudget(model->config.kv_bytes_per_token(), config.block_size);
         auto engine = std::make_unique<LlmEngine>(model, config);
         // Requests of the previous model are dropped (their panes see an abort).
@@ -97,6 +100,13 @@ void EngineWorker::loadModel(const QString& spec, const EngineConfig& requested)
         s.numLayers = model->config.num_layers;
         s.vocabSize = model->config.vocab_size;
         s.loadSeconds = double(timer.elapsed()) / 1e3;
+        s.simulationLabel = QString::fromStdString(m_engine->simulation_label());
+        if (simulated) {
+            s.simulation = toQJsonObject(simulation_to_json(*m_engine));
+            // What changes as the engine runs (a rebuild, busy time) is not the load's to say.
+            s.simulation.remove("num_blocks");
+            s.simulation.remove("simulated_busy_seconds");
+        }
         emit modelLoaded(s, m_engine->config());
         publish(true);
     } catch (const std::exception& e) {
@@ -234,7 +244,23 @@ void EngineWorker::feedBenchmark() {
         finishBenchmark();
         return;
     }
-    if (nextDue) m_benchTimer.start(std::max(0, int(std::ceil((*nextDue - m_engine->now()) * 1e3))));
+    if (!nextDue) return;
+    if (!m_engine->is_simulated()) {
+        m_benchTimer.start(std::max(0, int(std::ceil((*nextDue - m_engine->now()) * 1e3))));
+        return;
+    }
+    // Simulated time: while requests run, each step advances the clock and runStep() feeds the
+    // benchmark after it. Idle, the next arrival is (due - now) / pace wall seconds away at a pace,
+    // or no time at all as fast as possible: the clock jumps there and the event loop still turns
+    // between arrivals, so the knobs and a stop act at once.
+    if (m_engine->has_unfinished_requests()) return;
+    const double pace = m_engine->config().sim_pace;
+    if (pace <= 0) {
+        m_engine->wait_until(*nextDue);
+        m_benchTimer.start(0);
+    } else {
+        m_benchTimer.start(std::max(0, int(std::ceil((*nextDue - m_engine->now()) / pace * 1e3))));
+    }
 }
 
 void EngineWorker::finishBenchmark() {
@@ -247,6 +273,8 @@ void EngineWorker::finishBenchmark() {
     result.errors = run.errors;
     result.summary = toQJsonObject(run.summary.to_json());
     result.summary["num_prompts"] = m_bench->num_requests();
+    // The key kvscope-cli bench writes: a comparison can tell simulated runs from measured ones.
+    if (m_engine->is_simulated()) result.summary["simulated"] = toQJsonObject(simulation_to_json(*m_engine));
     EngineConfig c = m_engine->config();
     c.kv_cache_dtype = kv_cache_dtype_name(m_engine->kv_cache_dtype());  // what auto resolved to
     result.config = toQJsonObject(engine_config_to_json(c));

@@ -102,7 +102,9 @@ MainWindow::MainWindow(QWidget* parent)
                                  .arg(s.loadSeconds, 0, 'f', 2)
                                  .arg(s.kvCacheDtype));
         QSettings().setValue("lastModel", s.spec);
-        setWindowTitle(QString("kvscope - %1").arg(s.name));
+        setWindowTitle(s.simulationLabel.isEmpty() ? QString("kvscope - %1").arg(s.name)
+                                                   : QString("kvscope - %1 (%2)").arg(s.name, s.simulationLabel));
+        m_charts->setSimulationLabel(s.simulationLabel);
         emit modelReady();
     });
     connect(m_controller, &EngineController::modelLoadFailed, this, [this](const QString& spec, const QString& message) {

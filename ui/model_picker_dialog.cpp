@@ -2,6 +2,9 @@
 
 #include "model_discovery.h"
 
+#include "sim/gpu_specs.h"
+
+#include <QComboBox>
 #include <QDialogButtonBox>
 #include <QFileDialog>
 #include <QFormLayout>
@@ -13,6 +16,8 @@
 #include <QSpinBox>
 #include <QThread>
 #include <QVBoxLayout>
+
+#include <algorithm>
 
 namespace kvscope::ui {
 
@@ -61,11 +66,35 @@ ModelPickerDialog::ModelPickerDialog(const QString& currentSpec, const EngineCon
     m_threads->setSpecialValueText(tr("all cores (%1)").arg(QThread::idealThreadCount()));
     m_threads->setValue(c.num_threads);
     m_threads->setToolTip(tr("CPU threads of the backend (llama.cpp --threads)"));
+    m_backend = new QComboBox(this);
+    m_backend->addItem(tr("This machine (CUDA when the build and the machine have it, else CPU)"), QString("auto"));
+    m_backend->addItem(tr("CPU"), QString("cpu"));
+    // A simulated GPU runs the real scheduler and KV cache with predicted step times and no weights.
+    for (const GpuSpec& g : gpu_specs())
+        m_backend->addItem(tr("Simulated %1").arg(QString::fromStdString(g.display_name)),
+                           QString::fromStdString("sim:" + g.name));
+    const int current = m_backend->findData(QString::fromStdString(backend_name(c)));
+    m_backend->setCurrentIndex(std::max(0, current));
+    m_backend->setToolTip(tr("--backend: a simulated accelerator shows what the engine would do on that GPU "
+                             "(step times from a roofline model); every view then says \"simulated\""));
+    m_tensorParallel = new QSpinBox(this);
+    m_tensorParallel->setRange(1, 64);
+    m_tensorParallel->setValue(c.tensor_parallel_size);
+    m_tensorParallel->setToolTip(tr("--tensor-parallel-size: GPUs the model is sharded over (simulated backends only)"));
+    auto syncBackend = [this] {
+        const bool sim = m_backend->currentData().toString().startsWith("sim:");
+        m_tensorParallel->setEnabled(sim);
+        if (!sim) m_tensorParallel->setValue(1);
+        m_threads->setEnabled(!sim);
+    };
+    connect(m_backend, &QComboBox::currentIndexChanged, this, syncBackend);
+    syncBackend();
     auto* form = new QFormLayout;
     form->addRow(tr("Model"), m_spec);
     form->addRow(tr("max_model_len"), m_maxModelLen);
     form->addRow(tr("KV cache memory"), m_kvMiB);
-    form->addRow(tr("Backend"), new QLabel(tr("CPU (CUDA when the build and the machine have it)"), this));
+    form->addRow(tr("Backend"), m_backend);
+    form->addRow(tr("Tensor parallel"), m_tensorParallel);
     form->addRow(tr("CPU threads"), m_threads);
 
     auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
@@ -115,6 +144,9 @@ EngineConfig ModelPickerDialog::config() const {
     c.scheduler.max_model_len = m_maxModelLen->value();
     c.kv_cache_memory = int64_t(m_kvMiB->value()) << 20;
     c.num_threads = m_threads->value();
+    parse_backend(m_backend->currentData().toString().toStdString(), c);  // names from the list: they parse
+    c.tensor_parallel_size = m_tensorParallel->value();
+    if (c.backend == BackendKind::SIM && m_base.backend != BackendKind::SIM) c.sim_pace = 1;  // watchable at first
     return c;
 }
 

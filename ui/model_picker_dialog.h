@@ -1,12 +1,14 @@
 // ModelPickerDialog: choose what to load (GUI thread): a dummy: preset, a model found on this machine
 // (Hugging Face cache, LM Studio, llama.cpp), or a GGUF file / HF directory from disk; plus the
-// settings fixed at load time (max_model_len, KV budget, CPU threads).
+// settings fixed at load time (max_model_len, KV budget, CPU threads, the backend: this
+// machine or a simulated GPU, and its tensor-parallel size).
 #pragma once
 
 #include "engine_config.h"
 
 #include <QDialog>
 
+class QComboBox;
 class QLineEdit;
 class QListWidget;
 class QSpinBox;
@@ -27,6 +29,8 @@ private:
     QSpinBox* m_maxModelLen;
     QSpinBox* m_kvMiB;
     QSpinBox* m_threads;
+    QComboBox* m_backend;  // data: a --backend value ("auto", "sim:h100-sxm")
+    QSpinBox* m_tensorParallel;
     EngineConfig m_base;
 };
 

@@ -57,6 +57,8 @@ bool ScriptRunner::loadJson(const QJsonObject& script, QString* error) {
     try {
         if (engine.contains("mode")) (void)parse_batching_mode(engine.value("mode").toString().toStdString());
         if (engine.contains("policy")) (void)parse_scheduler_policy(engine.value("policy").toString().toStdString());
+        EngineConfig probe;
+        if (engine.contains("backend")) parse_backend(engine.value("backend").toString().toStdString(), probe);
     } catch (const std::exception& e) {
         if (error) *error = QString("engine: %1").arg(e.what());
         return false;
@@ -87,6 +89,9 @@ EngineConfig ScriptRunner::engineConfig(const EngineConfig& defaults) const {
     c.mode = parse_batching_mode(e.value("mode").toString(QString::fromUtf8(to_string(c.mode).data())).toStdString());
     c.kv_cache_dtype = e.value("kv_cache_dtype").toString(QString::fromStdString(c.kv_cache_dtype)).toStdString();
     c.num_threads = e.value("threads").toInt(c.num_threads);
+    if (e.contains("backend")) parse_backend(e.value("backend").toString().toStdString(), c);  // "sim:h100-sxm"
+    c.tensor_parallel_size = e.value("tensor_parallel_size").toInt(c.tensor_parallel_size);
+    c.sim_pace = e.value("sim_speed").toDouble(c.sim_pace);  // simulated seconds per wall second, 0 = as fast as possible
     if (e.contains("kv_cache_memory_mib")) c.kv_cache_memory = int64_t(e.value("kv_cache_memory_mib").toInt()) << 20;
     return c;
 }
@@ -244,6 +249,7 @@ bool ScriptRunner::runAction(const QJsonObject& a) {
         if (a.contains("mode")) t->setMode(a.value("mode").toString());
         if (a.contains("kv_cache_memory_mib")) t->setKvCacheMiB(a.value("kv_cache_memory_mib").toInt());
         if (a.contains("kv_cache_dtype")) t->setKvCacheDtype(a.value("kv_cache_dtype").toString());
+        if (a.contains("sim_speed")) t->setSimSpeed(a.value("sim_speed").toDouble());
         controller->reconfigure(t->config());  // now, not after the panel's debounce
         return true;
     }

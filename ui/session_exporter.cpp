@@ -117,6 +117,8 @@ QJsonObject sessionJson(const SessionExportInputs& in) {
                              {"kv_cache_dtype", in.model.kvCacheDtype},
                              {"chat_template", in.model.chatTemplate}};
     o["config"] = toQJsonObject(engine_config_to_json(in.config));
+    // kvscope-cli bench's key: a simulated session says so, with the GPU and the step-time model version.
+    if (!in.model.simulation.isEmpty()) o["simulated"] = in.model.simulation;
     // vLLM `bench serve` keys over every finished request of the session, at the top level.
     const QJsonObject summary = summarizeRequests(s.finishedMetrics());
     for (auto it = summary.begin(); it != summary.end(); ++it) o[it.key()] = it.value();

@@ -88,8 +88,10 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent), m_debounce(this) {
     connect(m_mode, &QComboBox::currentIndexChanged, this, [this] { edited(); });
 
     m_kvMiB = new QSpinBox(this);
-    m_kvMiB->setRange(1, 1 << 20);
+    m_kvMiB->setRange(0, 1 << 20);
     m_kvMiB->setSuffix(" MiB");
+    // 0: the engine sizes it (on a simulated GPU, its memory less weights and activations: vLLM's rule).
+    m_kvMiB->setSpecialValueText(tr("engine default"));
     m_kvMiB->setToolTip(tr("<b>KV cache memory</b>: bytes of the KV pool; num_blocks = budget / bytes_per_block (vLLM "
                            "--kv-cache-memory / gpu_memory_utilization, TensorRT-LLM max_tokens_in_paged_kv_cache / "
                            "free_gpu_memory_fraction). Changing it rebuilds the pool."));
@@ -103,6 +105,18 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent), m_debounce(this) {
                              "the same memory and halves what decode attention reads; CUDA holds float32 only. Changing "
                              "it rebuilds the pool."));
     connect(m_kvDtype, &QComboBox::currentIndexChanged, this, [this] { edited(); });
+
+    m_simSpeed = new QComboBox(this);
+    m_simSpeed->setObjectName("simSpeed");
+    m_simSpeed->addItem(tr("1x (real time)"), 1.0);
+    m_simSpeed->addItem(tr("10x"), 10.0);
+    m_simSpeed->addItem(tr("100x"), 100.0);
+    m_simSpeed->addItem(tr("as fast as possible"), 0.0);
+    m_simSpeed->setToolTip(tr("<b>Simulation speed</b>: simulated seconds per wall second (kvscope-cli --sim-speed). "
+                              "The engine clock advances by each step's predicted time; at 1x a simulated second "
+                              "takes a second. Changes no figure, only how fast you watch them."));
+    connect(m_simSpeed, &QComboBox::currentIndexChanged, this, [this] { edited(); });
+    m_simSpeedLabel = new QLabel(tr("Simulation speed"), this);
 
     m_status = new QLabel(this);
     m_status->setWordWrap(true);
@@ -121,6 +135,7 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent), m_debounce(this) {
     form->addRow(tr("mode"), m_mode);
     form->addRow(tr("KV cache memory"), m_kvMiB);
     form->addRow(tr("KV cache dtype"), m_kvDtype);
+    form->addRow(m_simSpeedLabel, m_simSpeed);  // shown for a simulated backend only (setConfig)
     outer->addLayout(form);
     outer->addWidget(m_status);
     setConfig(m_base);
@@ -135,6 +150,7 @@ EngineConfig TuningPanel::config() const {
     c.scheduler.enable_prefix_caching = m_prefixCaching->isChecked();
     c.mode = m_mode->currentIndex() == 1 ? BatchingMode::NAIVE : BatchingMode::PAGED;
     c.kv_cache_dtype = m_kvDtype->currentText().toStdString();
+    if (c.backend == BackendKind::SIM) c.sim_pace = m_simSpeed->currentData().toDouble();
     const int64_t bytes = int64_t(m_kvMiB->value()) << 20;
     if (m_base.kv_cache_memory != 0 || bytes != 0) c.kv_cache_memory = bytes;
     return c;
@@ -144,7 +160,7 @@ void TuningPanel::setConfig(const EngineConfig& c) {
     m_base = c;
     m_debounce.stop();
     const QSignalBlocker b1(m_blockSize), b2(m_maxSeqs), b3(m_maxTokens), b4(m_policy), b5(m_prefixCaching),
-        b6(m_mode), b7(m_kvMiB), b8(m_maxSeqsSlider), b9(m_kvDtype);
+        b6(m_mode), b7(m_kvMiB), b8(m_maxSeqsSlider), b9(m_kvDtype), b10(m_simSpeed);
     m_blockSize->setValue(int(std::lround(std::log2(std::max(1, c.block_size)))));
     m_blockSizeLabel->setText(QString::number(c.block_size));
     m_maxSeqs->setValue(c.scheduler.max_num_seqs);
@@ -154,7 +170,11 @@ void TuningPanel::setConfig(const EngineConfig& c) {
     m_prefixCaching->setChecked(c.scheduler.enable_prefix_caching);
     m_mode->setCurrentIndex(c.mode == BatchingMode::NAIVE ? 1 : 0);
     m_kvDtype->setCurrentText(QString::fromStdString(c.kv_cache_dtype));
-    m_kvMiB->setValue(int(std::max<int64_t>(1, c.kv_cache_memory >> 20)));
+    m_kvMiB->setValue(c.kv_cache_memory == 0 ? 0 : int(std::max<int64_t>(1, c.kv_cache_memory >> 20)));
+    const bool simulated = c.backend == BackendKind::SIM;
+    m_simSpeedLabel->setVisible(simulated);
+    m_simSpeed->setVisible(simulated);
+    setSimSpeed(c.sim_pace);  // signals blocked above
     m_status->setPalette(QPalette());  // inherits the theme's again
     m_status->setForegroundRole(QPalette::PlaceholderText);
     m_status->setText(tr("Applied. max_model_len %1. Changes apply at the next step.").arg(c.scheduler.max_model_len));
@@ -181,5 +201,14 @@ void TuningPanel::setPrefixCaching(bool on) { m_prefixCaching->setChecked(on); }
 void TuningPanel::setMode(const QString& mode) { m_mode->setCurrentText(mode); }
 void TuningPanel::setKvCacheMiB(int mib) { m_kvMiB->setValue(mib); }
 void TuningPanel::setKvCacheDtype(const QString& dtype) { m_kvDtype->setCurrentText(dtype); }
+void TuningPanel::setSimSpeed(double pace) {
+    const int i = m_simSpeed->findData(pace);
+    if (i >= 0) {
+        m_simSpeed->setCurrentIndex(i);
+        return;
+    }
+    m_simSpeed->addItem(tr("%1x").arg(pace), pace);  // a pace from the command line or a script, as it is
+    m_simSpeed->setCurrentIndex(m_simSpeed->count() - 1);
+}
 
 }  // namespace kvscope::ui

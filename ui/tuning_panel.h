@@ -34,6 +34,7 @@ public slots:
     void setMode(const QString& mode);
     void setKvCacheMiB(int mib);
     void setKvCacheDtype(const QString& dtype);
+    void setSimSpeed(double pace);  // simulated seconds per wall second, 0 = as fast as possible
     // The engine refused the last change (and runs on as before): shown under the knobs until the next one.
     void showRefusal(const QString& message);
 
@@ -55,6 +56,8 @@ private:
     QComboBox* m_mode;
     QSpinBox* m_kvMiB;
     QComboBox* m_kvDtype;
+    QLabel* m_simSpeedLabel;
+    QComboBox* m_simSpeed;  // data: sim_pace
     QLabel* m_status;
 };
 

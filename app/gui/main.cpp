@@ -8,7 +8,10 @@
 #include "stall_monitor.h"
 #include "theme.h"
 
+#include "engine_config.h"
 #include "metrics/export.h"
+#include "sim/gpu_specs.h"
+#include "util/errors.h"
 
 #include <QApplication>
 #include <QCommandLineParser>
@@ -16,6 +19,7 @@
 #include <QTimer>
 
 #include <cstdio>
+#include <functional>
 
 using namespace kvscope::ui;
 
@@ -35,7 +39,14 @@ int main(int argc, char** argv) {
     QCommandLineOption exportOption("export", "Write the session export into DIR when the script ends (or on quit).", "DIR");
     QCommandLineOption quitOption("quit-when-done", "Quit when the script has finished (and the export is written).");
     QCommandLineOption lightOption("light", "Use the light palette.");
-    parser.addOptions({modelOption, scriptOption, exportOption, quitOption, lightOption});
+    // The CLI's names and meanings (app/cli/engine_options.cpp), so a command line moves between them.
+    QCommandLineOption backendOption("backend", "cpu, cuda, auto or sim:GPU (a simulated accelerator: GPU one of " +
+                                                    QString::fromStdString(kvscope::gpu_spec_names()) + ").", "B");
+    QCommandLineOption tpOption("tensor-parallel-size", "GPUs the model is sharded over (sim backends).", "N");
+    QCommandLineOption simSpeedOption("sim-speed", "Simulated seconds per wall second (sim backends; 0 = as fast as "
+                                                   "the host allows; default 1).", "X");
+    parser.addOptions({modelOption, scriptOption, exportOption, quitOption, lightOption, backendOption, tpOption,
+                       simSpeedOption});
     QStringList arguments;
     for (int i = 0; i < argc; ++i) arguments << QString::fromLocal8Bit(argv[i]);
     if (!parser.parse(arguments)) {
@@ -54,6 +65,36 @@ int main(int argc, char** argv) {
     if (!parser.positionalArguments().isEmpty()) {
         std::fprintf(stderr, "kvscope: error: unexpected argument '%s' (see kvscope --help)\n",
                      qPrintable(parser.positionalArguments().constFirst()));
+        return 2;
+    }
+
+    // The engine settings of the command line, checked before any window opens (exit 2 on a bad one).
+    std::function<void(kvscope::EngineConfig&)> applyEngineOptions = [&](kvscope::EngineConfig& c) {
+        if (parser.isSet(backendOption)) {
+            kvscope::parse_backend(parser.value(backendOption).toStdString(), c);
+            if (c.backend == kvscope::BackendKind::SIM && !parser.isSet(simSpeedOption)) c.sim_pace = 1;  // watchable
+        }
+        if (parser.isSet(tpOption)) {
+            bool ok = false;
+            c.tensor_parallel_size = parser.value(tpOption).toInt(&ok);
+            if (!ok) throw kvscope::BadInput("--tensor-parallel-size must be an integer, got '" +
+                                             parser.value(tpOption).left(64).toStdString() + "'");
+        }
+        if (parser.isSet(simSpeedOption)) {
+            bool ok = false;
+            c.sim_pace = parser.value(simSpeedOption).toDouble(&ok);
+            if (!ok) throw kvscope::BadInput("--sim-speed must be a number, got '" +
+                                             parser.value(simSpeedOption).left(64).toStdString() + "'");
+        }
+        kvscope::EngineConfig check = c;  // max_model_len 0 = the model's, known at load
+        if (check.scheduler.max_model_len < 1) check.scheduler.max_model_len = 1;
+        check.validate();
+    };
+    try {
+        kvscope::EngineConfig probe = EngineController::defaultConfig();
+        applyEngineOptions(probe);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "kvscope: error: %s\n", e.what());
         return 2;
     }
 
@@ -132,6 +173,8 @@ int main(int argc, char** argv) {
             pane->focusInput();
         }, Qt::SingleShotConnection);
     }
-    window.loadModel(model, runner.engineConfig(EngineController::defaultConfig()));
+    kvscope::EngineConfig config = runner.engineConfig(EngineController::defaultConfig());
+    applyEngineOptions(config);  // checked above
+    window.loadModel(model, config);
     return app.exec();
 }

@@ -6,6 +6,7 @@
 #include "process_run.h"
 #include "test_support.h"
 
+#include "engine_clock.h"
 #include "llm_engine.h"
 #include "sim/gpu_specs.h"
 #include "sim/sim_model_runner.h"
@@ -13,6 +14,7 @@
 #include "sim/step_time_model.h"
 #include "util/errors.h"
 
+#include <QElapsedTimer>
 #include <QTemporaryDir>
 
 #include <nlohmann/json.hpp>
@@ -318,6 +320,24 @@ private slots:
         QCOMPARE(engine.now(), 0.0);
         engine.wait_until(3600.0);  // an hour of simulated idleness, instantly
         QCOMPARE(engine.now(), 3600.0);
+    }
+
+    void paceChangesApplyFromNow() {
+        // An hour simulated as fast as possible, then 1x (the GUI's speed control): the next paced wait
+        // sleeps for its own 20 ms, not for the hour the clock ran ahead of the wall.
+        EngineClock clock = EngineClock::virtual_time(0);
+        clock.wait_until(3600.0);
+        clock.set_pace(1.0);
+        QVERIFY(clock.now() >= 3600.0);
+        QElapsedTimer wall;
+        wall.start();
+        clock.wait_until(3600.02);
+        // Not a timing figure: the bug this guards against sleeps an hour.
+        QVERIFY2(wall.elapsed() < 60000, "a slower pace owed sleep for the time a faster one ran ahead");
+        QVERIFY(clock.now() >= 3600.02);
+        // And back to 100x: simulated time does not jump to 100 x the wall time since the start.
+        clock.set_pace(100.0);
+        QVERIFY(clock.now() < 3700.0);
     }
 
     void calibrationFile() {

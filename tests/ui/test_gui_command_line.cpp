@@ -30,6 +30,7 @@ private slots:
         const Run r = run({"--help"});
         QVERIFY2(r.exitCode == 0, qPrintable(r.err));
         QVERIFY2(r.out.contains("Usage: kvscope") && r.out.contains("--script"), qPrintable(r.out));
+        QVERIFY2(r.out.contains("--backend") && r.out.contains("h100-sxm") && r.out.contains("--sim-speed"), qPrintable(r.out));
     }
     void versionWithoutDisplay() {
         const Run r = run({"--version"});
@@ -40,6 +41,23 @@ private slots:
         const Run r = run({"--no-such-option"});
         QCOMPARE(r.exitCode, 2);
         QVERIFY2(r.err.contains("no-such-option"), qPrintable(r.err));
+    }
+    // The CLI's engine options (issue 20), checked before any window: a bad one names itself, exit 2.
+    void badSimulationOptionsWithoutDisplay_data() {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("named");
+        QTest::newRow("unknown gpu") << QStringList{"--backend", "sim:h900"} << "h900";
+        QTest::newRow("tp without sim") << QStringList{"--backend", "cpu", "--tensor-parallel-size", "2"}
+                                        << "tensor_parallel_size";
+        QTest::newRow("tp not a number") << QStringList{"--backend", "sim:h200", "--tensor-parallel-size", "two"} << "two";
+        QTest::newRow("negative speed") << QStringList{"--backend", "sim:h200", "--sim-speed", "-1"} << "pace";
+    }
+    void badSimulationOptionsWithoutDisplay() {
+        QFETCH(QStringList, args);
+        QFETCH(QString, named);
+        const Run r = run(args);
+        QCOMPARE(r.exitCode, 2);
+        QVERIFY2(r.err.contains(named), qPrintable(r.err));
     }
 };
 
