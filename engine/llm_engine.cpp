@@ -322,7 +322,9 @@ std::vector<RequestOutput> LlmEngine::step() {
             throw std::logic_error("invariant broken after schedule(): " + err);
     note_scheduled(out, start);
     std::vector<RequestOutput> outputs;
+    StepWorkSummary work;  // before update_after_step moves num_computed_tokens on
     if (!out.scheduled.empty()) {
+        if (sink_) work = step_work(out, kv_->block_size()).summary();
         const SamplerOutput tokens = runner_->execute(out, *kv_);
         scheduler_->update_after_step(out);
         outputs = process_outputs(out, tokens);
@@ -330,7 +332,7 @@ std::vector<RequestOutput> LlmEngine::step() {
     ++num_steps_;
     int num_finished = 0;
     for (const RequestOutput& o : outputs) num_finished += o.finished;
-    emit_step_stats(out, start, num_finished, std::exchange(pending_event_, {}));
+    emit_step_stats(out, work, start, num_finished, std::exchange(pending_event_, {}));
     return outputs;
 }
 
@@ -380,7 +382,8 @@ MemoryStats LlmEngine::memory_stats() const {
     return m;
 }
 
-void LlmEngine::emit_step_stats(const SchedulerOutput& out, double start, int num_finished, const std::string& event) {
+void LlmEngine::emit_step_stats(const SchedulerOutput& out, const StepWorkSummary& work, double start, int num_finished,
+                                const std::string& event) {
     if (!sink_) return;
     StepStats s;
     s.step = num_steps_;
@@ -408,6 +411,7 @@ void LlmEngine::emit_step_stats(const SchedulerOutput& out, double start, int nu
     s.num_preemptions = static_cast<int>(out.preempted.size());
     s.total_preemptions = scheduler_->num_preemptions();
     s.num_finished = num_finished;
+    s.work = work;
     s.memory = memory_stats();
     s.event = event;
     sink_->on_step(s);

@@ -133,7 +133,8 @@ private:
     // Every sampled token through the output processor; finishes the requests that end.
     std::vector<RequestOutput> process_outputs(const SchedulerOutput& out, const SamplerOutput& sampled);
     void finish(RequestState& st, FinishReason reason);
-    void emit_step_stats(const SchedulerOutput& out, double start, int num_finished, const std::string& event);
+    void emit_step_stats(const SchedulerOutput& out, const StepWorkSummary& work, double start, int num_finished,
+                         const std::string& event);
 
     std::shared_ptr<const Model> model_;
     EngineConfig config_;

@@ -9,5 +9,6 @@ int run_generate(int argc, char** argv);
 int run_info(int argc, char** argv);
 int run_bench(int argc, char** argv);
 int run_serve(int argc, char** argv);
+int run_sim_calibrate(int argc, char** argv);
 
 }  // namespace kvscope::cli

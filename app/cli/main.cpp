@@ -1,4 +1,4 @@
-// kvscope-cli: generate | bench | serve | info (contracts in docs/DESIGN.md section 4). Each command
+// kvscope-cli: generate | bench | serve | info | sim-calibrate (contracts in docs/DESIGN.md section 4). Each command
 // parses its own options (command_line/: CLI11, `kvscope-cli COMMAND --help` lists them).
 // Exit codes: 0 success, 1 runtime failure, 2 bad input (bad flags, unusable model, impossible config).
 #include "commands.h"
@@ -24,13 +24,15 @@ const Command kCommands[] = {
     {"bench", "replay a benchmark workload and report vLLM-style metrics", kvscope::cli::run_bench},
     {"serve", "OpenAI-compatible HTTP server", kvscope::cli::run_serve},
     {"info", "describe a model and its KV cache figures", kvscope::cli::run_info},
+    {"sim-calibrate", "fit the sim backend's step-time constants to a measured bench timeline",
+     kvscope::cli::run_sim_calibrate},
 };
 
 std::string usage() {
     std::string text = "usage: kvscope-cli <command> --model M [options]\ncommands:\n";
     for (const Command& c : kCommands) {
         const std::string name = c.name;
-        text += "  " + name + std::string(11 - name.size(), ' ') + c.summary + "\n";
+        text += "  " + name + std::string(15 - name.size(), ' ') + c.summary + "\n";
     }
     text += "models: a Hugging Face directory, a .gguf file, or dummy:PRESET (tiny, smollm-135m, llama-1b, ...)\n"
             "`kvscope-cli <command> --help` lists a command's options and the presets.\n";

@@ -96,6 +96,23 @@ EngineAggregates EngineAggregates::from_json(const nlohmann::json& j) {
     return a;
 }
 
+nlohmann::json step_work_to_json(const StepWorkSummary& w) {
+    return {{"num_tokens", w.num_tokens}, {"num_seqs", w.num_seqs}, {"num_sampled", w.num_sampled},
+            {"prefill_attention_pairs", w.prefill_attention_pairs}, {"prefill_kv_tokens", w.prefill_kv_tokens},
+            {"decode_kv_tokens", w.decode_kv_tokens}};
+}
+
+StepWorkSummary step_work_from_json(const nlohmann::json& j) {
+    StepWorkSummary w;
+    w.num_tokens = j.at("num_tokens").get<int>();
+    w.num_seqs = j.at("num_seqs").get<int>();
+    w.num_sampled = j.at("num_sampled").get<int>();
+    w.prefill_attention_pairs = j.at("prefill_attention_pairs").get<double>();
+    w.prefill_kv_tokens = j.at("prefill_kv_tokens").get<double>();
+    w.decode_kv_tokens = j.at("decode_kv_tokens").get<double>();
+    return w;
+}
+
 nlohmann::json step_stats_to_json(const StepStats& s) {
     nlohmann::json j = {{"step", s.step}, {"start_time", s.start_time}, {"duration", s.duration}, {"mode", s.mode},
                         {"num_running", s.num_running}, {"num_waiting", s.num_waiting},
@@ -107,7 +124,8 @@ nlohmann::json step_stats_to_json(const StepStats& s) {
                         {"kv_usage", s.kv_usage}, {"kv_waste", s.kv_waste},
                         {"prefix_cache_queries", s.prefix_cache_queries}, {"prefix_cache_hits", s.prefix_cache_hits},
                         {"num_preemptions", s.num_preemptions}, {"num_finished", s.num_finished},
-                        {"host_rss_bytes", s.memory.host_rss_bytes}};
+                        {"host_rss_bytes", s.memory.host_rss_bytes},
+                        {"work", step_work_to_json(s.work)}};
     if (!s.event.empty()) j["event"] = s.event;
     return j;
 }

@@ -53,5 +53,8 @@ private:
 
 // One step as a JSON object (the per-step timeline export).
 nlohmann::json step_stats_to_json(const StepStats& s);
+// A step's "work" object and back (from_json throws nlohmann's exception on a missing or mistyped key).
+nlohmann::json step_work_to_json(const StepWorkSummary& w);
+StepWorkSummary step_work_from_json(const nlohmann::json& j);
 
 }  // namespace kvscope

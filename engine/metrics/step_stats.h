@@ -16,6 +16,18 @@ struct MemoryStats {
     int64_t device_used_bytes = 0;
 };
 
+// The work of a step as the step-time model counts it (engine/sim/step_time_model.h), recorded for every
+// step on every backend so that measured step times can calibrate the model (sim/calibration_fit.h).
+// Context figures are whole blocks: attention reads a sequence's KV a block at a time.
+struct StepWorkSummary {
+    int num_tokens = 0;         // query tokens computed: prefill, decode and naive padding rows
+    int num_seqs = 0;           // sequences (padding rows count one each)
+    int num_sampled = 0;        // rows through the lm head
+    double prefill_attention_pairs = 0;  // (query, key) pairs of prefill chunks, causal within the chunk
+    double prefill_kv_tokens = 0;        // KV slots prefill chunks read (block-rounded context)
+    double decode_kv_tokens = 0;         // KV slots decode rows read (block-rounded context)
+};
+
 struct StepStats {
     int64_t step = 0;
     double start_time = 0;  // monotonic seconds since the engine started
@@ -41,6 +53,7 @@ struct StepStats {
     int num_preemptions = 0;           // in this step
     int64_t total_preemptions = 0;
     int num_finished = 0;              // in this step
+    StepWorkSummary work;              // what the forward pass computed (zero when nothing was scheduled)
     MemoryStats memory;
     std::string event;                 // e.g. "rebuild: block_size 16 -> 64" (drain-and-rebuild)
 };

@@ -55,6 +55,8 @@ StepTimeConstants read_calibration(const std::string& path, const std::string& g
         } else if (key == "source") {
             if (!value.is_string()) throw BadInput("sim calibration " + path + ": source must be a string");
             k.source = value.get<std::string>() + " (" + path + ")";
+        } else if (key == "fit") {  // how sim-calibrate got the numbers (sim/calibration_fit.h): for readers
+            if (!value.is_object()) throw BadInput("sim calibration " + path + ": fit must be an object");
         } else if (key != "version" && key != "comment") {
             throw BadInput("sim calibration " + path + ": unknown field '" + key + "'");
         }
@@ -103,41 +105,58 @@ int64_t StepTimeModel::activation_peak_bytes(int max_num_tokens, int max_num_log
     return static_cast<int64_t>(bytes) + k_.non_torch_bytes;
 }
 
-StepTime StepTimeModel::predict(const StepWork& w) const {
-    StepTime t;
-    const double tp = tp_;
-    const double flops = gpu_.bf16_flops, bw = gpu_.memory_bandwidth;
-    const int num_tokens = w.num_tokens();
-    if (num_tokens == 0) return t;
-
-    t.linear = std::max(linear_flops(num_tokens, w.num_sampled) / (tp * flops * k_.mfu_linear),
-                        streamed_weight_bytes_ / (tp * bw * k_.bw_efficiency_linear));
-
-    // K and V of one token over all layers; attention FLOPs per (query, key) pair: QK^T and PV, 2 each.
-    const double kv_token_bytes = 2.0 * m_.num_layers * m_.kv_size() * kv_dtype_bytes_;
-    const double flops_per_pair = 4.0 * m_.num_layers * m_.q_size();
-    double prefill_flops = 0, prefill_kv_bytes = 0, decode_kv_bytes = 0;
-    for (const SeqWork& s : w.seqs) {
-        const double blocks = (s.context_len + w.block_size - 1) / w.block_size;
-        const double kv_bytes = blocks * w.block_size * kv_token_bytes;
+StepWorkSummary StepWork::summary() const {
+    StepWorkSummary t;
+    t.num_seqs = static_cast<int>(seqs.size());
+    t.num_sampled = num_sampled;
+    for (const SeqWork& s : seqs) {
+        t.num_tokens += s.query_len;
+        const double slots = static_cast<double>((s.context_len + block_size - 1) / block_size) * block_size;
         if (s.query_len <= 1) {
-            decode_kv_bytes += kv_bytes;
+            t.decode_kv_tokens += slots;
         } else {
             const double q = s.query_len, prior = s.context_len - s.query_len;  // causal within the chunk
-            prefill_flops += flops_per_pair * (q * prior + q * (q + 1) / 2);
-            prefill_kv_bytes += kv_bytes;
+            t.prefill_attention_pairs += q * prior + q * (q + 1) / 2;
+            t.prefill_kv_tokens += slots;
         }
     }
-    t.attention = std::max(prefill_flops / (tp * flops * k_.mfu_attention), prefill_kv_bytes / (tp * bw * k_.bw_efficiency_attention)) +
-                  decode_kv_bytes / (tp * bw * k_.bw_efficiency_attention);
-
-    if (tp_ > 1) {
-        const double latency = k_.allreduce_latency >= 0 ? k_.allreduce_latency : gpu_.allreduce_latency;
-        const double bytes = static_cast<double>(num_tokens) * m_.hidden_size * 2.0;  // BF16 activations
-        t.allreduce = 2.0 * m_.num_layers * (latency + 2.0 * (tp - 1) / tp * bytes / gpu_.interconnect_bandwidth);
-    }
-    t.overhead = k_.step_overhead + k_.per_seq_overhead * static_cast<double>(w.seqs.size());
     return t;
 }
+
+StepTimeTerms StepTimeModel::terms(const StepWorkSummary& w) const {
+    StepTimeTerms t;
+    if (w.num_tokens == 0) return t;
+    const double tp = tp_;
+    const double flops = tp * gpu_.bf16_flops, bw = tp * gpu_.memory_bandwidth;
+    // K and V of one token over all layers; attention FLOPs per (query, key) pair: QK^T and PV, 2 each.
+    const double kv_token_bytes = 2.0 * m_.num_layers * m_.kv_size() * kv_dtype_bytes_;
+    t.linear_compute = linear_flops(w.num_tokens, w.num_sampled) / flops;
+    t.linear_memory = streamed_weight_bytes_ / bw;
+    t.attention_compute = 4.0 * m_.num_layers * m_.q_size() * w.prefill_attention_pairs / flops;
+    t.attention_prefill_memory = w.prefill_kv_tokens * kv_token_bytes / bw;
+    t.attention_decode_memory = w.decode_kv_tokens * kv_token_bytes / bw;
+    if (tp_ > 1) {
+        const double latency = k_.allreduce_latency >= 0 ? k_.allreduce_latency : gpu_.allreduce_latency;
+        const double bytes = static_cast<double>(w.num_tokens) * m_.hidden_size * 2.0;  // BF16 activations
+        t.allreduce = 2.0 * m_.num_layers * (latency + 2.0 * (tp - 1) / tp * bytes / gpu_.interconnect_bandwidth);
+    }
+    t.num_seqs = w.num_seqs;
+    return t;
+}
+
+StepTime StepTimeModel::predict(const StepTimeTerms& t, const StepTimeConstants& k) {
+    StepTime s;
+    if (t.linear_memory == 0) return s;  // nothing scheduled
+    s.linear = std::max(t.linear_compute / k.mfu_linear, t.linear_memory / k.bw_efficiency_linear);
+    s.attention = std::max(t.attention_compute / k.mfu_attention, t.attention_prefill_memory / k.bw_efficiency_attention) +
+                  t.attention_decode_memory / k.bw_efficiency_attention;
+    s.allreduce = t.allreduce;
+    s.overhead = k.step_overhead + k.per_seq_overhead * static_cast<double>(t.num_seqs);
+    return s;
+}
+
+StepTime StepTimeModel::predict(const StepWorkSummary& w) const { return predict(terms(w), k_); }
+
+StepTime StepTimeModel::predict(const StepWork& w) const { return predict(w.summary()); }
 
 }  // namespace kvscope

@@ -9,6 +9,7 @@
 // replaced by a calibration file measured on a real GPU. Pure and stateless; any thread.
 #pragma once
 
+#include "metrics/step_stats.h"
 #include "model/model_config.h"
 #include "sim/gpu_specs.h"
 
@@ -54,6 +55,20 @@ struct StepWork {
     int num_sampled = 0;  // rows that go through the lm head
     int block_size = 16;  // decode attention reads whole blocks
     int num_tokens() const;
+    // The totals the model reads (StepStats carries them, so a measured timeline can be re-predicted).
+    StepWorkSummary summary() const;
+};
+
+// A step's parts at full efficiency (every factor 1), in seconds: the model divides each by its factor.
+// The calibration fit (sim/calibration_fit.h) regresses measured step times on these.
+struct StepTimeTerms {
+    double linear_compute = 0;    // linear FLOPs / (tp x peak)
+    double linear_memory = 0;     // streamed weight bytes / (tp x bandwidth)
+    double attention_compute = 0; // prefill attention FLOPs / (tp x peak)
+    double attention_prefill_memory = 0;  // KV bytes prefill chunks read / (tp x bandwidth)
+    double attention_decode_memory = 0;   // KV bytes decode rows read / (tp x bandwidth)
+    double allreduce = 0;         // the whole all-reduce time (not fitted)
+    int num_seqs = 0;
 };
 
 // Predicted seconds of one step, by part (total = the sum).
@@ -69,6 +84,10 @@ public:
                   double weight_dtype_bytes, double kv_dtype_bytes);
 
     StepTime predict(const StepWork& work) const;
+    StepTime predict(const StepWorkSummary& work) const;
+    // The same prediction from the parts, with the constants `k` (the fit tries candidates with it).
+    static StepTime predict(const StepTimeTerms& terms, const StepTimeConstants& k);
+    StepTimeTerms terms(const StepWorkSummary& work) const;
 
     // Bytes of every weight (embedding, layers, lm head) over the whole tensor-parallel group.
     double weight_bytes() const { return weight_bytes_; }
