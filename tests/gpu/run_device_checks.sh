@@ -10,9 +10,13 @@
 #   3. compute-sanitizer memcheck and racecheck on a few op cases.
 #   4. kvscope-cuda-bench (paged-attention bandwidth, GEMMs, graphs vs eager) and the paged vs naive
 #      acceptance run on the GPU.
+#   5. The sim backend's calibration: a benchmark on the CUDA backend with --save-timeline, and
+#      kvscope-cli sim-calibrate fits the step-time constants to its measured steps, writing
+#      sim-calibration-<gpu>.json (the detected GPU's sim name) for --sim-calibration.
 #   tests/gpu/run_device_checks.sh [--dry-run] [OUT_DIR]     (OUT_DIR default: $OUT, else device-checks-out)
 # --dry-run runs everything but the GPU steps (nvidia-smi, the sanitizers) on a CPU machine: the bundle,
-# the loader, the libraries, the tests (their cuda rows skip) and the report. Exit status: 0 when every
+# the loader, the libraries, the tests (their cuda rows skip), the calibration on the CPU backend (the CPU
+# taken as the device, sim-calibration-cpu.json) and the report. Exit status: 0 when every
 # test passed (benchmarks are reported, not judged), 1 otherwise.
 set -uo pipefail
 
@@ -128,6 +132,36 @@ for m in ("naive", "paged"): print("  %s: %.1f s, %.1f output tok/s" % (m, j[m][
         "$LOG/acceptance.json" 2>&1 | tee -a "$REPORT"
 else
     tail -n 5 "$LOG/acceptance.log" | tee -a "$REPORT"
+fi
+say "== sim calibration from measured steps: bench --save-timeline, sim-calibrate [$(elapsed)s]"
+# The detected GPU's name in the sim table (engine/sim/gpu_specs.cpp); a dry run takes the CPU as the device,
+# with nominal peaks for one thread, and the tiny model. Prefill chunks beside decode batches of 1-64 give the fit steps
+# from compute-bound to memory-bound.
+if (( DRY )); then
+    calib_gpu=cpu calib_backend=cpu calib_model=dummy:tiny
+    calib_device=(--peak-tflops 0.2 --memory-bandwidth-gbs 50 --device-name cpu)
+    calib_work=(--num-prompts 32 --input-len 256 --output-len 48 --threads 1)
+else
+    case "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)" in
+        *H200*) calib_gpu=h200 ;;
+        *H100*) calib_gpu=h100-sxm ;;
+        *A100*80*) calib_gpu=a100-80g ;;
+        *L40S*) calib_gpu=l40s ;;
+        *4090*) calib_gpu=rtx4090 ;;
+        *) calib_gpu="" ;;
+    esac
+    calib_backend=cuda calib_model=dummy:smollm-135m calib_device=(--gpu "$calib_gpu")
+    calib_work=(--num-prompts 128 --input-len 512 --output-len 128)
+fi
+if [[ -z "$calib_gpu" ]]; then
+    say "calibration: this GPU is not in the sim table; not run"
+else
+    step calibration_bench 60 "$B/run" "$B/app/kvscope-cli" bench --model "$calib_model" --backend "$calib_backend" \
+        --dataset random "${calib_work[@]}" --range-ratio 0.9 --output-range-ratio 0.9 --request-rate 32 --seed 1 \
+        --save-timeline --output-json "$LOG/calibration-timeline.json" &&
+    step calibration 30 "$B/run" "$B/app/kvscope-cli" sim-calibrate --timeline "$LOG/calibration-timeline.json" \
+        "${calib_device[@]}" --output "$LOG/sim-calibration-$calib_gpu.json" || tests_rc=1
+    grep -E "error|calibrated|\|error\||mfu|overhead|kept" "$LOG/calibration.log" | tee -a "$REPORT"
 fi
 say "total $(elapsed)s; tests $( ((tests_rc == 0)) && echo passed || echo FAILED)"
 exit "$tests_rc"
