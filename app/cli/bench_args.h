@@ -44,7 +44,10 @@ BenchOptions options_from(const BenchArgs& a, size_t num_requests);
 nlohmann::json bench_metadata(const BenchArgs& a, const BenchOptions& o);
 // One run's section: the vLLM keys, label, mode, engine_config, engine, start_time, kv_usage_over_time.
 nlohmann::json run_json(const BenchRun& r, bool timeline);
-void write_outputs(const BenchArgs& a, const nlohmann::json& result, const std::vector<const BenchRun*>& runs);
+// --output-json, --output-csv (one row per run; local_engine false for a remote target: no engine columns)
+// and --output-requests.
+void write_outputs(const BenchArgs& a, const nlohmann::json& result, const std::vector<const BenchRun*>& runs,
+                   bool local_engine = true);
 // Checks that every output path can be written before minutes of benchmarking.
 void check_outputs(const BenchArgs& a);
 

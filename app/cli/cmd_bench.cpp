@@ -239,11 +239,15 @@ void run_single(LlmEngine& engine, const std::vector<BenchRequest>& workload, Be
 
 }  // namespace
 
-void write_outputs(const BenchArgs& a, const nlohmann::json& result, const std::vector<const BenchRun*>& runs) {
+void write_outputs(const BenchArgs& a, const nlohmann::json& result, const std::vector<const BenchRun*>& runs,
+                   bool local_engine) {
     if (!a.output_json.empty()) write_json(a.output_json, result);
     if (!a.output_csv.empty()) {
         std::vector<ResultRun> rows;
-        for (const BenchRun* r : runs) rows.push_back(result_run(*r));
+        for (const BenchRun* r : runs) {
+            rows.push_back(result_run(*r));
+            rows.back().local_engine = local_engine;
+        }
         write_csv(a.output_csv, rows);
     }
     if (!a.output_requests.empty()) {

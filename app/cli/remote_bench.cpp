@@ -43,6 +43,24 @@ void add_remote_options(CLI::App& app, RemoteArgs& r) {
 
 namespace {
 
+// A remote run as exported: the section 3 keys under mode "remote", none of the local engine's
+// config or figures (the engine's knobs are the server's).
+ResultRun remote_result_run(const BenchRun& r) {
+    ResultRun x{r.label, nlohmann::json::object(), r.summary, {}};
+    x.local_engine = false;
+    return x;
+}
+
+// How many completed requests got exactly the output length asked for: whether the server honoured
+// ignore_eos / min_tokens (a server that ignores both stops at its EOS, earlier).
+int exact_output_lengths(const BenchRun& r, const std::vector<BenchRequest>& workload) {
+    int exact = 0;
+    for (size_t i = 0; i < r.requests.size() && i < workload.size(); ++i)
+        if (r.errors.size() > i && r.errors[i].empty() && r.requests[i].num_output_tokens == workload[i].output_len)
+            ++exact;
+    return exact;
+}
+
 // The base URL as exported: without user:password@ (credentials never go into a result file).
 std::string redacted_url(const std::string& url) {
     const size_t scheme = url.find("://");
@@ -133,6 +151,7 @@ int run_remote_bench_command(const BenchArgs& a, const RemoteArgs& r, const Engi
     topts.path = target.path;
     topts.api = target.api;
     topts.model = e.model;
+    topts.min_tokens = engine_takes_min_tokens(engine_name);
     if (!r.tokenizer.empty()) {
         const Tokenizer tok = load_tokenizer(r.tokenizer);
         workload = make_workload(wopts, tok, tok.vocab_size());
@@ -157,7 +176,7 @@ int run_remote_bench_command(const BenchArgs& a, const RemoteArgs& r, const Engi
     result["tokenizer_id"] = r.tokenizer.empty() ? "server:/tokenize" : r.tokenizer;
     result["target"] = {{"kind", "remote"}, {"base_url", redacted_url(r.base_url)}, {"endpoint", target.path},
                         {"engine", engine_name}};
-    result["output_length_control"] = kOutputLengthControl;
+    result["output_length_control"] = topts.min_tokens ? kOutputLengthControlMinTokens : kOutputLengthControl;
     result["machine"] = machine_info(static_cast<int>(std::thread::hardware_concurrency()));
 
     RemoteBenchTarget remote(topts);
@@ -182,9 +201,9 @@ int run_remote_bench_command(const BenchArgs& a, const RemoteArgs& r, const Engi
         const ServerSeries series = scraper.series();
         print_result_table(runs.back());
         print_server_series(series);
-        nlohmann::json j = run_json(runs.back(), false);
-        for (const char* local_only : {"engine_config", "engine", "kv_usage_over_time"}) j.erase(local_only);
-        j["mode"] = "remote";
+        nlohmann::json j = run_to_json(remote_result_run(runs.back()));  // mode "remote", no engine figures
+        j["start_time"] = runs.back().start_time;
+        j["output_lengths_exact"] = exact_output_lengths(runs.back(), workload);
         j["server_metrics"] = server_series_to_json(series, runs.back().start_time);
         j["connections_opened"] = remote.connections_opened() - connections_before;  // warm-up included
         if (sweep) {
@@ -213,7 +232,7 @@ int run_remote_bench_command(const BenchArgs& a, const RemoteArgs& r, const Engi
     }
     std::vector<const BenchRun*> ptrs;
     for (const BenchRun& run : runs) ptrs.push_back(&run);
-    write_outputs(a, result, ptrs);
+    write_outputs(a, result, ptrs, /*local_engine=*/false);
     return completed > 0 ? 0 : 1;
 }
 

@@ -113,6 +113,10 @@ nlohmann::json engine_config_to_json(const EngineConfig& c) {
 nlohmann::json run_to_json(const ResultRun& run) {
     nlohmann::json j = run.summary.to_json();
     j["label"] = run.label;
+    if (!run.local_engine) {
+        j["mode"] = "remote";
+        return j;
+    }
     j["mode"] = run.engine_config.value("mode", "");
     j["engine_config"] = run.engine_config;
     j["engine"] = run.engine.to_json();
@@ -124,6 +128,7 @@ namespace {
 ResultRun run_from_json(const nlohmann::json& j) {
     ResultRun r;
     r.label = j.value("label", j.value("mode", ""));
+    r.local_engine = j.value("mode", "") != "remote";
     if (j.contains("engine_config")) r.engine_config = j["engine_config"];
     r.summary = BenchmarkSummary::from_json(j);
     if (j.contains("engine")) r.engine = EngineAggregates::from_json(j["engine"]);
@@ -162,6 +167,11 @@ ResultFile read_result_file(const std::string& path) {
 std::vector<std::pair<std::string, std::string>> csv_row(const ResultRun& run) {
     std::vector<std::pair<std::string, std::string>> row{{"label", run.label}};
     const nlohmann::json summary = run.summary.to_json(), engine = run.engine.to_json();  // items() needs lvalues
+    if (!run.local_engine) {  // the same vocabulary, without the columns only a local engine has
+        row.emplace_back("mode", "remote");
+        for (const auto& [k, v] : summary.items()) row.emplace_back(k, csv_value(v));
+        return row;
+    }
     for (const auto& part : {&run.engine_config, &summary, &engine})
         for (const auto& [k, v] : part->items()) row.emplace_back(k, csv_value(v));
     return row;

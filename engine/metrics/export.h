@@ -37,6 +37,9 @@ struct ResultRun {
     nlohmann::json engine_config;
     BenchmarkSummary summary;
     EngineAggregates engine;
+    // false for a remote target: its mode is "remote" and it has no engine_config or engine figures
+    // (the JSON and the CSV then leave those keys and columns out rather than write local defaults).
+    bool local_engine = true;
 };
 nlohmann::json run_to_json(const ResultRun& run);
 

@@ -25,10 +25,15 @@ const char* default_endpoint(OpenAiApi api) {
     return api == OpenAiApi::CHAT ? "/v1/chat/completions" : "/v1/completions";
 }
 
+bool engine_takes_min_tokens(const std::string& engine) {
+    return engine == "vllm" || engine == "sglang" || engine == "kvscope";
+}
+
 std::string openai_request_body(const OpenAiRequest& r) {
     json body = {{"model", r.model}, {"stream", true}, {"stream_options", {{"include_usage", true}}},
                  {"max_tokens", r.max_tokens}, {"ignore_eos", true}, {"temperature", r.temperature}};
     if (r.temperature > 0) body["seed"] = r.seed;
+    if (r.min_tokens) body["min_tokens"] = r.max_tokens;
     if (r.api == OpenAiApi::CHAT) {
         body["messages"] = json::array({{{"role", "user"}, {"content", r.prompt_text}}});
         body["max_completion_tokens"] = r.max_tokens;  // the newer name; servers take either

@@ -32,13 +32,21 @@ struct OpenAiRequest {
     int max_tokens = 16;
     float temperature = 0;
     uint64_t seed = 0;  // sent only when temperature > 0
+    // Also send min_tokens = max_tokens (vLLM's and SGLang's sampling parameter, and kvscope's), which
+    // holds the output length even where ignore_eos is not honoured. Only for engines known to take it:
+    // others may refuse an unknown field.
+    bool min_tokens = false;
 };
 
 // The JSON body: stream true, stream_options.include_usage, max_tokens (chat: max_completion_tokens
-// too) and ignore_eos, so that the output length is exactly max_tokens where the server honours it.
+// too), ignore_eos and, when asked, min_tokens, so that the output length is exactly max_tokens where
+// the server honours either.
 std::string openai_request_body(const OpenAiRequest& request);
-// How output lengths are forced, for the report.
+// How output lengths are forced, for the report ("output_length_control").
 inline constexpr const char* kOutputLengthControl = "max_tokens + ignore_eos";
+inline constexpr const char* kOutputLengthControlMinTokens = "max_tokens + ignore_eos + min_tokens";
+// Whether an engine (detect_remote_engine's name) takes min_tokens: vLLM, SGLang and kvscope do.
+bool engine_takes_min_tokens(const std::string& engine);
 
 class OpenAiStreamReader {
 public:

@@ -28,6 +28,7 @@ void RemoteBenchTarget::submit(NewRequest request) {
     r.max_tokens = request.sampling_params.max_tokens;
     r.temperature = request.sampling_params.temperature;
     r.seed = request.sampling_params.seed.value_or(0);
+    r.min_tokens = options_.min_tokens;
     if (options_.api == OpenAiApi::CHAT) {
         const auto it = options_.prompt_texts.find(request.prompt_token_ids);
         if (it == options_.prompt_texts.end())

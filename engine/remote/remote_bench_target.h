@@ -30,6 +30,7 @@ struct RemoteTargetOptions {
     // Chat prompts as text, by prompt token ids (the workload's, decoded before the run so that
     // submit() never waits on a tokenizer or the server).
     std::map<std::vector<int32_t>, std::string> prompt_texts;
+    bool min_tokens = false;  // send min_tokens = max_tokens too (OpenAiRequest::min_tokens)
 };
 
 struct RemoteFinished {

@@ -77,9 +77,13 @@ ServerReading read_server_metrics(ServerEngine engine, const std::vector<PromSam
             break;
         }
         case ServerEngine::SGLANG:
-            // SGLang's token_usage is the share of its KV pool (token slots) in use; it has no
-            // preemption counter (retractions are a per-step gauge) and no prefix-cache counters.
+            // SGLang's token_usage is the share of its KV pool (token slots) in use. Preemptions are
+            // "retractions": the counter sglang:num_retracted_requests_total where the version has it
+            // (python/sglang/srt/metrics/collector.py; older versions export only the gauge
+            // sglang:num_retracted_reqs, retractions of the last logged step, which no series can
+            // be made from). No prefix-cache counters: cache_hit_rate is its own gauge.
             r.num_requests_running = sum("sglang:num_running_reqs");
+            r.num_preemptions_total = sum("sglang:num_retracted_requests_total");
             r.num_requests_waiting = sum("sglang:num_queue_reqs");
             r.kv_cache_usage = mean("sglang:token_usage");
             r.prefix_cache_hit_rate = mean("sglang:cache_hit_rate");
@@ -97,7 +101,10 @@ ServerReading read_server_metrics(ServerEngine engine, const std::vector<PromSam
             break;
         case ServerEngine::LLAMACPP:
             // llama-server (--metrics): slots processing and deferred requests; kv_cache_usage_ratio
-            // only in the versions that still have it; no preemption or prefix-cache counters.
+            // only in the versions that still have it; no preemption counter (a slot is never
+            // preempted). Versions with llamacpp:prompt_tokens_cached_total (prompt tokens reused from
+            // a slot's cache) give the prefix-cache series: its prompt_tokens_total counts only the
+            // tokens it processed, so the queries are both together.
             r.num_requests_running = sum("llamacpp:requests_processing");
             r.num_requests_waiting = sum("llamacpp:requests_deferred");
             r.kv_cache_usage = mean("llamacpp:kv_cache_usage_ratio");
@@ -105,6 +112,10 @@ ServerReading read_server_metrics(ServerEngine engine, const std::vector<PromSam
             r.generation_tokens_total = sum("llamacpp:tokens_predicted_total");
             r.prompt_tokens_per_s = sum("llamacpp:prompt_tokens_seconds");
             r.generation_tokens_per_s = sum("llamacpp:predicted_tokens_seconds");
+            if (const auto cached = sum("llamacpp:prompt_tokens_cached_total")) {
+                r.prefix_cache_hits_total = cached;
+                r.prefix_cache_queries_total = *cached + r.prompt_tokens_total.value_or(0);
+            }
             break;
         case ServerEngine::UNKNOWN: break;
     }

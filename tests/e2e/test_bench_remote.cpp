@@ -126,11 +126,12 @@ private slots:
 
     void sameTotalsAsTheLocalEngine() {
         const QString local = m_dir.filePath("local.json"), remote = m_dir.filePath("remote.json"),
-                      requests = m_dir.filePath("remote.jsonl");
+                      requests = m_dir.filePath("remote.jsonl"), csv = m_dir.filePath("remote.csv");
         const ProcessResult l = bench(workload(24) + QStringList{"--threads", "1", "--max-model-len", "256", "--output-json", local});
         QVERIFY2(l.code == 0, qPrintable(l.err));
         const ProcessResult r = bench(workload(24) + QStringList{"--base-url", m_url, "--tokenizer", "dummy:tiny",
-                                                                 "--output-json", remote, "--output-requests", requests});
+                                                                 "--output-json", remote, "--output-requests", requests,
+                                                                 "--output-csv", csv});
         QVERIFY2(r.code == 0, qPrintable(r.err));
         QVERIFY(r.out.contains("Serving Benchmark Result"));
         const nlohmann::json a = kvscope::test::read_json(local), b = kvscope::test::read_json(remote);
@@ -140,7 +141,20 @@ private slots:
         QCOMPARE(b["target"]["kind"].get<std::string>(), std::string("remote"));
         QCOMPARE(b["target"]["engine"].get<std::string>(), std::string("kvscope"));
         QCOMPARE(b["target"]["base_url"].get<std::string>(), m_url.toStdString());
-        QCOMPARE(b["output_length_control"].get<std::string>(), std::string("max_tokens + ignore_eos"));
+        // kvscope serve takes min_tokens as vLLM does, so it is sent too; every length came out exact.
+        QCOMPARE(b["output_length_control"].get<std::string>(), std::string("max_tokens + ignore_eos + min_tokens"));
+        QCOMPARE(b["output_lengths_exact"].get<int>(), 24);
+        QCOMPARE(b["mode"].get<std::string>(), std::string("remote"));
+        for (const char* local_only : {"engine_config", "engine", "kv_usage_over_time"})
+            QVERIFY2(!b.contains(local_only), local_only);
+        // The CSV speaks the same vocabulary: the section 3 columns, none of the local engine's knobs.
+        const std::string table = kvscope::test::read_all(csv.toStdString());
+        const std::string header = table.substr(0, table.find('\n'));
+        QVERIFY2(header.starts_with("label,mode,") && header.find("completed") != std::string::npos, header.c_str());
+        for (const char* local_only : {"block_size", "max_num_seqs", "kv_cache_dtype", "num_blocks", "backend",
+                                       "kv_usage_peak", "mean_batch_size"})
+            QVERIFY2(header.find(local_only) == std::string::npos, (std::string(local_only) + " in " + header).c_str());
+        QVERIFY(table.find("\nremote,remote,") != std::string::npos);
         for (const char* k : {"mean_ttft_ms", "p99_itl_ms", "mean_tpot_ms", "output_throughput", "server_metrics"})
             QVERIFY2(b.contains(k), k);
         for (const nlohmann::json& row : kvscope::test::read_jsonl(requests)) {

@@ -216,6 +216,11 @@ private slots:
         QCOMPARE(h["messages"][0]["content"].get<std::string>(), std::string("hi"));
         QCOMPARE(h["max_completion_tokens"].get<int>(), 9);
         QVERIFY(!h.contains("prompt"));
+        QVERIFY(!h.contains("min_tokens"));  // only for engines known to take it
+        q.min_tokens = true;
+        QCOMPARE(nlohmann::json::parse(openai_request_body(q))["min_tokens"].get<int>(), 9);
+        QVERIFY(engine_takes_min_tokens("vllm") && engine_takes_min_tokens("sglang") && engine_takes_min_tokens("kvscope"));
+        QVERIFY(!engine_takes_min_tokens("tgi") && !engine_takes_min_tokens("llama.cpp") && !engine_takes_min_tokens("unknown"));
     }
 
     void prometheusText() {
@@ -250,6 +255,24 @@ private slots:
         QTest::newRow("kvscope") << QByteArray(kKvscopePage) << "kvscope" << 1.0 << 0.0 << 0.75 << 300.0 << 90.0 << true
                                  << true;
     }
+    // Newer versions' counters: SGLang's retractions are its preemptions; llama-server's cached prompt
+    // tokens give the prefix-cache hit rate (its prompt_tokens_total counts only processed tokens).
+    void newerFamiliesMap() {
+        auto samples = parse_prometheus_text(std::string(kSglangPage) +
+                                             "# TYPE sglang:num_retracted_requests_total counter\n"
+                                             "sglang:num_retracted_requests_total{model_name=\"m\"} 7\n"
+                                             "sglang:num_retracted_reqs{model_name=\"m\"} 2\n");
+        ServerReading r = read_server_metrics(ServerEngine::SGLANG, samples);
+        QCOMPARE(v(r.num_preemptions_total), 7.0);  // the counter, never the per-step gauge
+        samples = parse_prometheus_text(std::string(kLlamacppPage) +
+                                        "# TYPE llamacpp:prompt_tokens_cached_total counter\n"
+                                        "llamacpp:prompt_tokens_cached_total 1114\n");
+        r = read_server_metrics(ServerEngine::LLAMACPP, samples);
+        QCOMPARE(v(r.prefix_cache_hits_total), 1114.0);
+        QCOMPARE(v(r.prefix_cache_queries_total), 8000.0);  // 6886 processed + 1114 cached
+        QVERIFY(!r.num_preemptions_total);
+    }
+
     void familiesMap() {
         QFETCH(QByteArray, page);
         QFETCH(QString, engine);
