@@ -16,10 +16,12 @@
 #include "kv/kv_cache_dtype.h"
 #include "llm_engine.h"
 #include "sim/simulation_info.h"
+#include "util/errors.h"
 
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <filesystem>
 #include <malloc.h>
 #include <pthread.h>
@@ -103,6 +105,7 @@ int run_serve(int argc, char** argv) {
     std::string served_name;
     std::string api_key;
     std::string metrics_prefix = "kvscope";
+    std::string ssl_certfile, ssl_keyfile;
     HttpLimits http;
     RequestLimits limits;
     app->add_option("--host", host, "address to listen on (0.0.0.0: every interface)")->type_name("HOST");
@@ -111,6 +114,9 @@ int run_serve(int argc, char** argv) {
         ->type_name("NAME")->default_str("the model's directory or file name");
     app->add_option("--api-key", api_key, "clients must send 'Authorization: Bearer KEY' on /v1 routes")
         ->type_name("KEY")->envname("KVSCOPE_API_KEY")->default_str("none: no authentication");
+    app->add_option("--ssl-certfile", ssl_certfile, "serve HTTPS with this PEM certificate (chain) (with --ssl-keyfile)")
+        ->type_name("FILE");
+    app->add_option("--ssl-keyfile", ssl_keyfile, "the PEM private key of --ssl-certfile")->type_name("FILE");
     app->add_option("--metrics-prefix", metrics_prefix, "metric names on /metrics: kvscope:... or vLLM's exact vllm:...")
         ->type_name("kvscope|vllm")->check(CLI::IsMember({"kvscope", "vllm"}));
     auto* limit_group = "Limits (a request past one is refused with a 4xx before it costs anything)";
@@ -151,6 +157,12 @@ int run_serve(int argc, char** argv) {
     raise_descriptor_limit();
     StopSignals signals;  // before the first thread
 
+    if (ssl_certfile.empty() != ssl_keyfile.empty())
+        throw BadInput(ssl_certfile.empty() ? "--ssl-keyfile needs --ssl-certfile" : "--ssl-certfile needs --ssl-keyfile");
+    for (const std::string* f : {&ssl_certfile, &ssl_keyfile})  // before a model of gigabytes loads
+        if (!f->empty() && !std::ifstream(*f))
+            throw BadInput(std::string(f == &ssl_certfile ? "--ssl-certfile " : "--ssl-keyfile ") + *f + ": cannot read the file");
+
     std::shared_ptr<const Model> model = load_model_for(engine_options);
     EngineConfig config = engine_config_from(engine_options, model->config);
     if (config.backend == BackendKind::SIM && config.sim_pace == 0) config.sim_pace = 1;  // clients see GPU pace
@@ -166,6 +178,7 @@ int run_serve(int argc, char** argv) {
     }
     EngineLoop loop(engine, metrics);
     HttpFrontend frontend(http);
+    if (!ssl_certfile.empty()) frontend.enable_tls(ssl_certfile, ssl_keyfile);
     OpenAiServer api(*model, {served_name, config.scheduler.max_model_len, api_key, limits}, loop, metrics);
     api.install(frontend);
     frontend.bind(host, port);

@@ -39,6 +39,11 @@ void add_remote_options(CLI::App& app, RemoteArgs& r) {
     app.add_option("--request-timeout", r.request_timeout,
                    "seconds without a byte from the server after which a request fails")
         ->type_name("SECONDS")->check(real_in(0.5, 86400))->group(group);
+    app.add_option("--cacert", r.cacert,
+                   "https: verify the server against this PEM CA bundle instead of the system's (curl's --cacert)")
+        ->type_name("FILE")->check(CLI::ExistingFile)->group(group);
+    app.add_flag("--insecure", r.insecure, "https: do not verify the server's certificate or name (curl's --insecure)")
+        ->group(group);
 }
 
 namespace {
@@ -140,6 +145,8 @@ int run_remote_bench_command(const BenchArgs& a, const RemoteArgs& r, const Engi
     if (endpoint.api_key.empty())
         if (const char* key = std::getenv("OPENAI_API_KEY")) endpoint.api_key = key;
     endpoint.request_timeout_s = r.request_timeout;
+    endpoint.ca_file = r.cacert;
+    endpoint.insecure = r.insecure;
     HttpClient client(endpoint);
     const std::string engine_name = detect_remote_engine(client);
 
@@ -176,6 +183,9 @@ int run_remote_bench_command(const BenchArgs& a, const RemoteArgs& r, const Engi
     result["tokenizer_id"] = r.tokenizer.empty() ? "server:/tokenize" : r.tokenizer;
     result["target"] = {{"kind", "remote"}, {"base_url", redacted_url(r.base_url)}, {"endpoint", target.path},
                         {"engine", engine_name}};
+    if (r.base_url.starts_with("https://"))  // whether the server's certificate was checked, and against what
+        result["target"]["tls"] = r.insecure ? "not verified (--insecure)"
+                                             : r.cacert.empty() ? "verified (system CA store)" : "verified (--cacert)";
     result["output_length_control"] = topts.min_tokens ? kOutputLengthControlMinTokens : kOutputLengthControl;
     result["machine"] = machine_info(static_cast<int>(std::thread::hardware_concurrency()));
 

@@ -18,9 +18,12 @@ struct RemoteArgs {
     std::string api_key;    // --api-key; "" = $OPENAI_API_KEY
     double metrics_interval = 1.0;
     double request_timeout = 600;
+    std::string cacert;     // --cacert FILE: the CA bundle that verifies an https server
+    bool insecure = false;  // --insecure: no certificate or host name check
 };
 
-// Adds --base-url, --endpoint, --tokenizer, --api-key, --metrics-interval, --request-timeout.
+// Adds --base-url, --endpoint, --tokenizer, --api-key, --metrics-interval, --request-timeout, --cacert,
+// --insecure.
 void add_remote_options(CLI::App& app, RemoteArgs& r);
 
 // Runs the benchmark against r.base_url. engine.model is the served model name; engine.backend (when

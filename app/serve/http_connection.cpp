@@ -1,10 +1,14 @@
 #include "http_connection.h"
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <poll.h>
+#include <stdexcept>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -28,8 +32,51 @@ std::atomic<int> g_num_open{0};
 HttpConnection::HttpConnection(int fd) : fd(fd) { ++g_num_open; }
 
 HttpConnection::~HttpConnection() {
+    if (ssl) {
+        if (SSL_is_init_finished(ssl)) SSL_shutdown(ssl);  // close_notify, best effort: never waits
+        SSL_free(ssl);
+    }
     if (fd >= 0) ::close(fd);
     --g_num_open;
+}
+
+void HttpConnection::start_tls(SSL_CTX* ctx) {
+    ssl = SSL_new(ctx);
+    if (!ssl || SSL_set_fd(ssl, fd) != 1) throw std::runtime_error("TLS: cannot start a session");
+    SSL_set_accept_state(ssl);
+}
+
+bool HttpConnection::has_pending() const { return ssl && SSL_pending(ssl) > 0; }
+
+namespace {
+// The OpenSSL error queue as one line (and emptied, so that the next call starts clean).
+std::string ssl_errors() {
+    std::string out;
+    while (const unsigned long e = ERR_get_error()) {
+        char buf[256];
+        ERR_error_string_n(e, buf, sizeof buf);
+        out += (out.empty() ? "" : "; ") + std::string(buf);
+    }
+    return out.empty() ? "connection closed" : out;
+}
+}  // namespace
+
+ssize_t HttpConnection::send_some(const char* data, size_t size, bool& want_read) {
+    want_read = false;
+    if (!ssl) {
+        const ssize_t n = ::send(fd, data, size, MSG_NOSIGNAL);
+        if (n >= 0) return n;
+        if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+        return -1;
+    }
+    ERR_clear_error();
+    const int n = SSL_write(ssl, data, static_cast<int>(std::min<size_t>(size, 1 << 30)));
+    if (n > 0) return n;
+    const int err = SSL_get_error(ssl, n);
+    if (err == SSL_ERROR_WANT_WRITE) return 0;
+    if (err == SSL_ERROR_WANT_READ) return want_read = true, 0;
+    tls_error = ssl_errors();
+    return -1;
 }
 
 int HttpConnection::num_open() { return g_num_open.load(); }
@@ -45,6 +92,30 @@ bool HttpConnection::has_whole_head() const {
 
 bool HttpConnection::receive_available(size_t limit) {
     char chunk[kReceiveChunk];
+    if (ssl) {
+        ERR_clear_error();
+        if (!SSL_is_init_finished(ssl)) {
+            const int r = SSL_do_handshake(ssl);
+            if (r != 1) {
+                const int err = SSL_get_error(ssl, r);
+                if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) return true;  // more bytes to come
+                tls_error = "TLS handshake: " + ssl_errors();
+                return false;
+            }
+        }
+        while (num_buffered() < limit) {
+            const int n = SSL_read(ssl, chunk, static_cast<int>(std::min(sizeof chunk, limit - num_buffered())));
+            if (n > 0) {
+                buffer.append(chunk, static_cast<size_t>(n));
+                continue;
+            }
+            const int err = SSL_get_error(ssl, n);
+            if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) return true;
+            if (err != SSL_ERROR_ZERO_RETURN) tls_error = ssl_errors();
+            return false;  // close_notify, or the session failed
+        }
+        return true;
+    }
     while (num_buffered() < limit) {
         const ssize_t n = ::recv(fd, chunk, std::min(sizeof chunk, limit - num_buffered()), 0);
         if (n > 0) {
@@ -93,7 +164,7 @@ bool HttpConnectionStream::peer_connected() const {
 }
 
 bool HttpConnectionStream::is_readable() const {
-    return conn_.num_buffered() > 0 || wait_for(POLLIN, body_deadline_);
+    return conn_.num_buffered() > 0 || conn_.has_pending() || wait_for(POLLIN, body_deadline_);
 }
 
 bool HttpConnectionStream::is_writable() const { return !failed_ && peer_connected(); }
@@ -107,7 +178,7 @@ ssize_t HttpConnectionStream::read(char* ptr, size_t size) {
         }
         conn_.compact();
         while (conn_.num_buffered() == 0) {
-            if (!wait_for(POLLIN, body_deadline_)) {
+            if (!conn_.has_pending() && !wait_for(POLLIN, body_deadline_)) {
                 failed_ = true;
                 return -1;
             }
@@ -129,13 +200,13 @@ ssize_t HttpConnectionStream::write(const char* ptr, size_t size) {
     size_t sent = 0;
     const auto deadline = http_deadline(limits_.write_timeout_s);
     while (sent < size) {
-        const ssize_t n = ::send(conn_.fd, ptr + sent, size - sent, MSG_NOSIGNAL);
+        bool want_read = false;
+        const ssize_t n = conn_.send_some(ptr + sent, size - sent, want_read);
         if (n > 0) {
             sent += static_cast<size_t>(n);
             continue;
         }
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && wait_for(POLLOUT, deadline)) continue;
+        if (n == 0 && wait_for(want_read ? POLLIN : POLLOUT, deadline)) continue;
         failed_ = true;  // the client went away, or reads nothing
         return -1;
     }

@@ -3,6 +3,8 @@
 // non-blocking: HttpConnectionGate reads a request's head into `buffer` without a thread; then a worker
 // runs httplib over the stream, which serves the buffered bytes first and waits for the rest with
 // deadlines, so that a slow or silent client costs a bounded time and never a thread for long.
+// With TLS (serve --ssl-certfile) the connection owns an OpenSSL session on the same non-blocking
+// socket: the handshake and every read and write go through it, and `buffer` holds plaintext.
 #pragma once
 
 #include "serve_limits.h"
@@ -11,6 +13,9 @@
 #include <cstddef>
 #include <httplib.h>
 #include <string>
+
+typedef struct ssl_st SSL;
+typedef struct ssl_ctx_st SSL_CTX;
 
 namespace kvscope::cli {
 
@@ -23,7 +28,7 @@ inline HttpClock::time_point http_deadline(double seconds_from_now) {
 
 struct HttpConnection {
     explicit HttpConnection(int fd);
-    ~HttpConnection();  // closes the socket
+    ~HttpConnection();  // ends the TLS session (without waiting) and closes the socket
     HttpConnection(const HttpConnection&) = delete;
     HttpConnection& operator=(const HttpConnection&) = delete;
 
@@ -33,9 +38,16 @@ struct HttpConnection {
     void compact();
     // True when the buffered bytes hold a whole request head (up to the blank line).
     bool has_whole_head() const;
-    // Receives what the socket has without blocking (at most `limit` buffered bytes). Returns false
-    // when the peer closed or the socket failed.
+    // Receives what the socket has without blocking (at most `limit` buffered bytes); with TLS it
+    // first advances the handshake. Returns false when the peer closed or the socket or TLS failed.
     bool receive_available(size_t limit);
+    // Starts a server-side TLS session on the socket (the handshake advances as bytes arrive).
+    void start_tls(SSL_CTX* ctx);
+    // Decrypted bytes OpenSSL holds that `buffer` has not taken yet (the socket may look idle).
+    bool has_pending() const;
+    // Sends without blocking: bytes sent, 0 when the socket (or TLS) must wait (`want_read` says for
+    // what), -1 when the connection failed.
+    ssize_t send_some(const char* data, size_t size, bool& want_read);
     // Connections alive in this process (accepted and not yet closed).
     static int num_open();
 
@@ -49,6 +61,8 @@ struct HttpConnection {
     int num_requests = 0;               // served on this connection so far
     HttpClock::time_point deadline{};   // while held by the gate: when to give up on it
     bool head_started = false;          // the gate saw a byte of the next request
+    SSL* ssl = nullptr;                 // the TLS session, or null for plain HTTP
+    std::string tls_error;              // why the TLS session failed (logged once)
 };
 
 class HttpConnectionStream final : public httplib::Stream {

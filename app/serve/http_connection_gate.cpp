@@ -91,6 +91,8 @@ void HttpConnectionGate::admit_incoming() {
         batch.swap(incoming_);
     }
     for (auto& conn : batch) {
+        // TLS may hold a pipelined request's bytes already decrypted, which epoll cannot see.
+        if (conn->has_pending()) conn->receive_available(limits_.max_header_bytes + 1);
         if (conn->has_whole_head()) {  // a pipelined request: no need to wait
             dispatch_(std::move(conn));
             continue;
@@ -125,6 +127,7 @@ void HttpConnectionGate::on_readable(int fd) {
         return;
     }
     if (!open) {  // gone before a whole request: nothing to answer
+        if (!conn.tls_error.empty()) std::fprintf(stderr, "kvscope serve: %s: %s\n", conn.remote_ip.c_str(), conn.tls_error.c_str());
         release(fd);
         return;
     }
@@ -161,7 +164,8 @@ void HttpConnectionGate::reject(int fd, const char* status) {
     char response[160];
     const int n = std::snprintf(response, sizeof response,
                                 "HTTP/1.1 %s\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", status);
-    (void)!::send(fd, response, static_cast<size_t>(n), MSG_NOSIGNAL | MSG_DONTWAIT);
+    bool want_read = false;
+    if (auto it = held_.find(fd); it != held_.end()) (void)it->second->send_some(response, static_cast<size_t>(n), want_read);
     ::shutdown(fd, SHUT_WR);
     release(fd);
 }

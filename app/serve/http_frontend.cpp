@@ -3,6 +3,9 @@
 #include "openai_protocol.h"
 #include "util/errors.h"
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -141,6 +144,7 @@ HttpFrontend::~HttpFrontend() {
     request_stop();
     gate_.stop();
     shutdown();
+    if (tls_) SSL_CTX_free(tls_);  // the sessions (each holds a reference) are gone with the connections
 }
 
 HttpFrontend::Handler HttpFrontend::wrap(Handler handler) {
@@ -178,7 +182,7 @@ void HttpFrontend::bind(const std::string& host, int port) {
 
 std::string HttpFrontend::url() const {
     const bool v6 = host_.find(':') != std::string::npos;
-    return "http://" + (v6 ? "[" + host_ + "]" : host_) + ":" + std::to_string(port_);
+    return (tls_ ? "https://" : "http://") + (v6 ? "[" + host_ + "]" : host_) + ":" + std::to_string(port_);
 }
 
 void HttpFrontend::run() {
@@ -203,6 +207,44 @@ void HttpFrontend::shutdown() {
 
 bool HttpFrontend::client_connected() { return !t_stream || t_stream->peer_connected(); }
 
+void HttpFrontend::enable_tls(const std::string& certfile, const std::string& keyfile) {
+    std::string detail;  // OpenSSL's last error: the most specific
+    const auto take_errors = [&detail] {
+        while (const unsigned long e = ERR_get_error()) {
+            char buf[256];
+            ERR_error_string_n(e, buf, sizeof buf);
+            detail = buf;
+        }
+    };
+    const auto fail = [&](const std::string& what) {
+        take_errors();
+        throw BadInput(what + (detail.empty() ? "" : " (" + detail + ")"));
+    };
+    ERR_clear_error();
+    SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
+    if (!ctx) fail("TLS: cannot create a context");
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    // Partial writes: a response chunk leaves as the socket takes it, like a plain send().
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    if (SSL_CTX_use_certificate_chain_file(ctx, certfile.c_str()) != 1) {
+        SSL_CTX_free(ctx);
+        fail("--ssl-certfile " + certfile + ": not a readable PEM certificate");
+    }
+    if (SSL_CTX_use_PrivateKey_file(ctx, keyfile.c_str(), SSL_FILETYPE_PEM) != 1) {
+        SSL_CTX_free(ctx);
+        take_errors();  // a key that loads but belongs to another certificate fails here too
+        fail("--ssl-keyfile " + keyfile + (detail.find("mismatch") != std::string::npos
+                                               ? ": does not match the certificate in " + certfile
+                                               : ": not a readable PEM private key"));
+    }
+    if (SSL_CTX_check_private_key(ctx) != 1) {
+        SSL_CTX_free(ctx);
+        fail("--ssl-keyfile " + keyfile + ": does not match the certificate in " + certfile);
+    }
+    if (tls_) SSL_CTX_free(tls_);
+    tls_ = ctx;
+}
+
 void HttpFrontend::on_accept(int fd) {
     auto conn = std::make_unique<HttpConnection>(fd);
     if (HttpConnection::num_open() > limits_.max_connections) {
@@ -218,6 +260,7 @@ void HttpFrontend::on_accept(int fd) {
     if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) conn->remote_ip = address_of(addr, conn->remote_port);
     len = sizeof addr;
     if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) conn->local_ip = address_of(addr, conn->local_port);
+    if (tls_) conn->start_tls(tls_);
     gate_.add(std::move(conn));
 }
 

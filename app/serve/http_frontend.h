@@ -44,6 +44,9 @@ public:
     // Checked before a request body is read (every route).
     void set_authorizer(Authorizer authorizer);
 
+    // Serves HTTPS from now on (vLLM's --ssl-certfile / --ssl-keyfile: PEM files, the certificate file
+    // may hold its chain). Throws BadInput naming the file that cannot be used.
+    void enable_tls(const std::string& certfile, const std::string& keyfile);
     // Binds host:port (0 = any free port); throws BadInput naming them when that fails.
     void bind(const std::string& host, int port);
     int port() const { return port_; }
@@ -78,6 +81,7 @@ private:
     std::set<std::string> known_paths_;
     std::string host_;
     int port_ = 0;
+    SSL_CTX* tls_ = nullptr;  // owned; null for plain HTTP
     std::atomic<bool> stopping_{false};
 
     std::mutex active_mu_;

@@ -18,6 +18,13 @@ std::string HttpResponse::describe() const {
     return "HTTP " + std::to_string(status) + (body.empty() ? "" : ": " + body_excerpt(body));
 }
 
+void set_tls_options(void* curl, const HttpEndpoint& endpoint) {
+    CURL* c = static_cast<CURL*>(curl);
+    if (!endpoint.ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, endpoint.ca_file.c_str());
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, endpoint.insecure ? 0L : 1L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, endpoint.insecure ? 0L : 2L);
+}
+
 void init_curl_once() {
     static std::once_flag once;
     std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
@@ -59,6 +66,7 @@ HttpResponse HttpClient::perform(const std::string& path, const std::string* bod
     curl_easy_reset(c);  // keeps the connection cache
     const std::string url = endpoint_.url(path);
     curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+    set_tls_options(c, endpoint_);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(endpoint_.connect_timeout_s * 1000));
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,

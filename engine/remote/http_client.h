@@ -13,6 +13,11 @@ struct HttpEndpoint {
     std::string api_key;       // sent as "Authorization: Bearer KEY" when not empty
     double connect_timeout_s = 10;
     double request_timeout_s = 600;  // a request that receives no byte for this long fails
+    // HTTPS: the server's certificate and name are verified (libcurl's default) against the system's
+    // CA store, or against ca_file (PEM bundle, curl's CAINFO) when given; insecure turns both checks
+    // off (curl's --insecure).
+    std::string ca_file;
+    bool insecure = false;
 
     // base_url joined with a path that starts with '/'.
     std::string url(const std::string& path) const;
@@ -29,6 +34,8 @@ struct HttpResponse {
 
 // curl_global_init, once per process, before any handle (thread-safe).
 void init_curl_once();
+// Sets an easy handle's TLS verification from the endpoint (`curl` is a CURL*).
+void set_tls_options(void* curl, const HttpEndpoint& endpoint);
 // The part of a response body worth putting in a message: at most `max` bytes, one line.
 std::string body_excerpt(const std::string& body, size_t max = 200);
 

@@ -64,6 +64,7 @@ void HttpStreamPool::post(const std::string& path, std::string body, StreamHandl
     t->easy = curl_easy_init();
     CURL* e = t->easy;
     curl_easy_setopt(e, CURLOPT_URL, t->url.c_str());
+    set_tls_options(e, endpoint_);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, t->body.c_str());
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, static_cast<long>(t->body.size()));

@@ -92,10 +92,12 @@ public:
         }
         QElapsedTimer t;
         t.start();
-        const QByteArray marker = "listening on http://127.0.0.1:";
         while (t.elapsed() < 60000 && process_->state() == QProcess::Running) {
             process_->waitForReadyRead(200);
             stderr_ += process_->readAllStandardError();
+            // http:// or, with --ssl-certfile, https://
+            const QByteArray marker = stderr_.contains("listening on https://") ? "listening on https://127.0.0.1:"
+                                                                                 : "listening on http://127.0.0.1:";
             const qsizetype at = stderr_.indexOf(marker);
             if (at >= 0 && stderr_.indexOf('\n', at) > at) {
                 port_ = stderr_.mid(at + marker.size()).split('\n').front().trimmed().toInt();
