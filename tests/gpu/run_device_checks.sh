@@ -161,7 +161,7 @@ else
         --save-timeline --output-json "$LOG/calibration-timeline.json" &&
     step calibration 30 "$B/run" "$B/app/kvscope-cli" sim-calibrate --timeline "$LOG/calibration-timeline.json" \
         "${calib_device[@]}" --output "$LOG/sim-calibration-$calib_gpu.json" || tests_rc=1
-    grep -E "error|calibrated|\|error\||mfu|overhead|kept" "$LOG/calibration.log" | tee -a "$REPORT"
+    grep -E "error|calibrated|mfu|overhead|kept" "$LOG/calibration.log" "$LOG/calibration_bench.log" 2>/dev/null | tail -n 8 | tee -a "$REPORT"
 fi
 say "total $(elapsed)s; tests $( ((tests_rc == 0)) && echo passed || echo FAILED)"
 exit "$tests_rc"
