@@ -146,6 +146,30 @@ private slots:
         }
     }
 
+    // Gemma's windows through the paged cache step by step: decode (one token a step) and chunks of 7 over
+    // blocks of 4, so windows of 16 start mid-block and cross steps; every position's logits match
+    // naive_forward.h as the single prefill does.
+    void gemmaStepByStep_data() {
+        QTest::addColumn<QString>("arch");
+        QTest::addColumn<int>("chunk");
+        for (const char* arch : {"gemma2", "gemma3"})
+            for (int chunk : {1, 7}) QTest::addRow("%s chunk=%d", arch, chunk) << arch << chunk;
+    }
+    void gemmaStepByStep() {
+        QFETCH(QString, arch);
+        QFETCH(int, chunk);
+        QTemporaryDir dir;
+        const test::RandomModelShape s = test::gemma_shape(arch.toStdString());
+        test::write_random_gguf(dir.filePath("m.gguf").toStdString(), s, 5);
+        auto model = load_model(dir.filePath("m.gguf").toStdString());
+        const auto cpu = cpu::make_cpu_backend(2);
+        const auto stepped = test::chunked_logits(*cpu, *model, sequence(), chunk, 4);
+        const auto ref = test::naive_logits(s, test::random_tensors(s, 5), sequence());
+        const double d = max_abs_diff(stepped, ref);
+        qInfo("%s chunk %d: max |steps - naive| = %.3g", qPrintable(arch), chunk, d);
+        QVERIFY(d < 1e-4);
+    }
+
     // Tolerances on the relative L2 error of the logits, measured against the F32 file: about 1.5x what
     // the plain round-to-nearest quantizers of cpu/quant.h give on these random weights (Q2_K's 4 levels
     // leave little of the logits; the twin check below is the tight one).
