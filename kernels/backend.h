@@ -53,6 +53,16 @@ struct AttentionMetadata {
     int max_seq_len = 0;                       // max of seq_lens (sizes scratch space)
 };
 
+// What one layer's attention applies to its scores, beyond the causal mask.
+struct AttentionParams {
+    float scale = 1.0f;        // q.k is multiplied by this (1 / sqrt(head_dim), or a model's own)
+    // > 0: a query at position p sees keys in (p - sliding_window, p] only (Mistral, Gemma's local layers:
+    // HF's and llama.cpp's mask); 0: every key up to p.
+    int sliding_window = 0;
+    // > 0: scores become logit_softcap * tanh(score / logit_softcap) after the scale (Gemma 2); 0: off.
+    float logit_softcap = 0.0f;
+};
+
 // One row of Backend::sample: the filters of runner/sampler.h (temperature, then top-k, min-p, top-p over
 // what is left) and where the row's random draw comes from. The draw is a function of (seed, offset)
 // alone, never of the row's place in the batch, so a request's tokens do not depend on its neighbours.
@@ -106,11 +116,20 @@ public:
     virtual void write_kv(const float* k, const float* v, const int64_t* slot_mapping, int n,
                           const KvCacheLayout& layout, void* kv_cache, int layer) = 0;
     // Causal attention of every query token over its sequence's paged K/V (GQA: query head h reads
-    // kv head h / (num_heads / num_kv_heads)).                       q, out [num_tokens, num_heads * head_dim]
+    // kv head h / (num_heads / num_kv_heads)), inside the sliding window when params has one (blocks wholly
+    // before the window are never read).                           q, out [num_tokens, num_heads * head_dim]
     virtual void paged_attention(const float* q, const AttentionMetadata& meta, const KvCacheLayout& layout,
-                                 const void* kv_cache, int layer, int num_heads, float scale, float* out) = 0;
+                                 const void* kv_cache, int layer, int num_heads, const AttentionParams& params,
+                                 float* out) = 0;
     // out = silu(gate) * up.                                       gate, up, out [n]
     virtual void silu_mul(const float* gate, const float* up, int64_t n, float* out) = 0;
+    // out = gelu_tanh(gate) * up, gelu_tanh(x) = x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3)))
+    // (PyTorch's gelu(approximate="tanh"): Gemma's gelu_pytorch_tanh).     gate, up, out [n]
+    virtual void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) = 0;
+    // x *= s.                                                       x [n]
+    virtual void scale(float* x, int64_t n, float s) = 0;
+    // x = cap * tanh(x / cap) (Gemma 2's final logit soft-capping).  x [n]
+    virtual void softcap(float* x, int64_t n, float cap) = 0;
     // x += y.                                                       x, y [n]
     virtual void add(float* x, const float* y, int64_t n) = 0;
     // out[i] = argmax over row i (lowest index on ties).          logits [n, vocab]; out [n]

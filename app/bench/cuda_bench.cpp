@@ -78,7 +78,7 @@ double bench_attention(cuda::CudaBackend& gpu, const AttentionCase& c, int block
     meta.max_seq_len = c.ctx;
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     auto run = [&] {
-        gpu.paged_attention(static_cast<const float*>(q), meta, layout, cache, 0, H, scale, static_cast<float*>(out));
+        gpu.paged_attention(static_cast<const float*>(q), meta, layout, cache, 0, H, {scale}, static_cast<float*>(out));
     };
     for (int i = 0; i < 3; ++i) run();
     gpu.synchronize();

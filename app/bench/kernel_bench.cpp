@@ -196,7 +196,7 @@ int main(int argc, char** argv) {
             const std::vector<float> q = random_floats(rng, static_cast<size_t>(num_seqs) * H * D);
             std::vector<float> out(q.size());
             const double t = median_seconds(
-                [&] { backend.paged_attention(q.data(), meta, layout, cache, 0, H, 0.125f, out.data()); }, min_time);
+                [&] { backend.paged_attention(q.data(), meta, layout, cache, 0, H, {0.125f}, out.data()); }, min_time);
             const double kv_bytes = 2.0 * num_seqs * ctx * Hkv * D * layout.elem_bytes();
             std::printf("%6s %8d %8d | %10.1f %10.1f\n", dtype_name(kv_dtype).data(), num_seqs, ctx, t * 1e6,
                         kv_bytes / t / 1e9);

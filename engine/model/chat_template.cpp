@@ -82,15 +82,16 @@ std::string render_qwen3(const std::vector<ChatMessage>& messages, bool gen) {
 }
 
 // Gemma 2 / 3: "<bos>", turns "<start_of_turn>user|model\n" + trimmed content + "<end_of_turn>\n". Gemma
-// has no system role: Gemma 3's template puts the system text, then a blank line, before the first
-// user message (Gemma 2's refuses it; the same prefix keeps the instruction rather than failing).
+// has no system role: Gemma 3's template puts the system text as it is (untrimmed), then a blank line,
+// before the first user message (Gemma 2's refuses it; the same prefix keeps the instruction rather than
+// failing).
 std::string render_gemma(const std::vector<ChatMessage>& messages, bool gen) {
     std::string out = "<bos>";
     std::string prefix;
     bool first = true;
     for (const ChatMessage& m : messages) {
         if (m.role == "system") {
-            prefix = strip(m.content) + "\n\n";
+            prefix = m.content + "\n\n";
             continue;
         }
         out += "<start_of_turn>" + std::string(m.role == "assistant" ? "model" : m.role) + "\n";

@@ -17,7 +17,7 @@ int64_t ModelConfig::num_params() const {
     int64_t attn = h * q_size() * 2 + h * kv_size() * 2 + (attention_bias ? q_size() + 2 * kv_size() : 0) +
                    (qk_norm ? 2 * head_dim : 0);
     int64_t mlp = 3 * h * intermediate_size;
-    int64_t per_layer = attn + mlp + 2 * h;
+    int64_t per_layer = attn + mlp + (sandwich_norms ? 4 : 2) * h;
     int64_t emb = static_cast<int64_t>(vocab_size) * h;
     return emb * (tie_word_embeddings ? 1 : 2) + per_layer * num_layers + h;
 }
@@ -26,8 +26,17 @@ void ModelConfig::validate(const std::string& source) const {
     auto need = [&](bool ok, const std::string& what) {
         if (!ok) throw BadInput(source + ": " + what);
     };
-    need(architecture == "llama" || architecture == "qwen2" || architecture == "qwen3" || architecture == "phi3",
-         "architecture '" + architecture + "' is not supported (supported: llama, mistral, qwen2, qwen3, phi3)");
+    need(architecture == "llama" || architecture == "qwen2" || architecture == "qwen3" || architecture == "phi3" ||
+             architecture == "gemma2" || architecture == "gemma3",
+         "architecture '" + architecture +
+             "' is not supported (supported: llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3)");
+    need(sliding_window >= 0, "sliding_window must not be negative");
+    need(sliding_layers.empty() || static_cast<int>(sliding_layers.size()) == num_layers,
+         "the sliding-window layer pattern names " + std::to_string(sliding_layers.size()) + " layers, the model has " +
+             std::to_string(num_layers));
+    for (float v : {query_pre_attn_scalar, attn_logit_softcapping, final_logit_softcapping, rope_local_theta})
+        need(v >= 0 && std::isfinite(v),
+             "query_pre_attn_scalar, the logit soft-capping values and rope_local_base_freq must not be negative");
     if (rope_scaling.type == "longrope")
         need(rope_scaling.short_factor.size() == static_cast<size_t>(head_dim / 2) &&
                  rope_scaling.long_factor.size() == static_cast<size_t>(head_dim / 2),
@@ -49,6 +58,20 @@ void ModelConfig::validate(const std::string& source) const {
     need(max_position_embeddings > 0, "max_position_embeddings must be positive");
     need(rms_norm_eps > 0 && std::isfinite(rms_norm_eps), "rms_norm_eps must be positive");
     need(rope_theta > 0 && std::isfinite(rope_theta), "rope_theta must be positive");
+}
+
+float ModelConfig::attention_scale() const {
+    // LongRoPE scales cos and sin, so q and k, by the attention factor: q.k by its square.
+    const float f = rope_attention_factor();
+    return f * f / std::sqrt(query_pre_attn_scalar > 0 ? query_pre_attn_scalar : static_cast<float>(head_dim));
+}
+
+std::vector<float> ModelConfig::rope_local_inv_freq() const {
+    std::vector<float> inv;
+    if (rope_local_theta <= 0) return inv;
+    for (int i = 0; i < head_dim / 2; ++i)
+        inv.push_back(static_cast<float>(1.0 / std::pow(static_cast<double>(rope_local_theta), 2.0 * i / head_dim)));
+    return inv;
 }
 
 std::vector<float> ModelConfig::rope_inv_freq(int max_model_len) const {
@@ -128,6 +151,45 @@ static float longrope_attention_factor(const ModelConfig& c) {
     return s <= 1 ? 1.0f : static_cast<float>(std::sqrt(1 + std::log(s) / std::log(original)));
 }
 
+// The Gemma 2 / Gemma 3 text fields of config.json, with HF's defaults where a field is absent (null
+// soft-capping means off).
+static void read_gemma_hf(const json& j, const std::string& path, ModelConfig& c) {
+    const bool g2 = c.architecture == "gemma2";
+    c.norm_plus_one = c.sandwich_norms = c.gelu_tanh = c.scale_embeddings = true;
+    for (const char* key : {"hidden_activation", "hidden_act"}) {
+        const std::string act = get_field<std::string>(j, path, key, "gelu_pytorch_tanh", false);
+        if (act != "gelu_pytorch_tanh" && act != "gelu_tanh" && act != "gelu")  // HF runs Gemma's "gelu" as tanh
+            throw BadInput(path + ": " + key + " '" + act + "' is not supported for Gemma (gelu_pytorch_tanh)");
+    }
+    c.query_pre_attn_scalar = get_field<float>(j, path, "query_pre_attn_scalar", static_cast<float>(c.head_dim), false);
+    auto softcap = [&](const char* key, float fallback) {
+        if (!j.contains(key)) return fallback;
+        return get_field<float>(j, path, key, 0.0f, false);  // null: off
+    };
+    c.attn_logit_softcapping = softcap("attn_logit_softcapping", g2 ? 50.0f : 0.0f);
+    c.final_logit_softcapping = softcap("final_logit_softcapping", g2 ? 30.0f : 0.0f);
+    c.sliding_window = get_field<int>(j, path, "sliding_window", 4096, false);
+    c.sliding_layers.assign(std::max(0, c.num_layers), false);
+    if (auto lt = j.find("layer_types"); lt != j.end() && !lt->is_null()) {
+        if (!lt->is_array() || static_cast<int>(lt->size()) != c.num_layers)
+            throw BadInput(path + ": layer_types must list num_hidden_layers (" + std::to_string(c.num_layers) +
+                           ") entries");
+        for (int l = 0; l < c.num_layers; ++l) {
+            const json& t = (*lt)[l];
+            if (!t.is_string() || (t != "sliding_attention" && t != "full_attention"))
+                throw BadInput(path + ": layer_types[" + std::to_string(l) +
+                               "] must be \"sliding_attention\" or \"full_attention\"");
+            c.sliding_layers[l] = t == "sliding_attention";
+        }
+    } else {
+        // Gemma 2 alternates, local first; Gemma 3 has `pattern - 1` local layers, then a global one.
+        const int pattern = g2 ? 2 : get_field<int>(j, path, "sliding_window_pattern", 6, false);
+        if (pattern < 1) throw BadInput(path + ": sliding_window_pattern must be positive");
+        for (int l = 0; l < c.num_layers; ++l) c.sliding_layers[l] = (l + 1) % pattern != 0;
+    }
+    if (!g2) c.rope_local_theta = get_field<float>(j, path, "rope_local_base_freq", 10000.0f, false);
+}
+
 ModelConfig config_from_hf_json(const std::string& path) {
     const json j = read_json_file(path);
     if (!j.is_object()) throw BadInput(path + ": not a JSON object");
@@ -135,11 +197,14 @@ ModelConfig config_from_hf_json(const std::string& path) {
     const std::string model_type = get_field<std::string>(j, path, "model_type", "", true);
     if (model_type == "llama" || model_type == "mistral")
         c.architecture = "llama";
-    else if (model_type == "qwen2" || model_type == "qwen3" || model_type == "phi3")
+    else if (model_type == "qwen2" || model_type == "qwen3" || model_type == "phi3" || model_type == "gemma2")
         c.architecture = model_type;
+    else if (model_type == "gemma3_text")  // Gemma3ForCausalLM; "gemma3" is the multimodal wrapper
+        c.architecture = "gemma3";
     else
         throw BadInput(path + ": model_type '" + model_type +
-                       "' is not supported (supported: llama, mistral, qwen2, qwen3, phi3)");
+                       "' is not supported (supported: llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text)");
+    const bool gemma = c.architecture == "gemma2" || c.architecture == "gemma3";
     c.fused_qkv = c.architecture == "phi3";
     c.vocab_size = get_field<int>(j, path, "vocab_size", 0, true);
     c.hidden_size = get_field<int>(j, path, "hidden_size", 0, true);
@@ -151,9 +216,10 @@ ModelConfig config_from_hf_json(const std::string& path) {
     c.max_position_embeddings = get_field<int>(j, path, "max_position_embeddings", 2048, false);
     c.rms_norm_eps = get_field<float>(j, path, "rms_norm_eps", 1e-6f, false);
     c.rope_theta = get_field<float>(j, path, "rope_theta", 10000.0f, false);
-    c.tie_word_embeddings = get_field<bool>(j, path, "tie_word_embeddings", false, false);
+    c.tie_word_embeddings = get_field<bool>(j, path, "tie_word_embeddings", gemma, false);  // Gemma ties by default
     c.attention_bias = c.architecture == "qwen2" || get_field<bool>(j, path, "attention_bias", false, false);
-    c.qk_norm = c.architecture == "qwen3";
+    c.qk_norm = c.architecture == "qwen3" || c.architecture == "gemma3";
+    if (gemma) read_gemma_hf(j, path, c);
     c.rope_neox = true;  // HF checkpoints rotate halves (their converters permute q/k rows for that)
     c.bos_token_id = get_field<int>(j, path, "bos_token_id", -1, false);
     if (j.contains("eos_token_id")) c.eos_token_ids = eos_ids_from(j["eos_token_id"]);
@@ -194,12 +260,43 @@ ModelConfig config_from_hf_json(const std::string& path) {
     return c;
 }
 
+// Gemma 2 / 3 as llama.cpp reads them (src/models/gemma2.cpp, gemma3.cpp): its defaults where a key is
+// absent, the attention scale it derives from the model size (no key holds query_pre_attn_scalar), the
+// norms as stored (the converter already added Gemma's 1).
+static void read_gemma_gguf(const GgufFile& g, ModelConfig& c) {
+    const bool g2 = c.architecture == "gemma2";
+    const std::string p = c.architecture + ".";
+    c.sandwich_norms = c.gelu_tanh = c.scale_embeddings = true;
+    c.qk_norm = !g2;
+    // The 27B models scale by hidden / heads (gemma_pytorch's config), the others by head_dim.
+    const bool is_27b = c.num_layers == (g2 ? 46 : 62);
+    c.query_pre_attn_scalar = is_27b ? static_cast<float>(c.hidden_size / c.num_heads) : static_cast<float>(c.head_dim);
+    c.attn_logit_softcapping = g2 ? static_cast<float>(g.get_float_or(p + "attn_logit_softcapping", 50.0)) : 0.0f;
+    c.final_logit_softcapping = static_cast<float>(g.get_float_or(p + "final_logit_softcapping", g2 ? 30.0 : 0.0));
+    c.sliding_window = static_cast<int>(g.get_int_or(p + "attention.sliding_window", g2 ? 4096 : 0));
+    if (c.sliding_window <= 0) return;  // Gemma 3 without a window: every layer global
+    c.sliding_layers.assign(std::max(0, c.num_layers), false);
+    const GgufValue* pattern = g.find(p + "attention.sliding_window_pattern");
+    if (pattern && pattern->type == GgufType::ARRAY) {  // one bool per layer, true = windowed
+        if (static_cast<int>(pattern->numbers.size()) != c.num_layers)
+            throw BadInput(g.path() + ": " + p + "attention.sliding_window_pattern lists " +
+                           std::to_string(pattern->numbers.size()) + " layers, the model has " + std::to_string(c.num_layers));
+        for (int l = 0; l < c.num_layers; ++l) c.sliding_layers[l] = pattern->numbers[l] != 0;
+    } else {
+        // llama.cpp's set_swa_pattern(n): layer l is windowed when l % n < n - 1.
+        const int64_t n = pattern ? pattern->i : (g2 ? 2 : 6);
+        if (n < 1) throw BadInput(g.path() + ": " + p + "attention.sliding_window_pattern must be positive");
+        for (int l = 0; l < c.num_layers; ++l) c.sliding_layers[l] = l % n < n - 1;
+    }
+    if (!g2) c.rope_local_theta = static_cast<float>(g.get_float_or(p + "rope.freq_base_swa", 10000.0));
+}
+
 ModelConfig config_from_gguf(const GgufFile& g) {
     ModelConfig c;
     const std::string arch = g.get_string("general.architecture");
-    if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "phi3")
+    if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "phi3" && arch != "gemma2" && arch != "gemma3")
         throw BadInput(g.path() + ": general.architecture '" + arch +
-                       "' is not supported (supported: llama, qwen2, qwen3, phi3)");
+                       "' is not supported (supported: llama, qwen2, qwen3, phi3, gemma2, gemma3)");
     c.architecture = arch;
     const std::string p = arch + ".";
     c.hidden_size = static_cast<int>(g.get_int(p + "embedding_length"));
@@ -209,7 +306,8 @@ ModelConfig config_from_gguf(const GgufFile& g) {
     c.num_kv_heads = static_cast<int>(g.get_int_or(p + "attention.head_count_kv", c.num_heads));
     c.head_dim = static_cast<int>(g.get_int_or(p + "attention.key_length", c.num_heads ? c.hidden_size / c.num_heads : 0));
     c.max_position_embeddings = static_cast<int>(g.get_int_or(p + "context_length", 2048));
-    c.rms_norm_eps = static_cast<float>(g.get_float_or(p + "attention.layer_norm_rms_epsilon", 1e-5));
+    const bool gemma = arch == "gemma2" || arch == "gemma3";
+    c.rms_norm_eps = static_cast<float>(g.get_float_or(p + "attention.layer_norm_rms_epsilon", gemma ? 1e-6 : 1e-5));
     c.rope_theta = static_cast<float>(g.get_float_or(p + "rope.freq_base", 10000.0));
     const std::string scaling = g.get_string_or(p + "rope.scaling.type", "");
     if (scaling == "linear") {
@@ -224,6 +322,7 @@ ModelConfig config_from_gguf(const GgufFile& g) {
     c.attention_bias = arch == "qwen2";
     c.qk_norm = arch == "qwen3";
     c.fused_qkv = arch == "phi3";
+    if (gemma) read_gemma_gguf(g, c);
     // llama.cpp's Phi-3 files hold LongRoPE's factors as tensors, the original context and the cos/sin
     // factor as keys.
     const GgufTensorInfo* long_factors = g.find_tensor("rope_factors_long.weight");
@@ -259,8 +358,8 @@ ModelConfig config_from_gguf(const GgufFile& g) {
 }
 
 std::vector<std::string> dummy_preset_names() {
-    return {"tiny",        "smollm-135m", "llama-1b",    "qwen2-0.5b",  "qwen3-0.6b", "phi3-mini",
-            "llama-3-8b",  "llama-3-70b", "qwen2.5-7b",  "qwen2.5-32b", "qwen2.5-72b", "mistral-7b"};
+    return {"tiny",        "smollm-135m", "llama-1b",    "qwen2-0.5b",  "qwen3-0.6b",  "phi3-mini",   "gemma2-2b",
+            "gemma3-1b",   "llama-3-8b",  "llama-3-70b", "qwen2.5-7b",  "qwen2.5-32b", "qwen2.5-72b", "mistral-7b"};
 }
 
 ModelConfig dummy_preset_config(const std::string& preset) {
@@ -296,6 +395,24 @@ ModelConfig dummy_preset_config(const std::string& preset) {
         c.vocab_size = 32064; c.hidden_size = 3072; c.intermediate_size = 8192; c.num_layers = 32;
         c.num_heads = 32; c.num_kv_heads = 32; c.head_dim = 96; c.max_position_embeddings = 4096;
         c.rope_theta = 10000.0f; c.weight_dtype = DType::BF16;
+    } else if (preset == "gemma2-2b" || preset == "gemma3-1b") {
+        // gemma-2-2b and gemma-3-1b-it config.json: head_dim 256, sandwich norms, GELU-tanh, scaled
+        // embeddings; Gemma 2 alternates local (4096) and global layers and soft-caps scores (50) and
+        // logits (30); Gemma 3 has five local layers (512, RoPE base 10^4) per global one (10^6) and q/k norms.
+        const bool g2 = preset == "gemma2-2b";
+        c.architecture = g2 ? "gemma2" : "gemma3";
+        c.sandwich_norms = c.gelu_tanh = c.scale_embeddings = true;
+        c.qk_norm = !g2;
+        c.vocab_size = g2 ? 256000 : 262144; c.hidden_size = g2 ? 2304 : 1152; c.intermediate_size = g2 ? 9216 : 6912;
+        c.num_layers = 26; c.num_heads = g2 ? 8 : 4; c.num_kv_heads = g2 ? 4 : 1; c.head_dim = 256;
+        c.max_position_embeddings = g2 ? 8192 : 32768; c.rms_norm_eps = 1e-6f; c.weight_dtype = DType::BF16;
+        c.query_pre_attn_scalar = 256;
+        c.rope_theta = g2 ? 10000.0f : 1000000.0f;
+        c.rope_local_theta = g2 ? 0.0f : 10000.0f;
+        c.attn_logit_softcapping = g2 ? 50.0f : 0.0f;
+        c.final_logit_softcapping = g2 ? 30.0f : 0.0f;
+        c.sliding_window = g2 ? 4096 : 512;
+        for (int l = 0; l < c.num_layers; ++l) c.sliding_layers.push_back(g2 ? l % 2 == 0 : (l + 1) % 6 != 0);
     } else if (preset == "llama-3-8b" || preset == "llama-3-70b") {
         // Meta-Llama-3-8B / -70B config.json (the 3.1 models share the shapes; their context is longer).
         const bool big = preset == "llama-3-70b";

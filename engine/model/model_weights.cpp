@@ -94,14 +94,21 @@ struct TensorNames {
 
 void bind_all(const WeightBinder& b, const TensorNames& names, const ModelConfig& c, ModelWeights& w) {
     const int64_t h = c.hidden_size, q = c.q_size(), kv = c.kv_size(), f = c.intermediate_size;
+    // The factor a norm multiplies by: Gemma's HF files hold w of (1 + w), added here in F32 as HF does.
+    auto norm = [&](const std::string& name, int64_t n) {
+        std::vector<float> v = b.vector(name, n);
+        if (c.norm_plus_one)
+            for (float& x : v) x += 1.0f;
+        return v;
+    };
     w.token_embedding = b.matrix(names.embedding, c.vocab_size, h);
     w.lm_head = c.tie_word_embeddings ? w.token_embedding : b.matrix(names.lm_head, c.vocab_size, h);
-    w.final_norm = b.vector(names.final_norm, h);
+    w.final_norm = norm(names.final_norm, h);
     w.layers.resize(c.num_layers);
     for (int l = 0; l < c.num_layers; ++l) {
         LayerWeights& L = w.layers[l];
         auto n = [&](const char* what) { return names.layer(l, what); };
-        L.attn_norm = b.vector(n("attn_norm"), h);
+        L.attn_norm = norm(n("attn_norm"), h);
         if (c.fused_qkv) {  // Phi-3: views of the fused matrices' row ranges, no copy
             const WeightView qkv = b.matrix(n("qkv"), q + 2 * kv, h);
             L.wq = row_range(qkv, 0, q);
@@ -119,10 +126,14 @@ void bind_all(const WeightBinder& b, const TensorNames& names, const ModelConfig
             L.bv = b.vector(n("v_bias"), kv);
         }
         if (c.qk_norm) {
-            L.q_norm = b.vector(n("q_norm"), c.head_dim);
-            L.k_norm = b.vector(n("k_norm"), c.head_dim);
+            L.q_norm = norm(n("q_norm"), c.head_dim);
+            L.k_norm = norm(n("k_norm"), c.head_dim);
         }
-        L.ffn_norm = b.vector(n("ffn_norm"), h);
+        if (c.sandwich_norms) {
+            L.post_attn_norm = norm(n("post_attn_norm"), h);
+            L.post_ffn_norm = norm(n("post_ffn_norm"), h);
+        }
+        L.ffn_norm = norm(n("ffn_norm"), h);
         if (c.fused_qkv) {  // gate first, then up (HF's chunk(2), llama.cpp's swiglu split)
             const WeightView gate_up = b.matrix(n("gate_up"), 2 * f, h);
             L.w_gate = row_range(gate_up, 0, f);
@@ -160,6 +171,7 @@ ModelWeights load_weights_gguf(std::shared_ptr<const GgufFile> gguf, const Model
                               {"k_bias", "attn_k.bias"}, {"v_bias", "attn_v.bias"}, {"ffn_norm", "ffn_norm.weight"},
                               {"q_norm", "attn_q_norm.weight"}, {"k_norm", "attn_k_norm.weight"},
                               {"qkv", "attn_qkv.weight"}, {"gate_up", "ffn_up.weight"},
+                              {"post_attn_norm", "post_attention_norm.weight"}, {"post_ffn_norm", "post_ffw_norm.weight"},
                               {"gate", "ffn_gate.weight"}, {"up", "ffn_up.weight"}, {"down", "ffn_down.weight"}};
                           return "blk." + std::to_string(l) + "." + m.at(what);
                       }};
@@ -179,8 +191,17 @@ ModelWeights load_weights_safetensors(std::shared_ptr<const SafetensorsModel> st
             return TensorRef{t->data, t->dtype, t->dtype_name, t->shape};
         },
         w);
+    // Gemma's post_attention_layernorm normalises the attention output; its MLP input norm is
+    // pre_feedforward_layernorm (Llama's post_attention_layernorm).
+    const bool sandwich = config.sandwich_norms;
     TensorNames names{"model.embed_tokens.weight", "lm_head.weight", "model.norm.weight", "",
-                      [](int l, const char* what) {
+                      [sandwich](int l, const char* what) {
+                          static const std::map<std::string, std::string> gemma = {
+                              {"post_attn_norm", "post_attention_layernorm.weight"},
+                              {"ffn_norm", "pre_feedforward_layernorm.weight"},
+                              {"post_ffn_norm", "post_feedforward_layernorm.weight"}};
+                          if (auto it = gemma.find(what); sandwich && it != gemma.end())
+                              return "model.layers." + std::to_string(l) + "." + it->second;
                           static const std::map<std::string, std::string> m = {
                               {"attn_norm", "input_layernorm.weight"}, {"q", "self_attn.q_proj.weight"},
                               {"k", "self_attn.k_proj.weight"}, {"v", "self_attn.v_proj.weight"},
@@ -281,6 +302,10 @@ ModelWeights make_dummy_weights(const ModelConfig& c, DType dtype, uint64_t seed
         if (c.qk_norm) {
             L.q_norm = ones(c.head_dim);
             L.k_norm = ones(c.head_dim);
+        }
+        if (c.sandwich_norms) {
+            L.post_attn_norm = ones(h);
+            L.post_ffn_norm = ones(h);
         }
         L.ffn_norm = ones(h);
         if (c.fused_qkv) {

@@ -1,6 +1,6 @@
 // The weights of a model, as views into memory-mapped files (GGUF, safetensors) or into owned buffers
-// (dummy models, converted small tensors). Norm weights and biases are kept as F32 vectors; matrices
-// stay in their stored type. Loaders check every tensor's presence, shape and type against the config.
+// (dummy models, converted small tensors). Norm weights and biases are kept as F32 vectors (norms as the
+// factor they multiply by: Gemma's HF 1 + w already added); matrices stay in their stored type. Loaders check every tensor's presence, shape and type against the config.
 #pragma once
 
 #include "backend.h"
@@ -20,7 +20,9 @@ struct LayerWeights {
     WeightView wq, wk, wv, wo;     // [q_size, hidden], [kv_size, hidden] x2, [hidden, q_size]
     std::vector<float> bq, bk, bv; // [q_size], [kv_size] x2; empty without attention bias
     std::vector<float> q_norm, k_norm;  // [head_dim] each; empty without qk_norm
+    std::vector<float> post_attn_norm;  // [hidden]; empty without sandwich norms (Gemma)
     std::vector<float> ffn_norm;   // [hidden]
+    std::vector<float> post_ffn_norm;   // [hidden]; empty without sandwich norms
     WeightView w_gate, w_up, w_down;  // [inter, hidden] x2, [hidden, inter]
 };
 

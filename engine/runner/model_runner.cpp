@@ -23,6 +23,7 @@ ModelRunner::ModelRunner(const Model& model, Backend& backend, int num_blocks, i
     inv_freq_host_ = c.rope_inv_freq(max_model_len);
     const auto& factors = model.weights.rope_freq_factors;
     for (size_t i = 0; i < factors.size() && i < inv_freq_host_.size(); ++i) inv_freq_host_[i] /= factors[i];
+    inv_freq_local_host_ = c.rope_local_inv_freq();
     max_num_logits_ = std::min(max_num_logits_, max_num_tokens_);
     upload_weights();
     allocate_activations();
@@ -45,8 +46,8 @@ void ModelRunner::upload_weights() {
     final_norm_ = vec(w.final_norm);
     for (const LayerWeights& L : w.layers)
         layers_.push_back({vec(L.attn_norm), vec(L.ffn_norm), vec(L.bq), vec(L.bk), vec(L.bv), vec(L.q_norm),
-                           vec(L.k_norm), mat(L.wq), mat(L.wk), mat(L.wv), mat(L.wo), mat(L.w_gate), mat(L.w_up),
-                           mat(L.w_down)});
+                           vec(L.k_norm), vec(L.post_attn_norm), vec(L.post_ffn_norm), mat(L.wq), mat(L.wk), mat(L.wv),
+                           mat(L.wo), mat(L.w_gate), mat(L.w_up), mat(L.w_down)});
 }
 
 float* ModelRunner::buffer(size_t floats) {
@@ -71,6 +72,10 @@ void ModelRunner::allocate_activations() {
     logits_ = buffer(S * static_cast<size_t>(c.vocab_size));
     inv_freq_ = buffer(inv_freq_host_.size());
     backend_.copy_to_device(inv_freq_, inv_freq_host_.data(), inv_freq_host_.size() * sizeof(float));
+    if (!inv_freq_local_host_.empty()) {
+        inv_freq_local_ = buffer(inv_freq_local_host_.size());
+        backend_.copy_to_device(inv_freq_local_, inv_freq_local_host_.data(), inv_freq_local_host_.size() * sizeof(float));
+    }
     auto ints = [&](size_t n) { return reinterpret_cast<int32_t*>(buffer(n)); };
     d_tokens_ = ints(T);
     d_positions_ = ints(T);
@@ -251,13 +256,16 @@ void ModelRunner::forward(const AttentionMetadata& meta, int S, bool sample) {
     const ModelConfig& c = model_.config;
     const int T = meta.num_tokens;
     const RopeParams rope{inv_freq_, c.head_dim, c.head_dim, c.rope_neox};
+    // Gemma 3's windowed layers rotate with their own base.
+    const RopeParams rope_local{inv_freq_local_ ? inv_freq_local_ : inv_freq_, c.head_dim, c.head_dim, c.rope_neox};
     const int h = c.hidden_size;
-    // LongRoPE scales cos and sin, so q and k, by the attention factor: q.k by its square.
-    const float scale = c.rope_attention_factor() * c.rope_attention_factor() / std::sqrt(static_cast<float>(c.head_dim));
+    const int64_t Th = static_cast<int64_t>(T) * h;
 
     backend_.embedding(token_embedding_, d_tokens_, T, x_);
+    if (c.scale_embeddings) backend_.scale(x_, Th, std::sqrt(static_cast<float>(h)));
     for (int l = 0; l < c.num_layers; ++l) {
         const LayerOnDevice& L = layers_[l];
+        const AttentionParams attention{c.attention_scale(), c.layer_window(l), c.attn_logit_softcapping};
         backend_.rms_norm(x_, L.attn_norm, T, h, c.rms_norm_eps, xb_);
         backend_.matmul(xb_, T, L.wq, L.bq, q_);
         backend_.matmul(xb_, T, L.wk, L.bk, k_);
@@ -266,23 +274,31 @@ void ModelRunner::forward(const AttentionMetadata& meta, int S, bool sample) {
             backend_.rms_norm(q_, L.q_norm, T * c.num_heads, c.head_dim, c.rms_norm_eps, q_);
             backend_.rms_norm(k_, L.k_norm, T * c.num_kv_heads, c.head_dim, c.rms_norm_eps, k_);
         }
-        backend_.rope(q_, k_, d_positions_, T, c.num_heads, c.num_kv_heads, rope);
+        backend_.rope(q_, k_, d_positions_, T, c.num_heads, c.num_kv_heads, attention.sliding_window ? rope_local : rope);
         backend_.write_kv(k_, v_, d_slots_, T, layout_, kv_cache_, l);
-        backend_.paged_attention(q_, meta, layout_, kv_cache_, l, c.num_heads, scale, att_);
+        backend_.paged_attention(q_, meta, layout_, kv_cache_, l, c.num_heads, attention, att_);
         backend_.matmul(att_, T, L.wo, nullptr, xb_);
-        backend_.add(x_, xb_, static_cast<int64_t>(T) * h);
+        if (L.post_attn_norm) backend_.rms_norm(xb_, L.post_attn_norm, T, h, c.rms_norm_eps, xb_);
+        backend_.add(x_, xb_, Th);
         backend_.rms_norm(x_, L.ffn_norm, T, h, c.rms_norm_eps, xb_);
         backend_.matmul(xb_, T, L.w_gate, nullptr, gate_);
         backend_.matmul(xb_, T, L.w_up, nullptr, up_);
-        backend_.silu_mul(gate_, up_, static_cast<int64_t>(T) * c.intermediate_size, gate_);
+        const int64_t Tf = static_cast<int64_t>(T) * c.intermediate_size;
+        if (c.gelu_tanh)
+            backend_.gelu_tanh_mul(gate_, up_, Tf, gate_);
+        else
+            backend_.silu_mul(gate_, up_, Tf, gate_);
         backend_.matmul(gate_, T, L.w_down, nullptr, xb_);
-        backend_.add(x_, xb_, static_cast<int64_t>(T) * h);
+        if (L.post_ffn_norm) backend_.rms_norm(xb_, L.post_ffn_norm, T, h, c.rms_norm_eps, xb_);
+        backend_.add(x_, xb_, Th);
     }
     if (S == 0) return;
     // Only the rows that sample need the final norm and the (large) vocabulary projection.
     backend_.gather_rows(x_, d_logits_idx_, S, h, xs_);
     backend_.rms_norm(xs_, final_norm_, S, h, c.rms_norm_eps, xb_);
     backend_.matmul(xb_, S, lm_head_, nullptr, logits_);
+    if (c.final_logit_softcapping > 0)
+        backend_.softcap(logits_, static_cast<int64_t>(S) * c.vocab_size, c.final_logit_softcapping);
     if (sample) backend_.sample(logits_, S, c.vocab_size, d_sampling_rows_, d_sampled_);
 }
 

@@ -1,4 +1,4 @@
-// The forward pass of a Llama/Qwen2 decoder over one step's varlen batch: every scheduled token of every
+// The forward pass of a decoder (Llama, Qwen2/3, Phi-3, Gemma 2/3) over one step's varlen batch: every scheduled token of every
 // request in one pass (GEMMs over the whole step), K/V written into and read from the paged cache, and
 // the sampled rows' logits (or, with a device sampler, their token ids) back to the host.
 // Owns the KV cache memory and the activation buffers, sized once for max_num_batched_tokens, so a
@@ -94,6 +94,7 @@ private:
     struct LayerOnDevice {
         const float *attn_norm = nullptr, *ffn_norm = nullptr, *bq = nullptr, *bk = nullptr, *bv = nullptr;
         const float *q_norm = nullptr, *k_norm = nullptr;
+        const float *post_attn_norm = nullptr, *post_ffn_norm = nullptr;  // Gemma's sandwich norms
         WeightView wq, wk, wv, wo, w_gate, w_up, w_down;
     };
     void upload_weights();
@@ -128,6 +129,8 @@ private:
     const float* final_norm_ = nullptr;
     std::vector<float> inv_freq_host_;
     float* inv_freq_ = nullptr;
+    std::vector<float> inv_freq_local_host_;  // Gemma 3's windowed layers' own RoPE base; empty otherwise
+    float* inv_freq_local_ = nullptr;
     // Activations. T = max_num_tokens, S = max_num_logits.
     float *x_ = nullptr, *xb_ = nullptr;           // [T, hidden]
     float *q_ = nullptr, *att_ = nullptr;          // [T, q_size]

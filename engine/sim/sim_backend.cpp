@@ -33,10 +33,13 @@ void SimBackend::write_kv(const float*, const float*, const int64_t*, int, const
     no_compute("write_kv");
 }
 void SimBackend::paged_attention(const float*, const AttentionMetadata&, const KvCacheLayout&, const void*, int, int,
-                                 float, float*) {
+                                 const AttentionParams&, float*) {
     no_compute("paged_attention");
 }
 void SimBackend::silu_mul(const float*, const float*, int64_t, float*) { no_compute("silu_mul"); }
+void SimBackend::gelu_tanh_mul(const float*, const float*, int64_t, float*) { no_compute("gelu_tanh_mul"); }
+void SimBackend::scale(float*, int64_t, float) { no_compute("scale"); }
+void SimBackend::softcap(float*, int64_t, float) { no_compute("softcap"); }
 void SimBackend::add(float*, const float*, int64_t) { no_compute("add"); }
 void SimBackend::argmax(const float*, int, int, int32_t*) { no_compute("argmax"); }
 void SimBackend::gather_rows(const float*, const int32_t*, int, int, float*) { no_compute("gather_rows"); }

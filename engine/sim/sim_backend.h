@@ -33,9 +33,12 @@ public:
     void matmul(const float*, int, const WeightView&, const float*, float*) override;
     void rope(float*, float*, const int32_t*, int, int, int, const RopeParams&) override;
     void write_kv(const float*, const float*, const int64_t*, int, const KvCacheLayout&, void*, int) override;
-    void paged_attention(const float*, const AttentionMetadata&, const KvCacheLayout&, const void*, int, int, float,
-                         float*) override;
+    void paged_attention(const float*, const AttentionMetadata&, const KvCacheLayout&, const void*, int, int,
+                         const AttentionParams&, float*) override;
     void silu_mul(const float*, const float*, int64_t, float*) override;
+    void gelu_tanh_mul(const float*, const float*, int64_t, float*) override;
+    void scale(float*, int64_t, float) override;
+    void softcap(float*, int64_t, float) override;
     void add(float*, const float*, int64_t) override;
     void argmax(const float*, int, int, int32_t*) override;
     void gather_rows(const float*, const int32_t*, int, int, float*) override;

@@ -69,6 +69,13 @@ void write_kv(ThreadPool&, const float* k, const float* v, const int64_t* slot_m
 
 namespace {
 
+// Gemma 2's soft-capping of the group's score rows in place: s = cap * tanh(s / cap). Scalar tanh: only
+// soft-capped models pay for it.                                                scores [group, ctx]
+void softcap_rows(float* scores, int group, int ctx, float cap) {
+    const float inv = 1.0f / cap;
+    for (int64_t j = 0; j < static_cast<int64_t>(group) * ctx; ++j) scores[j] = cap * std::tanh(scores[j] * inv);
+}
+
 // Softmax of each of the group's score rows in place, kLanes at a time (the tail through a padded
 // copy, so every score takes the same arithmetic).                              scores [group, ctx]
 void softmax_rows(float* scores, int group, int ctx) {
@@ -130,14 +137,15 @@ inline void axpy(float a, const float* __restrict x, float* __restrict y, int d)
 
 // One query token against one kv head, for the group of query heads sharing that kv head (GQA): each
 // K and V row is loaded once for the whole group. Any head_dim; a half-precision row is widened once into
-// an F32 copy. scores: [group, ctx] scratch.
+// an F32 copy. Keys [first, ctx) of the sequence (first > 0 under a sliding window).
+// scores: [group, ctx - first] scratch.
 template <class KV>
-void attend_group(const float* q, int kv_head, int group, int ctx, const int32_t* block_table,
-                  const KvCacheLayout& layout, const typename KV::T* kv_cache, int layer, float scale, float* scores,
-                  float* out) {
+void attend_group(const float* q, int kv_head, int group, int first, int ctx, const int32_t* block_table,
+                  const KvCacheLayout& layout, const typename KV::T* kv_cache, int layer, const AttentionParams& params,
+                  float* scores, float* out) {
     using T = typename KV::T;
     const int D = layout.head_dim, B = layout.block_size;
-    const int h0 = kv_head * group;
+    const int h0 = kv_head * group, n = ctx - first;
     float stack_row[256];
     std::vector<float> heap_row(std::is_same_v<T, float> || D <= 256 ? 0 : D);
     float* const row = heap_row.empty() ? stack_row : heap_row.data();
@@ -149,23 +157,19 @@ void attend_group(const float* q, int kv_head, int group, int ctx, const int32_t
             return row;
         }
     };
-    for (int b = 0, j0 = 0; j0 < ctx; ++b, j0 += B) {
-        const int nb = std::min(B, ctx - j0);
-        const T* kb = kv_cache + layout.offset(layer, 0, block_table[b], kv_head, 0);
-        for (int t = 0; t < nb; ++t) {
-            const float* k = as_f32(kb + t * D);
-            for (int g = 0; g < group; ++g) scores[g * ctx + j0 + t] = dot(q + (h0 + g) * D, k, D) * scale;
-        }
+    auto row_at = [&](int kv, int j) {
+        return kv_cache + layout.offset(layer, kv, block_table[j / B], kv_head, j % B);
+    };
+    for (int j = first; j < ctx; ++j) {
+        const float* k = as_f32(row_at(0, j));
+        for (int g = 0; g < group; ++g) scores[g * n + j - first] = dot(q + (h0 + g) * D, k, D) * params.scale;
     }
-    softmax_rows(scores, group, ctx);
+    if (params.logit_softcap > 0) softcap_rows(scores, group, n, params.logit_softcap);
+    softmax_rows(scores, group, n);
     for (int g = 0; g < group; ++g) std::memset(out + (h0 + g) * D, 0, D * sizeof(float));
-    for (int b = 0, j0 = 0; j0 < ctx; ++b, j0 += B) {
-        const int nb = std::min(B, ctx - j0);
-        const T* vb = kv_cache + layout.offset(layer, 1, block_table[b], kv_head, 0);
-        for (int t = 0; t < nb; ++t) {
-            const float* v = as_f32(vb + t * D);
-            for (int g = 0; g < group; ++g) axpy(scores[g * ctx + j0 + t], v, out + (h0 + g) * D, D);
-        }
+    for (int j = first; j < ctx; ++j) {
+        const float* v = as_f32(row_at(1, j));
+        for (int g = 0; g < group; ++g) axpy(scores[g * n + j - first], v, out + (h0 + g) * D, D);
     }
 }
 
@@ -178,6 +182,13 @@ struct RowCursor {
     int layer, kv, kv_head;
     int block = -1, offset = 0;
     const T* base = nullptr;
+    // The next row is the sequence's position `first` (a sliding window's first key).
+    RowCursor& from(int first) {
+        block = first / layout.block_size;
+        offset = first % layout.block_size;
+        base = kv_cache + layout.offset(layer, kv, block_table[block], kv_head, 0);
+        return *this;
+    }
     const T* next() {
         if (block < 0 || offset == layout.block_size) {
             base = kv_cache + layout.offset(layer, kv, block_table[++block], kv_head, 0);
@@ -231,13 +242,14 @@ void weighted_values(const float* scores, int ctx, RowCursor<typename KV::T> val
 // rows are widened as they are loaded, for each query head of the group (cheap with F16C; without it, F16
 // caches go through attend_group_widened below).
 template <int NV, class KV>
-void attend_group_v(const float* q, int kv_head, int group, int ctx, const int32_t* block_table,
-                    const KvCacheLayout& layout, const typename KV::T* kv_cache, int layer, float scale,
-                    float* scores, float* out) {
+void attend_group_v(const float* q, int kv_head, int group, int first, int ctx, const int32_t* block_table,
+                    const KvCacheLayout& layout, const typename KV::T* kv_cache, int layer,
+                    const AttentionParams& params, float* scores, float* out) {
     using T = typename KV::T;
     constexpr int D = NV * kLanes;
     const int h0 = kv_head * group;
-    RowCursor<T> keys{layout, kv_cache, block_table, layer, 0, kv_head};
+    RowCursor<T> keys = RowCursor<T>{layout, kv_cache, block_table, layer, 0, kv_head}.from(first);
+    ctx -= first;  // from here on, ctx counts the keys read and scores index them from the window's start
     RowPrefetcher<D, T> ahead(keys, ctx);
     for (int j0 = 0; j0 < ctx; j0 += kLanes) {
         const int nk = std::min(kLanes, ctx - j0);
@@ -256,15 +268,16 @@ void attend_group_v(const float* q, int kv_head, int group, int ctx, const int32
                     for (int v = 0; v < NV; ++v) acc[j] += qv[v] * KV::load(krow[j] + kLanes * v);
             }
             float s[kLanes];
-            storev(s, hsum_lanes(acc) * scale);
+            storev(s, hsum_lanes(acc) * params.scale);
             std::memcpy(scores + g * ctx + j0, s, nk * sizeof(float));
         }
     }
+    if (params.logit_softcap > 0) softcap_rows(scores, group, ctx, params.logit_softcap);
     softmax_rows(scores, group, ctx);
     // Output rows of up to 4 heads per V pass, in at most half the vector registers (AVX-512: 4 heads of
     // 64, 2 of 128; AVX2: 1 head of 64).
     constexpr int kMaxG = std::clamp(kVectorRegisters / 2 / NV, 1, 4);
-    const RowCursor<T> values{layout, kv_cache, block_table, layer, 1, kv_head};
+    const RowCursor<T> values = RowCursor<T>{layout, kv_cache, block_table, layer, 1, kv_head}.from(first);
     for (int g = 0; g < group; g += kMaxG) {
         const float* p = scores + g * ctx;
         float* o = out + (h0 + g) * D;
@@ -284,13 +297,14 @@ constexpr bool kWidenF16Kv = true;
 #endif
 
 template <int NV>
-void attend_group_widened(const float* q, int kv_head, int group, int ctx, const int32_t* block_table,
-                          const KvCacheLayout& layout, const uint16_t* kv_cache, int layer, float scale, float* scores,
-                          float* out) {
+void attend_group_widened(const float* q, int kv_head, int group, int first, int ctx, const int32_t* block_table,
+                          const KvCacheLayout& layout, const uint16_t* kv_cache, int layer,
+                          const AttentionParams& params, float* scores, float* out) {
     constexpr int D = NV * kLanes;
+    ctx -= first;  // the window's keys only
     float* const rows = scores + static_cast<size_t>(group) * ctx;
     for (int kv = 0; kv < 2; ++kv) {
-        const RowCursor<uint16_t> from{layout, kv_cache, block_table, layer, kv, kv_head};
+        const RowCursor<uint16_t> from = RowCursor<uint16_t>{layout, kv_cache, block_table, layer, kv, kv_head}.from(first);
         RowCursor<uint16_t> cursor = from;
         RowPrefetcher<D, uint16_t> ahead(from, ctx);
         float* dst = rows + static_cast<size_t>(kv) * ctx * D;
@@ -304,12 +318,12 @@ void attend_group_widened(const float* q, int kv_head, int group, int ctx, const
     const KvCacheLayout widened{1, 1, ctx, 1, D, DType::F32};
     const int32_t block0 = 0;
     const size_t h0 = static_cast<size_t>(kv_head) * group * D;
-    attend_group_v<NV, KvF32>(q + h0, 0, group, ctx, &block0, widened, rows, 0, scale, scores, out + h0);
+    attend_group_v<NV, KvF32>(q + h0, 0, group, 0, ctx, &block0, widened, rows, 0, params, scores, out + h0);
 }
 
 template <class KV>
-using AttendFn = void (*)(const float*, int, int, int, const int32_t*, const KvCacheLayout&, const typename KV::T*,
-                          int, float, float*, float*);
+using AttendFn = void (*)(const float*, int, int, int, int, const int32_t*, const KvCacheLayout&,
+                          const typename KV::T*, int, const AttentionParams&, float*, float*);
 
 template <class KV, int NV>
 AttendFn<KV> vector_attend() {
@@ -327,6 +341,7 @@ AttendFn<KV> pick_attend(int head_dim) {
     case 80: return vector_attend<KV, 80 / kLanes>();
     case 96: return vector_attend<KV, 96 / kLanes>();
     case 128: return vector_attend<KV, 128 / kLanes>();
+    case 256: return vector_attend<KV, 256 / kLanes>();  // Gemma
     default: return attend_group<KV>;
     }
 }
@@ -343,7 +358,7 @@ size_t attend_scratch(int group, int max_seq_len, int head_dim) {
 template <class KV>
 void paged_attention_as(ThreadPool& pool, std::vector<std::vector<float>>& scratch, const float* q,
                         const AttentionMetadata& meta, const KvCacheLayout& layout, const typename KV::T* kv_cache,
-                        int layer, int num_heads, float scale, float* out) {
+                        int layer, int num_heads, const AttentionParams& params, float* out) {
     const int Hkv = layout.num_kv_heads, D = layout.head_dim;
     const int group = num_heads / Hkv;
     const size_t need = attend_scratch<KV>(group, std::max(1, meta.max_seq_len), D);
@@ -358,8 +373,9 @@ void paged_attention_as(ThreadPool& pool, std::vector<std::vector<float>>& scrat
         const int s = static_cast<int>(std::upper_bound(meta.query_start_loc, meta.query_start_loc + meta.num_seqs + 1, i) -
                                        meta.query_start_loc) - 1;
         const int pos = meta.seq_lens[s] - (meta.query_start_loc[s + 1] - i);
-        attend(q + static_cast<size_t>(i) * num_heads * D, kv_head, group, pos + 1,
-               meta.block_tables + static_cast<size_t>(s) * meta.max_blocks_per_seq, layout, kv_cache, layer, scale,
+        const int first = params.sliding_window > 0 ? std::max(0, pos + 1 - params.sliding_window) : 0;
+        attend(q + static_cast<size_t>(i) * num_heads * D, kv_head, group, first, pos + 1,
+               meta.block_tables + static_cast<size_t>(s) * meta.max_blocks_per_seq, layout, kv_cache, layer, params,
                scratch[thread].data(), out + static_cast<size_t>(i) * num_heads * D);
     });
 }
@@ -368,17 +384,17 @@ void paged_attention_as(ThreadPool& pool, std::vector<std::vector<float>>& scrat
 
 void paged_attention(ThreadPool& pool, std::vector<std::vector<float>>& scratch, const float* q,
                      const AttentionMetadata& meta, const KvCacheLayout& layout, const void* kv_cache, int layer,
-                     int num_heads, float scale, float* out) {
+                     int num_heads, const AttentionParams& params, float* out) {
     switch (layout.kv_dtype) {
     case DType::F16:
         return paged_attention_as<KvF16>(pool, scratch, q, meta, layout, static_cast<const uint16_t*>(kv_cache), layer,
-                                         num_heads, scale, out);
+                                         num_heads, params, out);
     case DType::BF16:
         return paged_attention_as<KvBF16>(pool, scratch, q, meta, layout, static_cast<const uint16_t*>(kv_cache), layer,
-                                          num_heads, scale, out);
+                                          num_heads, params, out);
     case DType::F32:
         return paged_attention_as<KvF32>(pool, scratch, q, meta, layout, static_cast<const float*>(kv_cache), layer,
-                                         num_heads, scale, out);
+                                         num_heads, params, out);
     default:
         throw std::invalid_argument("cpu paged_attention: no KV cache of " + std::string(dtype_name(layout.kv_dtype)));
     }

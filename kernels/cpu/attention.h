@@ -19,9 +19,11 @@ namespace KVSCOPE_CPU_NAMESPACE {
 void write_kv(ThreadPool& pool, const float* k, const float* v, const int64_t* slot_mapping, int n,
               const KvCacheLayout& layout, void* kv_cache, int layer);
 
+// With a sliding window, a query reads only the rows of its window: its cursors start at the window's
+// first position, so blocks before it are never touched (they may have been freed).
 //                                                q, out [num_tokens, num_heads * head_dim]
 void paged_attention(ThreadPool& pool, std::vector<std::vector<float>>& scratch, const float* q,
                      const AttentionMetadata& meta, const KvCacheLayout& layout, const void* kv_cache, int layer,
-                     int num_heads, float scale, float* out);
+                     int num_heads, const AttentionParams& params, float* out);
 
 }  // namespace KVSCOPE_CPU_NAMESPACE

@@ -138,9 +138,9 @@ void CpuBackend::write_kv(const float* k, const float* v, const int64_t* slot_ma
 }
 
 void CpuBackend::paged_attention(const float* q, const AttentionMetadata& meta, const KvCacheLayout& layout,
-                                 const void* kv_cache, int layer, int num_heads, float scale, float* out) {
-    cpu::paged_attention(pool_, attention_scratch_, q, meta, layout, kv_cache, layer,
-                         num_heads, scale, out);
+                                 const void* kv_cache, int layer, int num_heads, const AttentionParams& params,
+                                 float* out) {
+    cpu::paged_attention(pool_, attention_scratch_, q, meta, layout, kv_cache, layer, num_heads, params, out);
 }
 
 void CpuBackend::silu_mul(const float* gate, const float* up, int64_t n, float* out) {
@@ -161,6 +161,40 @@ void CpuBackend::silu_mul(const float* gate, const float* up, int64_t n, float* 
             lanes(g, u, o);
             std::copy(o, o + (e - i), out + i);
         }
+    });
+}
+
+void CpuBackend::gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) {
+    // x / 2 * (1 + tanh(u)) = x / (1 + exp(-2u)): silu's form, with u = sqrt(2 / pi) * (x + 0.044715 x^3).
+    // The tail goes through a padded copy, as in silu_mul, so results never depend on the chunking.
+    auto lanes = [](const float* g, const float* u, float* o) {
+        const vf x = loadv(g);
+        const vf two_u = (2.0f * 0.7978845608f) * (x + 0.044715f * x * x * x);
+        storev(o, x / (1.0f + expv(-two_u)) * loadv(u));
+    };
+    parallel_chunks(pool_, n, [&](int64_t b, int64_t e) {
+        int64_t i = b;
+        for (; i + kLanes <= e; i += kLanes) lanes(gate + i, up + i, out + i);
+        if (i < e) {
+            float g[kLanes] = {}, u[kLanes] = {}, o[kLanes];
+            std::copy(gate + i, gate + e, g);
+            std::copy(up + i, up + e, u);
+            lanes(g, u, o);
+            std::copy(o, o + (e - i), out + i);
+        }
+    });
+}
+
+void CpuBackend::scale(float* x, int64_t n, float s) {
+    parallel_chunks(pool_, n, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) x[i] *= s;
+    });
+}
+
+void CpuBackend::softcap(float* x, int64_t n, float cap) {
+    const float inv = 1.0f / cap;
+    parallel_chunks(pool_, n, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) x[i] = cap * std::tanh(x[i] * inv);
     });
 }
 

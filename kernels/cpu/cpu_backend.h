@@ -43,8 +43,12 @@ public:
     void write_kv(const float* k, const float* v, const int64_t* slot_mapping, int n, const KvCacheLayout& layout,
                   void* kv_cache, int layer) override;
     void paged_attention(const float* q, const AttentionMetadata& meta, const KvCacheLayout& layout,
-                         const void* kv_cache, int layer, int num_heads, float scale, float* out) override;
+                         const void* kv_cache, int layer, int num_heads, const AttentionParams& params,
+                         float* out) override;
     void silu_mul(const float* gate, const float* up, int64_t n, float* out) override;
+    void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) override;
+    void scale(float* x, int64_t n, float s) override;
+    void softcap(float* x, int64_t n, float cap) override;
     void add(float* x, const float* y, int64_t n) override;
     void argmax(const float* logits, int n, int vocab, int32_t* out) override;
     void gather_rows(const float* x, const int32_t* rows, int n, int dim, float* out) override;

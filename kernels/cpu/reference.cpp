@@ -82,6 +82,18 @@ void silu_mul_ref(const float* gate, const float* up, int64_t n, float* out) {
     }
 }
 
+void gelu_tanh_mul_ref(const float* gate, const float* up, int64_t n, float* out) {
+    const double c = std::sqrt(2.0 / 3.14159265358979323846);
+    for (int64_t i = 0; i < n; ++i) {
+        const double x = gate[i];
+        out[i] = static_cast<float>(0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x))) * up[i]);
+    }
+}
+
+void softcap_ref(float* x, int64_t n, float cap) {
+    for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(cap * std::tanh(static_cast<double>(x[i]) / cap));
+}
+
 void add_ref(float* x, const float* y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) x[i] = x[i] + y[i];
 }
@@ -109,32 +121,36 @@ void gather_rows_ref(const float* x, const int32_t* rows, int n, int dim, float*
 }
 
 void attention_ref(const float* q, int num_queries, const float* k, const float* v, int seq_len, int num_heads,
-                   int num_kv_heads, int head_dim, float scale, float* out) {
+                   int num_kv_heads, int head_dim, const AttentionParams& params, float* out) {
     const int group = num_heads / num_kv_heads;
+    const double cap = params.logit_softcap;
     std::vector<double> scores(seq_len);
     for (int i = 0; i < num_queries; ++i) {
         const int position = seq_len - num_queries + i;
+        // The keys this query sees: all of 0..position, or the last sliding_window of them.
+        const int first = params.sliding_window > 0 ? std::max(0, position - params.sliding_window + 1) : 0;
         for (int h = 0; h < num_heads; ++h) {
             const int kv_head = h / group;
             const float* qh = q + (static_cast<size_t>(i) * num_heads + h) * head_dim;
             // scores[j] = scale * q . k_j over the visible positions, then a max-subtracted softmax.
             double max_score = -INFINITY;
-            for (int j = 0; j <= position; ++j) {
+            for (int j = first; j <= position; ++j) {
                 const float* kj = k + (static_cast<size_t>(j) * num_kv_heads + kv_head) * head_dim;
                 double dot = 0;
                 for (int d = 0; d < head_dim; ++d) dot += static_cast<double>(qh[d]) * kj[d];
-                scores[j] = dot * scale;
+                scores[j] = dot * params.scale;
+                if (cap > 0) scores[j] = cap * std::tanh(scores[j] / cap);
                 max_score = std::max(max_score, scores[j]);
             }
             double sum = 0;
-            for (int j = 0; j <= position; ++j) {
+            for (int j = first; j <= position; ++j) {
                 scores[j] = std::exp(scores[j] - max_score);
                 sum += scores[j];
             }
             float* oh = out + (static_cast<size_t>(i) * num_heads + h) * head_dim;
             for (int d = 0; d < head_dim; ++d) {
                 double acc = 0;
-                for (int j = 0; j <= position; ++j)
+                for (int j = first; j <= position; ++j)
                     acc += scores[j] * v[(static_cast<size_t>(j) * num_kv_heads + kv_head) * head_dim + d];
                 oh[d] = static_cast<float>(acc / sum);
             }

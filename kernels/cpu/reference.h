@@ -30,6 +30,13 @@ void rope_ref(float* q, float* k, const int32_t* positions, int n, int num_heads
 // out = silu(gate) * up = gate / (1 + exp(-gate)) * up.    gate, up, out [n]
 void silu_mul_ref(const float* gate, const float* up, int64_t n, float* out);
 
+// out = gelu_tanh(gate) * up = gate / 2 * (1 + tanh(sqrt(2 / pi) * (gate + 0.044715 gate^3))) * up, in
+// double.                                                   gate, up, out [n]
+void gelu_tanh_mul_ref(const float* gate, const float* up, int64_t n, float* out);
+
+// x = cap * tanh(x / cap), in double.                       x [n]
+void softcap_ref(float* x, int64_t n, float cap);
+
 // x += y.                                                   x, y [n]
 void add_ref(float* x, const float* y, int64_t n);
 
@@ -44,10 +51,12 @@ void gather_rows_ref(const float* x, const int32_t* rows, int n, int dim, float*
 
 // Causal softmax attention of one sequence over dense K/V, with grouped-query heads: query head h reads
 // kv head h / (num_heads / num_kv_heads). The sequence holds seq_len tokens; its num_queries query tokens
-// are the last ones, so query i sits at position seq_len - num_queries + i and attends to 0..that position.
+// are the last ones, so query i sits at position seq_len - num_queries + i and attends to 0..that position,
+// or with params.sliding_window = W > 0 to (position - W)..position exclusive of the first; scores are
+// scaled, then soft-capped when params.logit_softcap > 0.
 //   q, out [num_queries, num_heads, head_dim]; k, v [seq_len, num_kv_heads, head_dim]
 void attention_ref(const float* q, int num_queries, const float* k, const float* v, int seq_len, int num_heads,
-                   int num_kv_heads, int head_dim, float scale, float* out);
+                   int num_kv_heads, int head_dim, const AttentionParams& params, float* out);
 
 // Test setup only: writes tokens [first, first + count) of a sequence's dense K/V into the paged cache at
 // the slots its block table gives (position p -> block block_table[p / block_size], offset p % block_size).

@@ -293,17 +293,33 @@ void CudaBackend::write_kv(const float* k, const float* v, const int64_t* slot_m
 }
 
 void CudaBackend::paged_attention(const float* q, const AttentionMetadata& meta, const KvCacheLayout& layout,
-                                  const void* kv_cache, int layer, int num_heads, float scale, float* out) {
+                                  const void* kv_cache, int layer, int num_heads, const AttentionParams& params,
+                                  float* out) {
     bind();
     const AttentionPlan plan = plan_paged_attention(meta, layout, num_heads, info_.num_sms, forced_splits_);
     float* s = plan.scratch_floats ? scratch(kScratchAttention, plan.scratch_floats * sizeof(float)) : nullptr;
-    cuda::paged_attention(plan, q, meta, layout, static_cast<const float*>(kv_cache), layer, num_heads, scale, out, s,
+    cuda::paged_attention(plan, q, meta, layout, static_cast<const float*>(kv_cache), layer, num_heads, params, out, s,
                           stream_);
 }
 
 void CudaBackend::silu_mul(const float* gate, const float* up, int64_t n, float* out) {
     bind();
     cuda::silu_mul(gate, up, n, out, stream_);
+}
+
+void CudaBackend::gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) {
+    bind();
+    cuda::gelu_tanh_mul(gate, up, n, out, stream_);
+}
+
+void CudaBackend::scale(float* x, int64_t n, float s) {
+    bind();
+    cuda::scale(x, n, s, stream_);
+}
+
+void CudaBackend::softcap(float* x, int64_t n, float cap) {
+    bind();
+    cuda::softcap(x, n, cap, stream_);
 }
 
 void CudaBackend::add(float* x, const float* y, int64_t n) {

@@ -13,8 +13,9 @@
 // Per key tile (kKeys keys): K and V rows are copied into shared memory with cp.async (K first, so the
 // scores start while V lands), each lane of a warp scores one key for each of the warp's rows, the warp
 // updates the row's online softmax (max m, sum l) and accumulates p * V with lanes owning output dims.
-// Keys past the row's causal limit score -inf; rows whose every key so far is masked keep m = -inf and
-// contribute nothing (no inf - inf).
+// Keys past the row's causal limit, or before its sliding window, score -inf; rows whose every key so far
+// is masked keep m = -inf and contribute nothing (no inf - inf). Under a sliding window a tile starts at
+// its first token's window, and a split wholly before a row's window is skipped by the merge.
 //
 // Shared memory rows are padded to head_dim + 4 floats: 16-byte aligned for cp.async and float4 reads,
 // and 8 consecutive keys' float4s fall in 8 distinct groups of 4 banks (conflict-free per quarter warp).
@@ -62,7 +63,14 @@ struct AttnParams {
     int num_splits;
     int split_len;
     float scale;
+    int sliding_window;   // 0: none
+    float logit_softcap;  // 0: none
 };
+
+// The first key that query position `pos` sees (0 without a sliding window).
+__device__ __forceinline__ int first_key(int pos, int sliding_window) {
+    return sliding_window > 0 ? max(0, pos + 1 - sliding_window) : 0;
+}
 
 // The sequence that owns query token t: the largest s with query_start_loc[s] <= t.
 __device__ __forceinline__ int seq_of_token(const int32_t* qsl, int num_seqs, int t) {
@@ -115,8 +123,10 @@ static __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const 
     // token sees the most; this split covers keys [key_begin, key_end).
     const int tile_ctx = seq_len - (q_end - (t1 - 1)) + 1;
     // The last split runs to the end, so a max_seq_len below a true length costs time, never keys.
-    const int key_begin = split * p.split_len;
-    const int key_end = split == p.num_splits - 1 ? tile_ctx : min(key_begin + p.split_len, tile_ctx);
+    const int split_begin = split * p.split_len;
+    const int key_end = split == p.num_splits - 1 ? tile_ctx : min(split_begin + p.split_len, tile_ctx);
+    // The tile's first token has the earliest window: no row sees a key before it. Key tiles start there.
+    const int key_begin = max(split_begin, first_key(seq_len - (q_end - t0), p.sliding_window));
     if (key_begin >= key_end) return;  // uniform over the block; the merge skips this split for these rows
     const int num_rows = (t1 - t0) * group;  // <= qt * group <= kRows (checked by the planner)
     const int32_t* block_table = p.block_tables + static_cast<int64_t>(s) * p.max_blocks_per_seq;
@@ -135,11 +145,13 @@ static __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const 
     // ---- Per-warp row state. Warp w owns rows w, w + kWarps, ... (decode rows spread over warps).
     const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
     float m[kRowsPerWarp], l[kRowsPerWarp], acc[kRowsPerWarp][kDimsPerLane];
-    int row_ctx[kRowsPerWarp];  // keys the row may see (causal limit); 0 for rows past num_rows
+    int row_ctx[kRowsPerWarp];    // keys the row may see (causal limit); 0 for rows past num_rows
+    int row_first[kRowsPerWarp];  // its first visible key (sliding window)
 #pragma unroll
     for (int i = 0; i < kRowsPerWarp; ++i) {
         const int r = i * kWarps + warp;
         row_ctx[i] = r < num_rows ? seq_len - (q_end - (t0 + r / group)) + 1 : 0;
+        row_first[i] = first_key(row_ctx[i] - 1, p.sliding_window);
         m[i] = -INFINITY;
         l[i] = 0.0f;
 #pragma unroll
@@ -187,7 +199,7 @@ static __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const 
             if (r >= num_rows) continue;  // uniform over the warp
             const int key = kt0 + lane;
             float score = -INFINITY;
-            if (lane < nk && key < row_ctx[i]) {
+            if (lane < nk && key < row_ctx[i] && key >= row_first[i]) {
                 const float4* qv = reinterpret_cast<const float4*>(q_s[r]);
                 const float4* kv = reinterpret_cast<const float4*>(k_s[lane]);
                 float dot = 0.0f;
@@ -196,7 +208,7 @@ static __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const 
                     const float4 a = qv[c], b = kv[c];
                     dot += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
                 }
-                score = dot;
+                score = p.logit_softcap > 0.0f ? p.logit_softcap * tanhf(dot / p.logit_softcap) : dot;
             }
             const float m_new = fmaxf(m[i], warp_max(score));
             float pr = 0.0f, alpha = 1.0f;
@@ -241,14 +253,15 @@ static __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const 
         const int t = t0 + r / group, h = kv_head * group + r % group;
         const int64_t th = static_cast<int64_t>(t) * p.num_heads + h;
         if (p.num_splits == 1) {
-            const float inv = 1.0f / l[i];  // l > 0: key 0 is visible to every row
+            const float inv = 1.0f / l[i];  // l > 0: a row always sees its own position
 #pragma unroll
             for (int c = 0; c < kDimsPerLane; ++c) {
                 const int d = lane + c * kWarpSize;
                 if (d < D) p.out[th * D + d] = acc[i][c] * inv;
             }
         } else {
-            if (row_ctx[i] <= key_begin) continue;  // the row sees no key of this split; the merge skips it
+            // The row sees no key of this split: the merge skips it.
+            if (row_ctx[i] <= split_begin || row_first[i] >= key_end) continue;
             const int64_t ps = th * p.num_splits + split;
 #pragma unroll
             for (int c = 0; c < kDimsPerLane; ++c) {
@@ -264,8 +277,9 @@ static __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const 
 }
 
 // Merges the splits of each (token, head): out = sum_i e^(m_i - M) acc_i / sum_i e^(m_i - M) l_i over the
-// splits that hold keys of the token (min(num_splits, ceil(ctx / split_len)) of them, the last one running
-// to the end of the context; the others were never written).
+// splits that hold keys of the token (from the one holding its window's first key up to
+// min(num_splits, ceil(ctx / split_len)), the last one running to the end of the context; the others were
+// never written).
 // grid (num_tokens, num_heads), block kMergeThreads.
 constexpr int kMergeThreads = 128;
 static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(const AttnParams p, int head_dim) {
@@ -273,16 +287,17 @@ static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(cons
     const int s = seq_of_token(p.query_start_loc, p.num_seqs, t);
     const int ctx = p.seq_lens[s] - (p.query_start_loc[s + 1] - t) + 1;
     const int n = min(p.num_splits, (ctx + p.split_len - 1) / p.split_len);
+    const int i0 = min(n - 1, first_key(ctx - 1, p.sliding_window) / p.split_len);
     const int64_t th = static_cast<int64_t>(t) * p.num_heads + h;
     const int64_t ps = th * p.num_splits;
     float mx = -INFINITY;
-    for (int i = 0; i < n; ++i) mx = fmaxf(mx, p.part_max[ps + i]);
+    for (int i = i0; i < n; ++i) mx = fmaxf(mx, p.part_max[ps + i]);
     float denom = 0.0f;
-    for (int i = 0; i < n; ++i) denom += expf(p.part_max[ps + i] - mx) * p.part_sum[ps + i];
+    for (int i = i0; i < n; ++i) denom += expf(p.part_max[ps + i] - mx) * p.part_sum[ps + i];
     const float inv = 1.0f / denom;
     for (int d = threadIdx.x; d < head_dim; d += kMergeThreads) {
         float num = 0.0f;
-        for (int i = 0; i < n; ++i) num += expf(p.part_max[ps + i] - mx) * p.part_acc[(ps + i) * head_dim + d];
+        for (int i = i0; i < n; ++i) num += expf(p.part_max[ps + i] - mx) * p.part_acc[(ps + i) * head_dim + d];
         p.out[th * head_dim + d] = num * inv;
     }
 }
@@ -336,8 +351,8 @@ static void launch_paged_attention(const AttentionPlan& plan, const AttnParams& 
 }
 
 void paged_attention(const AttentionPlan& plan, const float* q, const AttentionMetadata& meta,
-                     const KvCacheLayout& layout, const float* kv_cache, int layer, int num_heads, float scale,
-                     float* out, float* scratch, cudaStream_t stream) {
+                     const KvCacheLayout& layout, const float* kv_cache, int layer, int num_heads,
+                     const AttentionParams& params, float* out, float* scratch, cudaStream_t stream) {
     if (layer < 0 || layer >= layout.num_layers)
         throw std::invalid_argument("cuda paged_attention: layer " + std::to_string(layer) + " out of range [0, " +
                                     std::to_string(layout.num_layers) + ")");
@@ -371,7 +386,9 @@ void paged_attention(const AttentionPlan& plan, const float* q, const AttentionM
     p.queries_per_tile = plan.queries_per_tile;
     p.num_splits = plan.num_splits;
     p.split_len = plan.split_len;
-    p.scale = scale;
+    p.scale = params.scale;
+    p.sliding_window = params.sliding_window;
+    p.logit_softcap = params.logit_softcap;
     switch (D) {
     case 8: launch_paged_attention<8>(plan, p, stream); break;
     case 32: launch_paged_attention<32>(plan, p, stream); break;

@@ -31,8 +31,10 @@ AttentionPlan plan_paged_attention(const AttentionMetadata& meta, const KvCacheL
 
 // q, out [num_tokens, num_heads * head_dim] F32; kv_cache [layout.total_elems()] F32; metadata arrays as
 // AttentionMetadata documents (device memory); scratch >= plan.scratch_floats floats (may be null when 0).
+// params: the scale, and a sliding window (key tiles wholly before a tile's windows are never loaded) and
+// score soft-capping where set.
 void paged_attention(const AttentionPlan& plan, const float* q, const AttentionMetadata& meta,
-                     const KvCacheLayout& layout, const float* kv_cache, int layer, int num_heads, float scale,
-                     float* out, float* scratch, cudaStream_t stream);
+                     const KvCacheLayout& layout, const float* kv_cache, int layer, int num_heads,
+                     const AttentionParams& params, float* out, float* scratch, cudaStream_t stream);
 
 }  // namespace kvscope::cuda

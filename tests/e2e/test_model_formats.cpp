@@ -72,12 +72,15 @@ private slots:
         QTest::newRow("qwen2") << "qwen2";
         QTest::newRow("qwen3") << "qwen3";
         QTest::newRow("phi3") << "phi3";
+        QTest::newRow("gemma2") << "gemma2";
+        QTest::newRow("gemma3") << "gemma3";
     }
     void hfEqualsGguf() {
         QFETCH(QString, arch);
         QTemporaryDir dir;
         test::RandomModelShape s;
         s.arch = arch.toStdString();
+        if (s.gemma()) s = test::gemma_shape(s.arch);
         if (s.arch == "phi3") {  // LongRoPE with a context past the original: the long factors
             s.original_context = 256;
             for (int i = 0; i < s.head_dim / 2; ++i) {
@@ -93,9 +96,20 @@ private slots:
         QCOMPARE(hf->config.rope_neox, true);
         QCOMPARE(gguf->config.rope_neox, s.arch != "llama");
         QCOMPARE(hf->config.attention_bias, s.arch == "qwen2");
-        QCOMPARE(hf->config.qk_norm, s.arch == "qwen3");
-        QCOMPARE(gguf->config.qk_norm, s.arch == "qwen3");
-        QCOMPARE(gguf->config.rope_scaling.type, std::string(s.arch == "phi3" ? "longrope" : ""));
+        QCOMPARE(hf->config.qk_norm, s.arch == "qwen3" || s.arch == "gemma3");
+        QCOMPARE(gguf->config.qk_norm, s.arch == "qwen3" || s.arch == "gemma3");
+        const std::string scaling = s.arch == "phi3" ? "longrope" : s.arch == "gemma3" ? "linear" : "";
+        QCOMPARE(hf->config.rope_scaling.type, scaling);
+        QCOMPARE(gguf->config.rope_scaling.type, scaling);
+        for (const ModelConfig* c : {&hf->config, &gguf->config}) {  // both files say the same
+            QCOMPARE(c->sliding_window, s.sliding_window);
+            for (int l = 0; l < s.layers; ++l) QCOMPARE(c->layer_window(l), s.sliding(l) ? s.sliding_window : 0);
+            QCOMPARE(c->attn_logit_softcapping, s.attn_softcap);
+            QCOMPARE(c->final_logit_softcapping, s.final_softcap);
+            QCOMPARE(c->rope_local_theta, s.rope_local_theta);
+            QCOMPARE(c->sandwich_norms, s.gemma());
+            QCOMPARE(c->tie_word_embeddings, s.gemma());
+        }
         QCOMPARE(hf->config.rope_attention_factor(), gguf->config.rope_attention_factor());
         const auto a = test::prefill_logits(*hf, sequence(), 0);
         const auto b = test::prefill_logits(*gguf, sequence(), 0);
@@ -113,6 +127,47 @@ private slots:
             QVERIFY(max_abs_diff(shortened, short_ref) < 1e-4);
             QVERIFY(max_abs_diff(shortened, a) > 1e-3);  // the factors matter
         }
+        if (s.gemma()) {  // each Gemma feature changes these logits, so the match above checks it
+            auto without = [&](auto change) {
+                test::RandomModelShape t = s;
+                change(t);
+                return max_abs_diff(a, test::naive_logits(t, test::random_tensors(s, 5), sequence()));
+            };
+            const double no_window = without([](test::RandomModelShape& t) { t.sliding_window = 0; });
+            qInfo("%s: max |hf - naive without windows| = %.3g", qPrintable(arch), no_window);
+            QVERIFY(no_window > 1e-3);
+            if (s.arch == "gemma2") {
+                QVERIFY(without([](test::RandomModelShape& t) { t.attn_softcap = 0; }) > 1e-3);
+                QVERIFY(without([](test::RandomModelShape& t) { t.final_softcap = 0; }) > 1e-3);
+            } else {
+                QVERIFY(without([](test::RandomModelShape& t) { t.rope_local_theta = 0; }) > 1e-3);
+                QVERIFY(without([](test::RandomModelShape& t) { t.rope_linear_factor = 0; }) > 1e-3);
+            }
+        }
+    }
+
+    // Gemma's windows through the paged cache step by step: decode (one token a step) and chunks of 7 over
+    // blocks of 4, so windows of 16 start mid-block and cross steps; every position's logits match
+    // naive_forward.h as the single prefill does.
+    void gemmaStepByStep_data() {
+        QTest::addColumn<QString>("arch");
+        QTest::addColumn<int>("chunk");
+        for (const char* arch : {"gemma2", "gemma3"})
+            for (int chunk : {1, 7}) QTest::addRow("%s chunk=%d", arch, chunk) << arch << chunk;
+    }
+    void gemmaStepByStep() {
+        QFETCH(QString, arch);
+        QFETCH(int, chunk);
+        QTemporaryDir dir;
+        const test::RandomModelShape s = test::gemma_shape(arch.toStdString());
+        test::write_random_gguf(dir.filePath("m.gguf").toStdString(), s, 5);
+        auto model = load_model(dir.filePath("m.gguf").toStdString());
+        const auto cpu = cpu::make_cpu_backend(2);
+        const auto stepped = test::chunked_logits(*cpu, *model, sequence(), chunk, 4);
+        const auto ref = test::naive_logits(s, test::random_tensors(s, 5), sequence());
+        const double d = max_abs_diff(stepped, ref);
+        qInfo("%s chunk %d: max |steps - naive| = %.3g", qPrintable(arch), chunk, d);
+        QVERIFY(d < 1e-4);
     }
 
     // Tolerances on the relative L2 error of the logits, measured against the F32 file: about 1.5x what
@@ -253,6 +308,9 @@ private slots:
         QCOMPARE(qwen3.num_params(), int64_t(596049920));
         QCOMPARE(qwen3.num_params() - int64_t(qwen3.vocab_size) * qwen3.hidden_size, int64_t(440467456));
         QCOMPARE(dummy_preset_config("phi3-mini").num_params(), int64_t(3821079552));  // "3.8B"
+        // The safetensors totals of google/gemma-2-2b (2.61B) and google/gemma-3-1b-it (1B).
+        QCOMPARE(dummy_preset_config("gemma2-2b").num_params(), int64_t(2614341888));
+        QCOMPARE(dummy_preset_config("gemma3-1b").num_params(), int64_t(999885952));
         auto tiny = load_model("dummy:tiny");
         QCOMPARE(tiny->format, std::string("dummy"));
         const auto l1 = test::prefill_logits(*tiny, {256, 10, 20, 30}, 0);

@@ -52,6 +52,23 @@ const char* kGemmaSource =
     "{{ bos_token }}{% for message in messages %}{{ '<start_of_turn>' + message['role'] + '\n' + message['content'] | "
     "trim + '<end_of_turn>\n' }}{% endfor %}";
 
+// google/gemma-3-1b-it's tokenizer_config.json template (its text-only branch; the 4b+ models' adds image
+// parts).
+const char* kGemma3Source =
+    "{{ bos_token }}\n{%- if messages[0]['role'] == 'system' -%}\n    {%- if messages[0]['content'] is string -%}\n"
+    "        {%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}\n    {%- else -%}\n"
+    "        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '\n\n' -%}\n    {%- endif -%}\n"
+    "    {%- set loop_messages = messages[1:] -%}\n{%- else -%}\n    {%- set first_user_prefix = \"\" -%}\n"
+    "    {%- set loop_messages = messages -%}\n{%- endif -%}\n{%- for message in loop_messages -%}\n"
+    "    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}\n"
+    "        {{ raise_exception(\"Conversation roles must alternate user/assistant/user/assistant/...\") }}\n"
+    "    {%- endif -%}\n    {%- if (message['role'] == 'assistant') -%}\n        {%- set role = \"model\" -%}\n"
+    "    {%- else -%}\n        {%- set role = message['role'] -%}\n    {%- endif -%}\n"
+    "    {{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else \"\") }}\n"
+    "    {%- if message['content'] is string -%}\n        {{ message['content'] | trim }}\n"
+    "    {%- endif -%}\n    {{ '<end_of_turn>\n' }}\n{%- endfor -%}\n{%- if add_generation_prompt -%}\n"
+    "    {{'<start_of_turn>model\n'}}\n{%- endif -%}\n";
+
 // Abridged from the published templates, keeping the markers and the structure each family is known by.
 const char* kQwen3Source =
     "{%- for message in messages %}{%- if message.role == \"user\" or (message.role == \"system\") %}{{- '<|im_start|>' + "
@@ -178,6 +195,21 @@ private slots:
         const auto& messages = conversation == 0 ? kSystemUser : conversation == 1 ? kUser : conversation == 2 ? kTurns : kThinkingTurns;
         const ChatTemplate t = ChatTemplate::detect(source.toStdString());
         QCOMPARE(t.render(messages, generation_prompt), expected.toStdString());
+    }
+
+    // Gemma 3's published template, as the model carries it: recognised as gemma, and rendered as that
+    // template renders (worked through by hand): the system text untouched before the first user turn, every
+    // turn's content trimmed, the assistant as "model".
+    void gemma3_template() {
+        const ChatTemplate t = ChatTemplate::detect(kGemma3Source);
+        QCOMPARE(t.family(), std::string("gemma"));
+        const std::vector<ChatMessage> messages = {
+            {"system", " Answer briefly.\n"}, {"user", "  Hi!\n"}, {"assistant", "Hello. "}, {"user", "Bye"}};
+        QCOMPARE(t.render(messages, true),
+                 std::string("<bos><start_of_turn>user\n Answer briefly.\n\n\nHi!<end_of_turn>\n"
+                             "<start_of_turn>model\nHello.<end_of_turn>\n<start_of_turn>user\nBye<end_of_turn>\n"
+                             "<start_of_turn>model\n"));
+        QCOMPARE(t.render({{"user", "Hi!"}}, false), std::string("<bos><start_of_turn>user\nHi!<end_of_turn>\n"));
     }
 
     void bos_contract() {

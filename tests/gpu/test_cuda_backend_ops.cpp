@@ -57,24 +57,30 @@ private slots:
         QTest::addColumn<int>("gqa");
         QTest::addColumn<int>("block_size");
         QTest::addColumn<int>("kind");
+        QTest::addColumn<int>("window");
         for (int D : {8, 32, 64, 128})
             for (int gqa : {1, 4, 8})
                 for (int B : {8, 16, 32})
                     for (auto [kind, name] : {std::pair{AttentionKind::decode, "decode"}, std::pair{AttentionKind::prefill, "prefill"},
                                               std::pair{AttentionKind::long_context, "long"}})
-                        QTest::addRow("D=%d gqa=%d B=%d %s", D, gqa, B, name) << D << gqa << B << static_cast<int>(kind);
-        QTest::addRow("D=64 gqa=4 B=1 decode") << 64 << 4 << 1 << static_cast<int>(AttentionKind::decode);
-        QTest::addRow("D=64 gqa=4 B=256 prefill") << 64 << 4 << 256 << static_cast<int>(AttentionKind::prefill);
-        QTest::addRow("D=64 gqa=16 B=16 prefill (one row per token)") << 64 << 16 << 16 << static_cast<int>(AttentionKind::prefill);
+                        QTest::addRow("D=%d gqa=%d B=%d %s", D, gqa, B, name) << D << gqa << B << static_cast<int>(kind) << 0;
+        QTest::addRow("D=64 gqa=4 B=1 decode") << 64 << 4 << 1 << static_cast<int>(AttentionKind::decode) << 0;
+        QTest::addRow("D=64 gqa=4 B=256 prefill") << 64 << 4 << 256 << static_cast<int>(AttentionKind::prefill) << 0;
+        QTest::addRow("D=64 gqa=16 B=16 prefill (one row per token)") << 64 << 16 << 16 << static_cast<int>(AttentionKind::prefill) << 0;
+        // Sliding windows: splits wholly before a row's window are skipped by the kernel and the merge.
+        for (int window : {1, 37, 300, 3000})
+            QTest::addRow("D=128 gqa=4 B=16 long window=%d", window)
+                << 128 << 4 << 16 << static_cast<int>(AttentionKind::long_context) << window;
     }
     void paged_attention_splits() {
         QFETCH(int, head_dim);
         QFETCH(int, gqa);
         QFETCH(int, block_size);
         QFETCH(int, kind);
+        QFETCH(int, window);
         std::mt19937_64 rng(case_seed(seed_));
-        const PagedAttentionCase c =
-            make_paged_attention_case(head_dim, gqa, block_size, DType::F32, static_cast<AttentionKind>(kind), rng);
+        const PagedAttentionCase c = make_paged_attention_case(head_dim, gqa, block_size, DType::F32,
+                                                               static_cast<AttentionKind>(kind), rng, window);
         // The cache: the cached tokens scattered on the host, the new ones written by write_kv (checked by
         // test_backend_ops).
         std::vector<float> cache(c.layout.total_elems(), kNaN);
@@ -95,7 +101,7 @@ private slots:
         for (int splits : {1, 3, 16}) {
             gpu_->force_attention_splits(splits);
             const DeviceVector<float> out_d(*gpu_, std::vector<float>(ref.size(), kNaN));
-            gpu_->paged_attention(q_d.data(), meta, c.layout, cache_d.data(), c.layer, c.num_heads, c.scale, out_d.data());
+            gpu_->paged_attention(q_d.data(), meta, c.layout, cache_d.data(), c.layer, c.num_heads, c.params, out_d.data());
             const std::vector<float> out = out_d.download();
             const Diff d = diff(out.data(), ref.data(), static_cast<int64_t>(out.size()));
             // As test_backend_ops holds CUDA: F32 with expf and FMA, errors ~1e-6; 1e-4 abs.
@@ -112,7 +118,7 @@ private slots:
         auto expect_throw = [&](const KvCacheLayout& l, int num_heads, const char* what) {
             bool threw = false;
             try {
-                gpu_->paged_attention(nullptr, meta, l, nullptr, 0, num_heads, 1.0f, nullptr);
+                gpu_->paged_attention(nullptr, meta, l, nullptr, 0, num_heads, {1.0f}, nullptr);
             } catch (const std::invalid_argument& e) {
                 threw = true;
                 qInfo("%s: %s", what, e.what());

@@ -333,11 +333,16 @@ private slots:
         QTest::addColumn<int>("block_size");
         QTest::addColumn<int>("kind");
         QTest::addColumn<int>("kv_dtype");
-        auto add = [](DType dt, int D, int gqa, int B, AttentionKind kind, const char* note = "") {
+        QTest::addColumn<int>("window");
+        QTest::addColumn<float>("softcap");
+        auto add = [](DType dt, int D, int gqa, int B, AttentionKind kind, const char* note = "", int window = 0,
+                      float softcap = 0.0f) {
             const char* k = kind == AttentionKind::decode ? "decode" : kind == AttentionKind::prefill ? "prefill" : "long";
-            QTest::addRow("%s%sD=%d gqa=%d B=%d %s%s", dt == DType::F32 ? "" : dtype_name(dt).data(),
-                          dt == DType::F32 ? "" : " ", D, gqa, B, k, note)
-                << D << gqa << B << static_cast<int>(kind) << static_cast<int>(dt);
+            const QByteArray extra = (window ? " window=" + QByteArray::number(window) : QByteArray()) +
+                                     (softcap > 0 ? " softcap=" + QByteArray::number(softcap) : QByteArray());
+            QTest::addRow("%s%sD=%d gqa=%d B=%d %s%s%s", dt == DType::F32 ? "" : dtype_name(dt).data(),
+                          dt == DType::F32 ? "" : " ", D, gqa, B, k, extra.constData(), note)
+                << D << gqa << B << static_cast<int>(kind) << static_cast<int>(dt) << window << softcap;
         };
         for (int D : {8, 32, 64, 128})
             for (int gqa : {1, 3, 4, 7})  // 3 and 7: V passes in uneven chunks of heads (CPU)
@@ -358,6 +363,21 @@ private slots:
                 for (int gqa : {1, 3})
                     for (int B : {1, 16})
                         for (AttentionKind kind : {AttentionKind::decode, AttentionKind::prefill}) add(dt, D, gqa, B, kind);
+        // Sliding windows (Gemma's local layers, Mistral) and soft-capped scores (Gemma 2). Windows of one
+        // token (only itself), 37 (shorter than most contexts, not a block multiple), B (exactly the context
+        // of the decode sequence with B - 1 cached tokens, and of the {B - 1, chunk} prefill's first
+        // query), 300 (shorter than some contexts, longer than others) and 1 << 20 (longer than every one).
+        // Tokens no window reaches are NaN in the cache, so reading them fails. D = 256 is Gemma's head size.
+        for (int D : {64, 256})
+            for (int B : {1, 16})
+                for (AttentionKind kind : {AttentionKind::decode, AttentionKind::prefill})
+                    for (int window : {1, 37, B, 300, 1 << 20})
+                        for (float softcap : {0.0f, 2.0f}) add(DType::F32, D, 2, B, kind, "", window, softcap);
+        for (DType dt : {DType::F16, DType::BF16})
+            for (int D : {8, 128, 256})
+                add(dt, D, 3, 16, AttentionKind::prefill, "", 37, 2.0f);
+        add(DType::F32, 128, 1, 16, AttentionKind::long_context, "", 3000, 30.0f);
+        add(DType::F32, 32, 8, 16, AttentionKind::long_context, "", 700);
     }
     void paged_attention() {
         QFETCH(int, head_dim);
@@ -365,12 +385,14 @@ private slots:
         QFETCH(int, block_size);
         QFETCH(int, kind);
         QFETCH(int, kv_dtype);
+        QFETCH(int, window);
+        QFETCH(float, softcap);
         Subject& s = subject();
         const DType kv = static_cast<DType>(kv_dtype);
         if (!s.first().supports_kv_dtype(kv)) QSKIP(qPrintable(QString("no %1 KV cache here").arg(dtype_name(kv).data())));
         std::mt19937_64 rng(case_seed(seed_));
-        const PagedAttentionCase c =
-            make_paged_attention_case(head_dim, gqa, block_size, kv, static_cast<AttentionKind>(kind), rng);
+        const PagedAttentionCase c = make_paged_attention_case(head_dim, gqa, block_size, kv, static_cast<AttentionKind>(kind),
+                                                               rng, window, softcap);
         const KvCacheLayout& layout = c.layout;
         const int Hkv = layout.num_kv_heads, D = head_dim, B = block_size;
 
@@ -405,7 +427,7 @@ private slots:
                              qPrintable(QString("write_kv: V of token %1 head %2 dim %3 wrong").arg(t).arg(h).arg(d)));
                 }
         }
-        QCOMPARE(cache.count_written(), c.total_tokens() * Hkv * D * 2);
+        QCOMPARE(cache.count_written(), c.placed_tokens() * Hkv * D * 2);
 
         const std::vector<float> ref = c.reference();
         const DeviceVector<float> q_d(s.first(), c.q);
@@ -418,7 +440,7 @@ private slots:
         std::vector<float> first;
         for (Backend* be : runs(s, static_cast<AttentionKind>(kind) != AttentionKind::long_context)) {
             const DeviceVector<float> out_d(s.first(), std::vector<float>(ref.size(), kNaN));
-            be->paged_attention(q_d.data(), meta, layout, cache_d, c.layer, c.num_heads, c.scale, out_d.data());
+            be->paged_attention(q_d.data(), meta, layout, cache_d, c.layer, c.num_heads, c.params, out_d.data());
             const std::vector<float> out = out_d.download();
             const Diff d = diff(out.data(), ref.data(), static_cast<int64_t>(out.size()));
             QVERIFY2(d.within(tol_abs, tol_nmse), describe(d, out, ref, s.who(*be)));
@@ -582,6 +604,46 @@ private slots:
             const DeviceVector<float> x_d(s.first(), up);
             be->add(x_d.data(), gate_d.data(), n);
             QVERIFY2(bitwise_equal(x_d.download(), x_ref), "add " + s.who(*be) + " differs from x + y");
+        }
+    }
+
+    // ---- Gemma's elementwise ops: the GELU-tanh gate, soft-capping and scaling, on the same sizes.
+    void gemma_elementwise_data() { elementwise_data(); }
+    void gemma_elementwise() {
+        QFETCH(qlonglong, n);
+        Subject& s = subject();
+        std::mt19937_64 rng(case_seed(seed_));
+        std::vector<float> gate = random_floats(rng, n, -12.0f, 12.0f);
+        const std::vector<float> up = random_floats(rng, n, -3.0f, 3.0f);
+        std::vector<float> x = random_floats(rng, n, -200.0f, 200.0f);
+        const float extremes[] = {0.0f, -100.0f, 100.0f, -10.0f, 1e-20f, -3.0f};
+        for (size_t i = 0; i < std::size(extremes) && static_cast<qlonglong>(i) < n; ++i) gate[i] = x[i] = extremes[i];
+        std::vector<float> gelu_ref(n), capped_ref = x, scaled_ref = x;
+        gelu_tanh_mul_ref(gate.data(), up.data(), n, gelu_ref.data());
+        softcap_ref(capped_ref.data(), n, 30.0f);
+        for (float& v : scaled_ref) v *= 48.0f;
+        const DeviceVector<float> gate_d(s.first(), gate), up_d(s.first(), up);
+        // GELU-tanh: u = sqrt(2/pi) (x + 0.044715 x^3) rounds to float, and exp(-2u) carries that rounding times
+        // |2u| (up to ~40 where the result is not yet 0): 1e-5 relative, plus 1e-7 absolute where the value is
+        // tiny. Soft-cap: float tanh, a few ulp. Scale: one float multiply, bitwise.
+        for (Backend* be : runs(s)) {
+            const DeviceVector<float> out_d(s.first(), std::vector<float>(n, kNaN));
+            be->gelu_tanh_mul(gate_d.data(), up_d.data(), n, out_d.data());
+            const std::vector<float> out = out_d.download();
+            for (qlonglong j = 0; j < n; ++j)
+                if (!(std::fabs(out[j] - gelu_ref[j]) <= 1e-5 * std::fabs(gelu_ref[j]) + 1e-7))
+                    QFAIL(qPrintable(QString("gelu_tanh_mul %1 [%2]: gate=%3 up=%4 out=%5 ref=%6")
+                                         .arg(s.who(*be)).arg(j).arg(gate[j]).arg(up[j]).arg(out[j], 0, 'g', 9)
+                                         .arg(gelu_ref[j], 0, 'g', 9)));
+            const DeviceVector<float> capped_d(s.first(), x), scaled_d(s.first(), x);
+            be->softcap(capped_d.data(), n, 30.0f);
+            be->scale(scaled_d.data(), n, 48.0f);
+            const std::vector<float> capped = capped_d.download();
+            for (qlonglong j = 0; j < n; ++j)
+                if (!(std::fabs(capped[j] - capped_ref[j]) <= 1e-6 * std::fabs(capped_ref[j]) + 1e-30))
+                    QFAIL(qPrintable(QString("softcap %1 [%2]: x=%3 out=%4 ref=%5")
+                                         .arg(s.who(*be)).arg(j).arg(x[j]).arg(capped[j], 0, 'g', 9).arg(capped_ref[j], 0, 'g', 9)));
+            QVERIFY2(bitwise_equal(scaled_d.download(), scaled_ref), "scale " + s.who(*be) + " differs from x * s");
         }
     }
 

@@ -60,10 +60,15 @@ public:
         cpu_->write_kv(k, v, slot_mapping, n, layout, kv_cache, layer);
     }
     void paged_attention(const float* q, const AttentionMetadata& meta, const KvCacheLayout& layout, const void* kv_cache,
-                         int layer, int num_heads, float scale, float* out) override {
-        cpu_->paged_attention(q, meta, layout, kv_cache, layer, num_heads, scale, out);
+                         int layer, int num_heads, const AttentionParams& params, float* out) override {
+        cpu_->paged_attention(q, meta, layout, kv_cache, layer, num_heads, params, out);
     }
     void silu_mul(const float* gate, const float* up, int64_t n, float* out) override { cpu_->silu_mul(gate, up, n, out); }
+    void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) override {
+        cpu_->gelu_tanh_mul(gate, up, n, out);
+    }
+    void scale(float* x, int64_t n, float s) override { cpu_->scale(x, n, s); }
+    void softcap(float* x, int64_t n, float cap) override { cpu_->softcap(x, n, cap); }
     void add(float* x, const float* y, int64_t n) override { cpu_->add(x, y, n); }
     void argmax(const float* logits, int n, int vocab, int32_t* out) override { cpu_->argmax(logits, n, vocab, out); }
     void gather_rows(const float* x, const int32_t* rows, int n, int dim, float* out) override {

@@ -1,7 +1,9 @@
 // One paged-attention case, as the op suites run it on any backend: sequences of (cached tokens, new
 // tokens) whose blocks are scattered at random over thousands of blocks, a KV cache that is NaN wherever no
 // token was placed, the new tokens' K/V for write_kv, and the reference output (cpu/reference.h over each
-// sequence's dense K/V, rounded to the cache's element type as the cache holds them).
+// sequence's dense K/V, rounded to the cache's element type as the cache holds them). With a sliding
+// window, cached tokens that no query's window reaches are never placed (NaN, as if their blocks had been
+// freed): a kernel that reads outside the window produces NaN.
 #pragma once
 
 #include "op_checks.h"
@@ -71,7 +73,7 @@ struct PagedAttentionCase {
     KvCacheLayout layout;
     int layer = 1;  // of two: the layer offset is exercised
     int num_heads = 0;
-    float scale = 0;
+    AttentionParams params;  // scale, sliding window, soft-cap
     std::vector<std::pair<int, int>> seqs;  // (cached tokens, new tokens)
     std::vector<int32_t> block_tables;      // [num_seqs, max_blocks_per_seq]
     int max_blocks_per_seq = 0, max_seq_len = 0;
@@ -84,12 +86,23 @@ struct PagedAttentionCase {
     int num_seqs() const { return static_cast<int>(seqs.size()); }
     int num_tokens() const { return query_start_loc.back(); }
     int64_t total_tokens() const { return std::accumulate(seq_lens.begin(), seq_lens.end(), int64_t{0}); }
+    // The first cached position of sequence s that a query's window reaches (0 without a window).
+    int first_placed(int s) const {
+        return params.sliding_window > 0 ? std::min(seqs[s].first, std::max(0, seqs[s].first + 1 - params.sliding_window)) : 0;
+    }
+    // Tokens in the cache once the step's K/V are written: the placed cached ones and the new ones.
+    int64_t placed_tokens() const {
+        int64_t n = 0;
+        for (int s = 0; s < num_seqs(); ++s) n += seq_lens[s] - first_placed(s);
+        return n;
+    }
     const int32_t* table(int s) const { return block_tables.data() + static_cast<size_t>(s) * max_blocks_per_seq; }
 
     // Into a host cache that is NaN: the tokens cached before this step.
     void scatter_cached(void* cache) const {
         for (int s = 0; s < num_seqs(); ++s)
-            cpu::scatter_kv_ref(k_dense[s].data(), v_dense[s].data(), 0, seqs[s].first, table(s), layout, cache, layer);
+            cpu::scatter_kv_ref(k_dense[s].data(), v_dense[s].data(), first_placed(s), seqs[s].first - first_placed(s),
+                                table(s), layout, cache, layer);
     }
 
     // The metadata over the backend's copies of the index arrays.
@@ -119,19 +132,21 @@ struct PagedAttentionCase {
         for (int s = 0; s < num_seqs(); ++s) {
             const size_t q0 = static_cast<size_t>(query_start_loc[s]) * H * D;
             const std::vector<float> k = held(k_dense[s]), v = held(v_dense[s]);
-            cpu::attention_ref(q.data() + q0, seqs[s].second, k.data(), v.data(), seq_lens[s], H, Hkv, D, scale,
+            cpu::attention_ref(q.data() + q0, seqs[s].second, k.data(), v.data(), seq_lens[s], H, Hkv, D, params,
                                ref.data() + q0);
         }
         return ref;
     }
 };
 
+// sliding_window, logit_softcap: AttentionParams' (0 = off).
 inline PagedAttentionCase make_paged_attention_case(int D, int gqa, int B, DType kv_dtype, AttentionKind kind,
-                                                    std::mt19937_64& rng) {
+                                                    std::mt19937_64& rng, int sliding_window = 0,
+                                                    float logit_softcap = 0.0f) {
     PagedAttentionCase c;
     const int Hkv = 2;
     c.num_heads = Hkv * gqa;
-    c.scale = 1.0f / std::sqrt(static_cast<float>(D));
+    c.params = {1.0f / std::sqrt(static_cast<float>(D)), sliding_window, logit_softcap};
     // 4096 blocks, fewer for big blocks so that the cache holds at most 16384 slots (64 MiB at D=128; each
     // case moves it to the backend and back), 65536 for long contexts (28k tokens at most).
     const int num_blocks = std::min(4096, (kind == AttentionKind::long_context ? 65536 : 16384) / B);

@@ -6,6 +6,7 @@
 #include "model/model.h"
 #include "runner/model_runner.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace kvscope::test {
@@ -27,6 +28,30 @@ inline std::vector<float> prefill_logits(Backend& backend, const Model& model, c
     in.finalize();
     const float* l = runner.execute(in).logits;
     return {l, l + static_cast<size_t>(T - first) * model.config.vocab_size};
+}
+
+// Logits of every position of one sequence run in steps of `chunk` tokens (1: prefill of one token, then
+// decode) over one runner and one scattered block table, so that later steps read what earlier ones
+// cached: with sliding windows, the windows cross step and block boundaries. [tokens.size(), vocab]
+inline std::vector<float> chunked_logits(Backend& backend, const Model& model, const std::vector<int32_t>& tokens,
+                                         int chunk, int block_size) {
+    const int T = static_cast<int>(tokens.size());
+    const int used = (T + block_size - 1) / block_size;
+    ModelRunner runner(model, backend, used + 3, block_size, chunk, chunk);
+    std::vector<int32_t> table;
+    for (int b = used - 1; b >= 0; --b) table.push_back(b + 3);
+    std::vector<float> logits;
+    for (int start = 0; start < T; start += chunk) {
+        const int n = std::min(chunk, T - start);
+        ModelInput in;
+        in.clear();
+        in.add_sequence(tokens.data(), start, n, table, block_size, false);
+        for (int i = 0; i < n; ++i) in.logits_indices.push_back(i);
+        in.finalize();
+        const float* l = runner.execute(in).logits;
+        logits.insert(logits.end(), l, l + static_cast<size_t>(n) * model.config.vocab_size);
+    }
+    return logits;
 }
 
 // The same on a 2-thread CPU backend.

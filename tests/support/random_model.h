@@ -1,7 +1,8 @@
 // Seeded random models written in the real formats at test time (model weights are never committed):
 // a Hugging Face directory (config.json, model.safetensors, tokenizer files copied from the shared
 // stories260K model) and a GGUF file with the same weights, q/k rows permuted into GGUF's interleaved
-// RoPE layout exactly as llama.cpp's converter does for llama (not for qwen2).
+// RoPE layout exactly as llama.cpp's converter does for llama (not for qwen2), and Gemma's norms stored
+// as w + 1 in GGUF (llama.cpp's converter) but as w in the HF files.
 #pragma once
 
 #include "test_support.h"
@@ -23,7 +24,7 @@
 namespace kvscope::test {
 
 struct RandomModelShape {
-    std::string arch = "llama";  // llama | qwen2 | qwen3 | phi3 (fused qkv and gate_up)
+    std::string arch = "llama";  // llama | qwen2 | qwen3 | phi3 (fused qkv and gate_up) | gemma2 | gemma3
     int hidden = 256, ffn = 512, layers = 2, heads = 4, kv_heads = 2, head_dim = 64, vocab = 512;
     int context = 1024;
     float rope_theta = 10000.0f;
@@ -31,13 +32,43 @@ struct RandomModelShape {
     std::vector<float> short_factor, long_factor;
     int original_context = 0;
     float attention_factor = 1.0f;
+    // Gemma (gemma_shape): windowed layers l with (l + 1) % sliding_pattern != 0 see the last
+    // sliding_window positions; soft-capping (0 = off); Gemma 3's local RoPE base and its global layers'
+    // linear RoPE factor (0 = none).
+    int sliding_window = 0, sliding_pattern = 0;
+    float attn_softcap = 0, final_softcap = 0;
+    float rope_local_theta = 0, rope_linear_factor = 0;
+    bool gemma() const { return arch == "gemma2" || arch == "gemma3"; }
+    bool sliding(int layer) const { return sliding_window > 0 && (layer + 1) % sliding_pattern != 0; }
 };
+
+// A small Gemma 2 or 3 whose every feature shows in 48 tokens: windows of 16 (local layers first, then a
+// global one), soft-caps near the scores' and logits' size (Gemma 2), a local RoPE base and a scaled
+// global one (Gemma 3). Tied embeddings, as Gemma's.
+inline RandomModelShape gemma_shape(const std::string& arch) {
+    RandomModelShape s;
+    s.arch = arch;
+    s.sliding_window = 16;
+    if (arch == "gemma2") {
+        s.sliding_pattern = 2;  // Gemma 2's alternation: 0 local, 1 global
+        s.attn_softcap = 0.5f;
+        s.final_softcap = 1.0f;
+    } else {
+        s.layers = 3;
+        s.sliding_pattern = 3;  // 0 and 1 local, 2 global (Gemma 3 has 5 local per global)
+        s.rope_theta = 1000000.0f;
+        s.rope_local_theta = 10000.0f;
+        s.rope_linear_factor = 4.0f;
+    }
+    return s;
+}
 
 struct RandomTensor {
     std::string hf_name, gguf_name;
     std::vector<int64_t> shape;  // row-major [rows, cols] or [n]
     std::vector<float> values;
     bool is_q = false, is_k = false;
+    bool is_norm = false;
 };
 
 inline std::vector<RandomTensor> random_tensors(const RandomModelShape& s, uint64_t seed) {
@@ -46,10 +77,12 @@ inline std::vector<RandomTensor> random_tensors(const RandomModelShape& s, uint6
     std::vector<RandomTensor> out;
     auto add = [&](std::string hf, std::string gguf, std::vector<int64_t> shape, bool norm) {
         RandomTensor t{std::move(hf), std::move(gguf), shape, {}};
+        t.is_norm = norm;
         int64_t n = 1;
         for (auto d : shape) n *= d;
         t.values.resize(n);
-        for (auto& v : t.values) v = norm ? 1.0f + normal(rng) : normal(rng);
+        // Gemma's norms multiply by 1 + w: w near 0 is what a norm near 1 is elsewhere.
+        for (auto& v : t.values) v = norm && !s.gemma() ? 1.0f + normal(rng) : normal(rng);
         out.push_back(std::move(t));
         return &out.back();
     };
@@ -70,12 +103,18 @@ inline std::vector<RandomTensor> random_tensors(const RandomModelShape& s, uint6
             add(h + "self_attn.k_proj.bias", g + "attn_k.bias", {kv}, false)->is_k = true;
             add(h + "self_attn.v_proj.bias", g + "attn_v.bias", {kv}, false);
         }
-        if (s.arch == "qwen3") {
+        if (s.arch == "qwen3" || s.arch == "gemma3") {
             add(h + "self_attn.q_norm.weight", g + "attn_q_norm.weight", {s.head_dim}, true);
             add(h + "self_attn.k_norm.weight", g + "attn_k_norm.weight", {s.head_dim}, true);
         }
         add(h + "self_attn.o_proj.weight", g + "attn_output.weight", {s.hidden, q}, false);
-        add(h + "post_attention_layernorm.weight", g + "ffn_norm.weight", {s.hidden}, true);
+        if (s.gemma()) {
+            add(h + "post_attention_layernorm.weight", g + "post_attention_norm.weight", {s.hidden}, true);
+            add(h + "pre_feedforward_layernorm.weight", g + "ffn_norm.weight", {s.hidden}, true);
+            add(h + "post_feedforward_layernorm.weight", g + "post_ffw_norm.weight", {s.hidden}, true);
+        } else {
+            add(h + "post_attention_layernorm.weight", g + "ffn_norm.weight", {s.hidden}, true);
+        }
         if (s.arch == "phi3") {
             add(h + "mlp.gate_up_proj.weight", g + "ffn_up.weight", {2 * s.ffn, s.hidden}, false);
         } else {
@@ -85,7 +124,7 @@ inline std::vector<RandomTensor> random_tensors(const RandomModelShape& s, uint6
         add(h + "mlp.down_proj.weight", g + "ffn_down.weight", {s.hidden, s.ffn}, false);
     }
     add("model.norm.weight", "output_norm.weight", {s.hidden}, true);
-    add("lm_head.weight", "output.weight", {s.vocab, s.hidden}, false);
+    if (!s.gemma()) add("lm_head.weight", "output.weight", {s.vocab, s.hidden}, false);  // Gemma ties
     return out;
 }
 
@@ -112,20 +151,37 @@ inline std::vector<uint8_t> encode(const std::vector<float>& v, int64_t cols, DT
 
 inline void write_random_hf(const std::string& dir, const RandomModelShape& s, uint64_t seed, DType dtype = DType::F32) {
     std::filesystem::create_directories(dir);
-    const char* cls = s.arch == "qwen2"   ? "Qwen2ForCausalLM"
-                      : s.arch == "qwen3" ? "Qwen3ForCausalLM"
-                      : s.arch == "phi3"  ? "Phi3ForCausalLM"
-                                          : "LlamaForCausalLM";
+    const char* cls = s.arch == "qwen2"    ? "Qwen2ForCausalLM"
+                      : s.arch == "qwen3"  ? "Qwen3ForCausalLM"
+                      : s.arch == "phi3"   ? "Phi3ForCausalLM"
+                      : s.arch == "gemma2" ? "Gemma2ForCausalLM"
+                      : s.arch == "gemma3" ? "Gemma3ForCausalLM"
+                                           : "LlamaForCausalLM";
     nlohmann::json c = {{"architectures", {cls}},
-                        {"model_type", s.arch}, {"hidden_size", s.hidden}, {"intermediate_size", s.ffn},
+                        {"model_type", s.arch == "gemma3" ? "gemma3_text" : s.arch}, {"hidden_size", s.hidden},
+                        {"intermediate_size", s.ffn},
                         {"num_hidden_layers", s.layers}, {"num_attention_heads", s.heads},
                         {"num_key_value_heads", s.kv_heads}, {"head_dim", s.head_dim}, {"vocab_size", s.vocab},
                         {"max_position_embeddings", s.context}, {"rms_norm_eps", 1e-5}, {"rope_theta", s.rope_theta},
-                        {"tie_word_embeddings", false}, {"bos_token_id", 1}, {"eos_token_id", 2},
+                        {"tie_word_embeddings", s.gemma()}, {"bos_token_id", 1}, {"eos_token_id", 2},
                         {"torch_dtype", dtype == DType::BF16 ? "bfloat16" : dtype == DType::F16 ? "float16" : "float32"}};
     if (!s.long_factor.empty()) {
         c["original_max_position_embeddings"] = s.original_context;
         c["rope_scaling"] = {{"type", "longrope"}, {"short_factor", s.short_factor}, {"long_factor", s.long_factor}};
+    }
+    if (s.gemma()) {  // as Google's config.json files hold them; Gemma 3's windows as layer_types
+        c["hidden_activation"] = "gelu_pytorch_tanh";
+        c["query_pre_attn_scalar"] = s.head_dim;
+        c["sliding_window"] = s.sliding_window;
+        c["attn_logit_softcapping"] = s.attn_softcap > 0 ? nlohmann::json(s.attn_softcap) : nlohmann::json();
+        c["final_logit_softcapping"] = s.final_softcap > 0 ? nlohmann::json(s.final_softcap) : nlohmann::json();
+        if (s.arch == "gemma3") {
+            c["rope_local_base_freq"] = s.rope_local_theta;
+            c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", s.rope_linear_factor}};
+            nlohmann::json types = nlohmann::json::array();
+            for (int l = 0; l < s.layers; ++l) types.push_back(s.sliding(l) ? "sliding_attention" : "full_attention");
+            c["layer_types"] = types;
+        }
     }
     std::ofstream(dir + "/config.json") << c.dump(2);
     const std::string name = dtype == DType::BF16 ? "BF16" : dtype == DType::F16 ? "F16" : "F32";
@@ -182,9 +238,24 @@ inline void write_random_gguf(const std::string& path, const RandomModelShape& s
             const int n_head = t.is_q ? s.heads : s.kv_heads;
             v = permute_rows(v, t.shape[0], matrix ? t.shape[1] : 1, n_head);
         }
+        if (s.gemma() && t.is_norm)  // llama.cpp's converter stores Gemma's 1 + w
+            for (float& x : v) x += 1.0f;
         const DType dt = !matrix ? DType::F32 : matrix_dtype ? matrix_dtype(t.gguf_name) : dtype;
         std::vector<int64_t> dims(t.shape.rbegin(), t.shape.rend());
         w.add_tensor(t.gguf_name, dims, ggml_type_of(dt), encode(v, t.shape.back(), dt));
+    }
+    if (s.gemma()) {  // the keys llama.cpp's converter writes (query_pre_attn_scalar has none)
+        w.set_u32(a + ".attention.key_length", s.head_dim);
+        w.set_u32(a + ".attention.value_length", s.head_dim);
+        w.set_u32(a + ".attention.sliding_window", s.sliding_window);
+        if (s.attn_softcap > 0) w.set_f32(a + ".attn_logit_softcapping", s.attn_softcap);
+        if (s.final_softcap > 0) w.set_f32(a + ".final_logit_softcapping", s.final_softcap);
+        if (s.arch == "gemma3") {
+            w.set_u32(a + ".attention.sliding_window_pattern", s.sliding_pattern);
+            w.set_f32(a + ".rope.freq_base_swa", s.rope_local_theta);
+            w.set_string(a + ".rope.scaling.type", "linear");
+            w.set_f32(a + ".rope.scaling.factor", s.rope_linear_factor);
+        }
     }
     if (!s.long_factor.empty()) {  // as llama.cpp's converter writes Phi-3's LongRoPE
         w.set_u32(a + ".rope.scaling.original_context_length", s.original_context);

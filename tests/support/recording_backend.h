@@ -94,13 +94,23 @@ public:
         });
     }
     void paged_attention(const float* q, const AttentionMetadata& meta, const KvCacheLayout& layout,
-                         const void* kv_cache, int layer, int num_heads, float scale, float* out) override {
-        run([this, q, meta, layout, kv_cache, layer, num_heads, scale, out] {
-            cpu_->paged_attention(q, meta, layout, kv_cache, layer, num_heads, scale, out);
+                         const void* kv_cache, int layer, int num_heads, const AttentionParams& params,
+                         float* out) override {
+        run([this, q, meta, layout, kv_cache, layer, num_heads, params, out] {
+            cpu_->paged_attention(q, meta, layout, kv_cache, layer, num_heads, params, out);
         });
     }
     void silu_mul(const float* gate, const float* up, int64_t n, float* out) override {
         run([this, gate, up, n, out] { cpu_->silu_mul(gate, up, n, out); });
+    }
+    void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) override {
+        run([this, gate, up, n, out] { cpu_->gelu_tanh_mul(gate, up, n, out); });
+    }
+    void scale(float* x, int64_t n, float s) override {
+        run([this, x, n, s] { cpu_->scale(x, n, s); });
+    }
+    void softcap(float* x, int64_t n, float cap) override {
+        run([this, x, n, cap] { cpu_->softcap(x, n, cap); });
     }
     void add(float* x, const float* y, int64_t n) override {
         run([this, x, y, n] { cpu_->add(x, y, n); });
