@@ -16,6 +16,7 @@
 
 #include <QDir>
 #include <cmath>
+#include <cstring>
 
 using namespace kvscope;
 
@@ -31,7 +32,8 @@ struct Agreement {
     std::string first_disagreement;
 };
 
-// rows: kvscope's logits [n_generated, vocab] at the positions where llama.cpp generated its tokens.
+// rows: logits [n_generated, vocab] (kvscope's, or the exact computation's) at the positions where
+// llama.cpp generated its tokens.
 Agreement compare(const std::vector<float>& rows, size_t vocab, const nlohmann::json& ref) {
     Agreement a;
     const auto& out = ref["output_ids"];
@@ -137,6 +139,35 @@ private slots:
             QVERIFY2(a.agreed == a.decided, a.first_disagreement.c_str());
             QVERIFY2(a.max_diff <= kLogprobTolerance, qPrintable(QString::number(a.max_diff)));
         }
+    }
+
+    // The check has teeth: the same comparison, with a dequantizer that reads sub-block 1's scale and
+    // min for sub-block 0 and the other way round (a packing slip of the kind a new block type invites)
+    // simulated on one Q4_K matrix (gate of qwen3's file), fails by a wide margin. The exact computation
+    // made from the same wrong reading would agree with it: only another engine catches this.
+    void detectsWrongDequantizer() {
+        const std::string path = refs_dir() + "/qwen3-q8_0-f16-q4_k.gguf";
+        const nlohmann::json ref = test::read_json(refs_dir() + "/qwen3-q8_0-f16-q4_k.json");
+        auto model = load_model(path);
+        WeightView& w = model->weights.layers[0].w_gate;
+        QCOMPARE(w.dtype, DType::Q4_K);
+        const size_t n_blocks = static_cast<size_t>(w.rows * w.cols / 256);
+        auto copy = std::shared_ptr<BlockQ4_K[]>(new BlockQ4_K[n_blocks]);
+        std::memcpy(copy.get(), w.data, n_blocks * sizeof(BlockQ4_K));
+        for (size_t b = 0; b < n_blocks; ++b) {  // sub-blocks 0 and 1: 6-bit scale in bytes 0/1, min in 4/5
+            std::swap(copy[b].scales[0], copy[b].scales[1]);
+            std::swap(copy[b].scales[4], copy[b].scales[5]);
+        }
+        model->weights.storage.push_back(copy);
+        w.data = copy.get();
+        std::vector<int32_t> tokens = ref["prompt_ids"].get<std::vector<int32_t>>();
+        const int first = static_cast<int>(tokens.size()) - 1;
+        const auto out = ref["output_ids"].get<std::vector<int32_t>>();
+        tokens.insert(tokens.end(), out.begin(), out.end() - 1);
+        const Agreement a = compare(test::prefill_logits(*model, tokens, first), model->config.vocab_size, ref);
+        qInfo("with sub-blocks 0 and 1 swapped: greedy agrees at %d/%d, max top-5 |logprob difference| = %.2e",
+              a.agreed, a.decided, a.max_diff);
+        QVERIFY(a.max_diff > 5 * kLogprobTolerance);  // measured: 0.23, 12x the tolerance
     }
 };
 
