@@ -3,6 +3,7 @@
 // (q/k/v biases); copies in every weight type (F16 ... IQ4_XS), and a file that mixes them as
 // llama-quantize's Q4_K_M does, stay within stated tolerances of F32; sharded
 // safetensors load; Llama 3 RoPE scaling follows the reference formula; dummy presets build.
+#include "dequantized_twin.h"
 #include "prefill_logits.h"
 #include "naive_forward.h"
 #include "random_model.h"
@@ -37,28 +38,6 @@ double rel_l2(const std::vector<float>& a, const std::vector<float>& ref) {
         den += ref[i] * double(ref[i]);
     }
     return std::sqrt(num / den);
-}
-
-// Replaces every matrix of w by a copy of the same values in `to`: F32 (dequantized), or Q8_0 blocks
-// (for the types matmul_quantizes_activations names).
-void convert_matrices(ModelWeights& w, DType to) {
-    auto convert = [&](WeightView& v) {
-        const size_t from_bytes = dtype_row_bytes(v.dtype, v.cols), to_bytes = dtype_row_bytes(to, v.cols);
-        auto buf = std::shared_ptr<uint8_t[]>(new uint8_t[to_bytes * v.rows]);
-        for (int64_t r = 0; r < v.rows; ++r) {
-            const uint8_t* src = static_cast<const uint8_t*>(v.data) + r * from_bytes;
-            if (to == DType::F32)
-                cpu::dequantize_row(v.dtype, src, reinterpret_cast<float*>(buf.get() + r * to_bytes), v.cols);
-            else
-                cpu::unpack_row_q8_0(v.dtype, src, reinterpret_cast<BlockQ8_0*>(buf.get() + r * to_bytes), v.cols);
-        }
-        w.storage.push_back(buf);
-        v = WeightView{buf.get(), to, v.rows, v.cols};
-    };
-    convert(w.token_embedding);
-    convert(w.lm_head);
-    for (LayerWeights& L : w.layers)
-        for (WeightView* v : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) convert(*v);
 }
 
 }  // namespace
@@ -211,7 +190,7 @@ private slots:
         // twin in Q8_0 blocks of the same values instead: exactly.
         auto twin = load_model(dir.filePath("q.gguf").toStdString());
         const bool int8 = cpu::matmul_quantizes_activations(DType(dtype));
-        convert_matrices(twin->weights, int8 ? DType::Q8_0 : DType::F32);
+        test::convert_matrices(twin->weights, int8 ? DType::Q8_0 : DType::F32);
         const double t = rel_l2(test::prefill_logits(*q, sequence(), 0), test::prefill_logits(*twin, sequence(), 0));
         qInfo("%s: relative L2 difference from its %s twin = %.3g", std::string(dtype_name(DType(dtype))).c_str(),
               int8 ? "Q8_0" : "F32", t);

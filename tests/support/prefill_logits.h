@@ -1,5 +1,6 @@
 // Logits of a model at chosen positions of one token sequence, run as a single prefill through the
-// paged forward pass with a scattered (reversed) block table.
+// paged forward pass with a scattered (reversed) block table, or as a prefill and then one decode step
+// per token (teacher-forced: the tokens are given, not sampled), as an engine generates.
 #pragma once
 
 #include "cpu/cpu_kernel_sets.h"
@@ -52,6 +53,29 @@ inline std::vector<float> chunked_logits(Backend& backend, const Model& model, c
         logits.insert(logits.end(), l, l + static_cast<size_t>(n) * model.config.vocab_size);
     }
     return logits;
+}
+
+// The same rows from a prefill of tokens [0, first] and then single-token steps, each one a decode of
+// the next given token (the single-row matmul paths). [rows, vocab]
+inline std::vector<float> decode_logits(Backend& backend, const Model& model, const std::vector<int32_t>& tokens,
+                                        int first, int block_size = 16, DType kv_dtype = DType::F32) {
+    const int T = static_cast<int>(tokens.size());
+    const int used = (T + block_size - 1) / block_size;
+    ModelRunner runner(model, backend, used + 3, block_size, T, 1, kv_dtype);
+    std::vector<int32_t> table;
+    for (int b = used - 1; b >= 0; --b) table.push_back(b + 3);
+    const size_t vocab = model.config.vocab_size;
+    std::vector<float> rows;
+    for (int p = first; p < T; ++p) {
+        ModelInput in;
+        in.clear();
+        const int start = p == first ? 0 : p;
+        in.add_sequence(tokens.data(), start, p + 1 - start, table, block_size, true);
+        in.finalize();
+        const float* l = runner.execute(in).logits;
+        rows.insert(rows.end(), l, l + vocab);
+    }
+    return rows;
 }
 
 // The same on a 2-thread CPU backend.

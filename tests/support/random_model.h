@@ -40,6 +40,12 @@ struct RandomModelShape {
     float rope_local_theta = 0, rope_linear_factor = 0;
     bool gemma() const { return arch == "gemma2" || arch == "gemma3"; }
     bool sliding(int layer) const { return sliding_window > 0 && (layer + 1) % sliding_pattern != 0; }
+    // Standard deviations of the entries of the layers' matrices, of the embedding and of the lm_head (0:
+    // as the layers'). output_std sets the spread of the logits (about output_std * sqrt(hidden)); the
+    // ratio of what the layers add (weight_std) to the embedding (embedding_std) how much the layers
+    // move the residual stream.
+    float weight_std = 0.05f, embedding_std = 0.0f, output_std = 0.0f;
+    bool tie_embeddings = false;  // no lm_head / output.weight: the embedding is the output matrix
 };
 
 // A small Gemma 2 or 3 whose every feature shows in 48 tokens: windows of 16 (local layers first, then a
@@ -48,6 +54,7 @@ struct RandomModelShape {
 inline RandomModelShape gemma_shape(const std::string& arch) {
     RandomModelShape s;
     s.arch = arch;
+    s.tie_embeddings = true;
     s.sliding_window = 16;
     if (arch == "gemma2") {
         s.sliding_pattern = 2;  // Gemma 2's alternation: 0 local, 1 global
@@ -74,6 +81,8 @@ struct RandomTensor {
 inline std::vector<RandomTensor> random_tensors(const RandomModelShape& s, uint64_t seed) {
     std::mt19937_64 rng(seed);
     std::normal_distribution<float> normal(0.0f, 0.05f);
+    // One distribution, scaled, so that the default draws stay as they were.
+    float matrix_scale = s.weight_std / 0.05f;
     std::vector<RandomTensor> out;
     auto add = [&](std::string hf, std::string gguf, std::vector<int64_t> shape, bool norm) {
         RandomTensor t{std::move(hf), std::move(gguf), shape, {}};
@@ -81,13 +90,17 @@ inline std::vector<RandomTensor> random_tensors(const RandomModelShape& s, uint6
         int64_t n = 1;
         for (auto d : shape) n *= d;
         t.values.resize(n);
-        // Gemma's norms multiply by 1 + w: w near 0 is what a norm near 1 is elsewhere.
-        for (auto& v : t.values) v = norm && !s.gemma() ? 1.0f + normal(rng) : normal(rng);
+        // Norm weights near 1 (Gemma's multiply by 1 + w: w near 0), biases small whatever the matrices' scale.
+        for (auto& v : t.values)
+            v = norm ? (s.gemma() ? 0.0f : 1.0f) + normal(rng) : shape.size() == 1 ? normal(rng) : matrix_scale * normal(rng);
         out.push_back(std::move(t));
         return &out.back();
     };
     const int q = s.heads * s.head_dim, kv = s.kv_heads * s.head_dim;
+    const float layer_scale = matrix_scale;
+    matrix_scale = (s.embedding_std > 0 ? s.embedding_std : s.weight_std) / 0.05f;
     add("model.embed_tokens.weight", "token_embd.weight", {s.vocab, s.hidden}, false);
+    matrix_scale = layer_scale;
     for (int l = 0; l < s.layers; ++l) {
         const std::string h = "model.layers." + std::to_string(l) + ".", g = "blk." + std::to_string(l) + ".";
         add(h + "input_layernorm.weight", g + "attn_norm.weight", {s.hidden}, true);
@@ -124,7 +137,8 @@ inline std::vector<RandomTensor> random_tensors(const RandomModelShape& s, uint6
         add(h + "mlp.down_proj.weight", g + "ffn_down.weight", {s.hidden, s.ffn}, false);
     }
     add("model.norm.weight", "output_norm.weight", {s.hidden}, true);
-    if (!s.gemma()) add("lm_head.weight", "output.weight", {s.vocab, s.hidden}, false);  // Gemma ties
+    matrix_scale = (s.output_std > 0 ? s.output_std : s.weight_std) / 0.05f;
+    if (!s.tie_embeddings) add("lm_head.weight", "output.weight", {s.vocab, s.hidden}, false);
     return out;
 }
 
@@ -163,7 +177,7 @@ inline void write_random_hf(const std::string& dir, const RandomModelShape& s, u
                         {"num_hidden_layers", s.layers}, {"num_attention_heads", s.heads},
                         {"num_key_value_heads", s.kv_heads}, {"head_dim", s.head_dim}, {"vocab_size", s.vocab},
                         {"max_position_embeddings", s.context}, {"rms_norm_eps", 1e-5}, {"rope_theta", s.rope_theta},
-                        {"tie_word_embeddings", s.gemma()}, {"bos_token_id", 1}, {"eos_token_id", 2},
+                        {"tie_word_embeddings", s.tie_embeddings}, {"bos_token_id", 1}, {"eos_token_id", 2},
                         {"torch_dtype", dtype == DType::BF16 ? "bfloat16" : dtype == DType::F16 ? "float16" : "float32"}};
     if (!s.long_factor.empty()) {
         c["original_max_position_embeddings"] = s.original_context;

@@ -1,0 +1,175 @@
+// kvscope against llama.cpp on the same GGUF files (issue 18, item 5). tests/data/llamacpp_refs/ holds
+// small random-weight models in each architecture's real layout and every weight type
+// (support/xcheck_models.h), and what llama.cpp computed on them: its greedy tokens and, at each
+// generated position, its top-5 log-probabilities and top-2 gap. kvscope runs llama.cpp's token sequence
+// teacher-forced (one near-tie cannot derail the rest), as one prefill and as a prefill plus one decode
+// step per token, and must give the same greedy token wherever llama.cpp's top-2 gap exceeds 1e-3, and
+// the top-5 log-probabilities within 2e-2.
+// KVSCOPE_XCHECK_REFS=DIR adds every DIR/*.json of the same form (its "model" an absolute path or one
+// relative to DIR): the side-by-side check on larger files that are not committed.
+#include "dequantized_twin.h"
+#include "prefill_logits.h"
+#include "xcheck_models.h"
+
+#include "cpu/cpu_kernel_sets.h"
+#include "runner/logprobs.h"
+
+#include <QDir>
+#include <cmath>
+#include <cstring>
+
+using namespace kvscope;
+
+namespace {
+
+constexpr double kGreedyGap = 1e-3, kLogprobTolerance = 2e-2;
+
+std::string refs_dir() { return test::models_dir() + "/llamacpp_refs"; }
+
+struct Agreement {
+    int decided = 0, agreed = 0, near_ties = 0;
+    double max_diff = 0;  // over llama.cpp's top-5 ids and over the top-5 values rank by rank
+    std::string first_disagreement;
+};
+
+// rows: logits [n_generated, vocab] (kvscope's, or the exact computation's) at the positions where
+// llama.cpp generated its tokens.
+Agreement compare(const std::vector<float>& rows, size_t vocab, const nlohmann::json& ref) {
+    Agreement a;
+    const auto& out = ref["output_ids"];
+    for (size_t i = 0; i < out.size(); ++i) {
+        const std::span<const float> row(rows.data() + i * vocab, vocab);
+        const auto& pos = ref["positions"][i];
+        const TokenLogprobs ours = compute_logprobs(row, out[i].get<int32_t>(), 5);
+        for (size_t k = 0; k < 5; ++k) {
+            const int32_t id = pos["top5"][k][0];
+            const double theirs = pos["top5"][k][1];
+            a.max_diff = std::max(a.max_diff, std::fabs(compute_logprobs(row, id, 0).logprob - theirs));
+            a.max_diff = std::max(a.max_diff, std::fabs(ours.top[k].second - theirs));
+        }
+        if (pos["top2_gap"].get<double>() <= kGreedyGap) {
+            ++a.near_ties;
+            continue;
+        }
+        ++a.decided;
+        if (ours.top[0].first == out[i].get<int32_t>()) {
+            ++a.agreed;
+        } else if (a.first_disagreement.empty()) {
+            a.first_disagreement = "position " + std::to_string(i) + ": kvscope " + std::to_string(ours.top[0].first) +
+                                   ", llama.cpp " + std::to_string(out[i].get<int32_t>());
+        }
+    }
+    return a;
+}
+
+// The largest difference between two sets of rows' log-probabilities of llama.cpp's top-5 ids.
+double max_logprob_diff(const std::vector<float>& a, const std::vector<float>& b, size_t vocab, const nlohmann::json& ref) {
+    double m = 0;
+    for (size_t i = 0; i < ref["positions"].size(); ++i)
+        for (const auto& entry : ref["positions"][i]["top5"]) {
+            const int32_t id = entry[0];
+            const float x = compute_logprobs({a.data() + i * vocab, vocab}, id, 0).logprob;
+            const float y = compute_logprobs({b.data() + i * vocab, vocab}, id, 0).logprob;
+            m = std::max(m, static_cast<double>(std::fabs(x - y)));
+        }
+    return m;
+}
+
+}  // namespace
+
+class TestLlamacppXcheck : public QObject {
+    Q_OBJECT
+private slots:
+    // The committed set is the table's: each model has its file and its figures, and nothing else is there.
+    void refsMatchTable() {
+        QStringList expected;
+        for (const auto& m : test::xcheck_models()) {
+            QVERIFY2(QFile::exists(QString::fromStdString(refs_dir() + "/" + m.name + ".gguf")), m.name.c_str());
+            expected << QString::fromStdString(m.name + ".json");
+        }
+        QStringList jsons = QDir(QString::fromStdString(refs_dir())).entryList({"*.json"}, QDir::Files, QDir::Name);
+        expected.sort();
+        QCOMPARE(jsons, expected);
+    }
+
+    void sameFiles_data() {
+        QTest::addColumn<QString>("ref_path");
+        for (const auto& m : test::xcheck_models())
+            QTest::newRow(m.name.c_str()) << QString::fromStdString(refs_dir() + "/" + m.name + ".json");
+        if (const char* extra = std::getenv("KVSCOPE_XCHECK_REFS"); extra && *extra) {
+            const QDir dir(extra);
+            for (const QString& f : dir.entryList({"*.json"}, QDir::Files, QDir::Name))
+                QTest::newRow(qPrintable("extra/" + f)) << dir.filePath(f);
+        }
+    }
+    void sameFiles() {
+        QFETCH(QString, ref_path);
+        const nlohmann::json ref = test::read_json(ref_path);
+        const QString model_path = QFileInfo(ref_path).dir().filePath(QString::fromStdString(ref["model"]));
+        const auto model = load_model(model_path.toStdString());
+        std::vector<int32_t> tokens = ref["prompt_ids"].get<std::vector<int32_t>>();
+        const int first = static_cast<int>(tokens.size()) - 1;
+        const auto out = ref["output_ids"].get<std::vector<int32_t>>();
+        QVERIFY(!out.empty() && ref["positions"].size() == out.size());
+        tokens.insert(tokens.end(), out.begin(), out.end() - 1);
+        const auto backend = cpu::make_cpu_backend(2);
+        const size_t vocab = model->config.vocab_size;
+        // The noise floor, for the record: llama.cpp against the exact computation of the same file (every
+        // matrix dequantized to F32, no rounding of activations). What llama.cpp's own 8-bit rounding of
+        // activations costs; kvscope may sit on either side of it.
+        auto exact_model = load_model(model_path.toStdString());
+        test::convert_matrices(exact_model->weights, DType::F32);
+        const auto exact = test::prefill_logits(*backend, *exact_model, tokens, first);
+        const Agreement floor = compare(exact, vocab, ref);
+        exact_model.reset();
+        qInfo("%s llama.cpp vs exact: greedy agrees at %d/%d, max top-5 |logprob difference| = %.2e",
+              qPrintable(QFileInfo(model_path).fileName()), floor.agreed, floor.decided, floor.max_diff);
+        std::vector<Agreement> runs;  // prefill, decode: both reported before either is checked
+        for (const bool decode : {false, true}) {
+            const auto rows = decode ? test::decode_logits(*backend, *model, tokens, first)
+                                     : test::prefill_logits(*backend, *model, tokens, first);
+            runs.push_back(compare(rows, vocab, ref));
+            const Agreement& a = runs.back();
+            qInfo("%s %s: greedy agrees at %d/%d positions (%d near-ties of llama.cpp skipped), "
+                  "max top-5 |logprob difference| = %.2e (from exact: %.2e)",
+                  qPrintable(QFileInfo(model_path).fileName()), decode ? "kvscope decode " : "kvscope prefill", a.agreed,
+                  a.decided, a.near_ties, a.max_diff, max_logprob_diff(rows, exact, vocab, ref));
+        }
+        for (const Agreement& a : runs) {
+            QVERIFY2(a.agreed == a.decided, a.first_disagreement.c_str());
+            QVERIFY2(a.max_diff <= kLogprobTolerance, qPrintable(QString::number(a.max_diff)));
+        }
+    }
+
+    // The check has teeth: the same comparison, with a dequantizer that reads sub-block 1's scale and
+    // min for sub-block 0 and the other way round (a packing slip of the kind a new block type invites)
+    // simulated on one Q4_K matrix (gate of qwen3's file), fails by a wide margin. The exact computation
+    // made from the same wrong reading would agree with it: only another engine catches this.
+    void detectsWrongDequantizer() {
+        const std::string path = refs_dir() + "/qwen3-q8_0-f16-q4_k.gguf";
+        const nlohmann::json ref = test::read_json(refs_dir() + "/qwen3-q8_0-f16-q4_k.json");
+        auto model = load_model(path);
+        WeightView& w = model->weights.layers[0].w_gate;
+        QCOMPARE(w.dtype, DType::Q4_K);
+        const size_t n_blocks = static_cast<size_t>(w.rows * w.cols / 256);
+        auto copy = std::shared_ptr<BlockQ4_K[]>(new BlockQ4_K[n_blocks]);
+        std::memcpy(copy.get(), w.data, n_blocks * sizeof(BlockQ4_K));
+        for (size_t b = 0; b < n_blocks; ++b) {  // sub-blocks 0 and 1: 6-bit scale in bytes 0/1, min in 4/5
+            std::swap(copy[b].scales[0], copy[b].scales[1]);
+            std::swap(copy[b].scales[4], copy[b].scales[5]);
+        }
+        model->weights.storage.push_back(copy);
+        w.data = copy.get();
+        std::vector<int32_t> tokens = ref["prompt_ids"].get<std::vector<int32_t>>();
+        const int first = static_cast<int>(tokens.size()) - 1;
+        const auto out = ref["output_ids"].get<std::vector<int32_t>>();
+        tokens.insert(tokens.end(), out.begin(), out.end() - 1);
+        const Agreement a = compare(test::prefill_logits(*model, tokens, first), model->config.vocab_size, ref);
+        qInfo("with sub-blocks 0 and 1 swapped: greedy agrees at %d/%d, max top-5 |logprob difference| = %.2e",
+              a.agreed, a.decided, a.max_diff);
+        QVERIFY(a.max_diff > 5 * kLogprobTolerance);  // measured: 0.23, 12x the tolerance
+    }
+};
+
+QTEST_GUILESS_MAIN(TestLlamacppXcheck)
+#include "test_llamacpp_xcheck.moc"

@@ -1,0 +1,84 @@
+// The small GGUF files of the cross-checks against llama.cpp (tests/data/llamacpp_refs/): which
+// architecture and weight types each holds, and how kvscope-make-xcheck-models writes them. The files are
+// committed, with llama.cpp's greedy tokens and top-5 log-probabilities on them beside; this table is
+// the one list that the generator writes and test_llamacpp_xcheck reads.
+#pragma once
+
+#include "random_model.h"
+
+#include <string>
+#include <vector>
+
+namespace kvscope::test {
+
+// Each file types its matrices by role: the embedding; q and k (or the fused qkv); v and o; gate and
+// up (or the fused gate_up); down. The lm_head is F16 in all. Several types per file keep the whole set
+// at a few MB; every type is the type of at least one matmul, so each type's matmul path (prefill and
+// decode) and the embedding lookup of some types are compared.
+struct XcheckModel {
+    std::string name;  // file stem: NAME.gguf, NAME.json
+    std::string arch;
+    DType embedding, attn_qk, attn_vo, ffn_in, ffn_down;
+};
+
+inline const std::vector<XcheckModel>& xcheck_models() {
+    static const std::vector<XcheckModel> models = {
+        // Every type on llama.
+        {"llama-bf16-f16-q8_0-q4_0", "llama", DType::Q4_0, DType::BF16, DType::F16, DType::Q8_0, DType::Q4_0},
+        {"llama-q4_1-q5_0-q5_1", "llama", DType::Q5_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_1},
+        {"llama-q2_k-q3_k-q4_k", "llama", DType::Q2_K, DType::Q3_K, DType::Q2_K, DType::Q4_K, DType::Q3_K},
+        {"llama-q5_k-q6_k-iq4_nl-iq4_xs", "llama", DType::Q6_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS},
+        // Every other architecture on F16, Q8_0 and a K-quant.
+        {"qwen2-q8_0-f16-q4_k", "qwen2", DType::Q8_0, DType::F16, DType::Q8_0, DType::Q4_K, DType::Q4_K},
+        {"qwen3-q8_0-f16-q4_k", "qwen3", DType::Q8_0, DType::F16, DType::Q8_0, DType::Q4_K, DType::Q4_K},
+        {"phi3-q8_0-f16-q4_k", "phi3", DType::Q8_0, DType::F16, DType::Q8_0, DType::Q4_K, DType::Q4_K},
+    };
+    return models;
+}
+
+// One layer of the real layout, with every row length a multiple of 256 (the K-quants' block) and the
+// stories260K vocabulary (512 tokens, so llama.cpp loads the tokenizer).
+// The scales are chosen for a comparison of two engines that round activations differently: llama.cpp
+// quantizes a matmul's input to 8 bits (Q8_0 per 32, Q8_K per 256 for the K-quants, F16 / BF16 for those
+// weights), kvscope keeps F32 except on its int8 paths, and random weights do not average such rounding
+// away (about 1% of each matmul's output). With the layers adding about a fifth of the residual stream
+// (embedding entries of 4, layer matrices of 0.05) and an F16 lm_head of 0.125 (logits of spread about
+// 2, top-1 log-probabilities near -1.5), llama.cpp's logprobs stay within about 8e-3 of the exact ones
+// (kvscope with every matrix dequantized to F32); with 0.15 everywhere and a tied quantized lm_head they
+// were up to 0.4 away. A wrong dequantizer still moves them far past 2e-2 (see README.md there).
+inline RandomModelShape xcheck_shape(const std::string& arch) {
+    RandomModelShape s;
+    s.arch = arch;
+    s.hidden = 256, s.ffn = 256, s.layers = 1, s.heads = 4, s.kv_heads = 2, s.head_dim = 64, s.vocab = 512;
+    s.context = 1024;
+    s.embedding_std = 4.0f, s.weight_std = 0.05f, s.output_std = 0.125f;
+    if (arch == "phi3") {  // LongRoPE, run past the original context: the long factors
+        s.original_context = 256;
+        for (int i = 0; i < s.head_dim / 2; ++i) {
+            s.short_factor.push_back(1.0f + 0.05f * i);
+            s.long_factor.push_back(1.0f + 0.5f * i);
+        }
+        s.attention_factor = std::sqrt(1.0f + std::log(float(s.context) / s.original_context) / std::log(256.0f));
+    }
+    return s;
+}
+
+inline DType xcheck_matrix_type(const XcheckModel& m, const std::string& gguf_name) {
+    auto has = [&](const char* role) { return gguf_name.find(role) != std::string::npos; };
+    if (gguf_name == "token_embd.weight") return m.embedding;
+    if (gguf_name == "output.weight") return DType::F16;  // F16 inputs in llama.cpp: no 8-bit rounding
+    if (has(".attn_q.") || has(".attn_k.") || has(".attn_qkv.")) return m.attn_qk;
+    if (has(".attn_v.") || has(".attn_output.")) return m.attn_vo;
+    if (has(".ffn_down.")) return m.ffn_down;
+    return m.ffn_in;
+}
+
+inline void write_xcheck_model(const XcheckModel& m, const std::string& path, uint64_t seed = 18) {
+    // A name without the architecture in it: llama.cpp patches the vocabulary of a model named "phi3" and
+    // expects Phi-3's own special tokens there, which the stories260K vocabulary does not have.
+    auto rename = [](GgufWriter& w) { w.set_string("general.name", "kvscope-xcheck"); };
+    write_random_gguf(path, xcheck_shape(m.arch), seed, DType::F32, rename, "",
+                      [&](const std::string& name) { return xcheck_matrix_type(m, name); });
+}
+
+}  // namespace kvscope::test
