@@ -247,8 +247,10 @@ void MainWindow::buildLayout() {
     m_loadProgress->setMaximumWidth(160);
     m_loadProgress->setVisible(false);
     m_benchProgress = new QProgressBar(this);
-    m_benchProgress->setMaximumWidth(180);
     m_benchProgress->setFormat(tr("benchmark %v/%m"));
+    // As wide as its longest text: a narrow window squeezed it until the text broke onto two lines.
+    m_benchProgress->setFixedWidth(m_benchProgress->fontMetrics().horizontalAdvance(
+                                       tr("benchmark %v/%m").replace("%v", "100000").replace("%m", "100000")) + 24);
     m_benchProgress->setVisible(false);
     statusBar()->addWidget(m_engineLabel, 1);
     statusBar()->addPermanentWidget(m_benchProgress);
