@@ -70,9 +70,12 @@ void EngineConfig::validate() const {
     if (num_threads < 0 || num_threads > 256) bad("threads must be in 0..256, got " + std::to_string(num_threads));
 }
 
+int default_max_model_len(int max_position_embeddings) { return std::min(max_position_embeddings, 8192); }
+
 int64_t default_kv_cache_memory(int64_t kv_bytes_per_token, int max_num_seqs, int max_model_len) {
-    const int64_t one_gib = int64_t{1} << 30;
-    return std::min(one_gib, kv_bytes_per_token * max_num_seqs * static_cast<int64_t>(max_model_len));
+    const int64_t one_gib = int64_t{1} << 30, max_tokens = int64_t{4096} * 16;
+    const int64_t tokens = std::min(max_tokens, int64_t{max_num_seqs} * max_model_len);
+    return std::min(one_gib, kv_bytes_per_token * tokens);
 }
 
 }  // namespace kvscope

@@ -55,7 +55,12 @@ void parse_backend(std::string_view name, EngineConfig& config);
 // "sim:h100-sxm" for a simulated backend, else to_string(config.backend).
 std::string backend_name(const EngineConfig& config);
 
-// The default KV budget: 1 GiB, but no more than max_num_seqs requests at max_model_len need.
+// max_model_len when none is given: the model's context, at most 8192 (a longer one is asked for).
+int default_max_model_len(int max_position_embeddings);
+
+// The default KV budget, for the CLI and the GUI alike: what max_num_seqs requests at max_model_len
+// need, but at most 65,536 tokens (4096 blocks of 16: a block map that shows single blocks) and at most
+// 1 GiB. kv_bytes_per_token is the cache's own type (a 16-bit cache holds as many tokens in half the bytes).
 int64_t default_kv_cache_memory(int64_t kv_bytes_per_token, int max_num_seqs, int max_model_len);
 
 }  // namespace kvscope

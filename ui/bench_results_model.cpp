@@ -17,21 +17,41 @@ int BenchResultsModel::columnCount(const QModelIndex& parent) const { return par
 
 QVariant BenchResultsModel::headerData(int section, Qt::Orientation orientation, int role) const {
     if (orientation != Qt::Horizontal || section < 0 || section >= ColumnCount) return {};
-    static const char* names[] = {"Run", "Source", "Mode", "Prompts", "Completed", "req/s", "out tok/s", "total tok/s",
-                                  "mean TTFT ms", "p99 TTFT ms", "mean TPOT ms", "p99 ITL ms", "mean E2EL ms"};
-    static const char* keys[] = {"", "", "mode", "num_prompts", "completed", "request_throughput", "output_throughput",
-                                 "total_token_throughput", "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "p99_itl_ms",
-                                 "mean_e2el_ms"};
-    if (role == Qt::DisplayRole) return tr(names[section]);
-    if (role == Qt::ToolTipRole && *keys[section]) return QString("vLLM key: %1").arg(keys[section]);
+    // Short headers keep the numeric columns as narrow as their numbers; the tooltip says it in full.
+    struct Header {
+        const char* name;
+        const char* key;  // vLLM's key, "" for kvscope's own columns
+        const char* meaning;
+    };
+    static const Header headers[ColumnCount] = {
+        {"Run", "", "The run's name: number, dataset, prompts x input/output length, batching mode"},
+        {"out tok/s", "output_throughput", "Output tokens per second"},
+        {"TTFT ms", "mean_ttft_ms", "Mean time to first token"},
+        {"TPOT ms", "mean_tpot_ms", "Mean time per output token after the first"},
+        {"E2EL ms", "mean_e2el_ms", "Mean end-to-end latency"},
+        {"p99 TTFT", "p99_ttft_ms", "99th percentile time to first token, ms"},
+        {"p99 ITL", "p99_itl_ms", "99th percentile inter-token latency, ms"},
+        {"req/s", "request_throughput", "Completed requests per second"},
+        {"total tok/s", "total_token_throughput", "Prompt and output tokens per second"},
+        {"done", "completed", "Requests completed"},
+        {"prompts", "num_prompts", "Requests in the workload"},
+        {"mode", "mode", "paged or naive batching"},
+        {"source", "", "This session, or the file it was loaded from"},
+    };
+    const Header& h = headers[section];
+    if (role == Qt::DisplayRole) return tr(h.name);
+    if (role == Qt::ToolTipRole)
+        return *h.key ? tr("%1 (vLLM key: %2)").arg(tr(h.meaning), QString::fromLatin1(h.key)) : tr(h.meaning);
     return {};
 }
 
 QVariant BenchResultsModel::data(const QModelIndex& index, int role) const {
     if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) return {};
     const BenchResult& r = m_results[size_t(index.row())];
-    if (role == Qt::TextAlignmentRole && index.column() >= Prompts) return int(Qt::AlignRight | Qt::AlignVCenter);
+    if (role == Qt::TextAlignmentRole && index.column() > Name && index.column() <= Prompts)
+        return int(Qt::AlignRight | Qt::AlignVCenter);
     if (role == Qt::ToolTipRole && index.column() == Source) return r.source;
+    if (role == Qt::ToolTipRole && index.column() == Name) return r.spec.name;  // the column may elide it
     if (role != Qt::DisplayRole) return {};
     auto num = [&](const char* key, int decimals) { return QString::number(r.summary.value(key).toDouble(), 'f', decimals); };
     switch (Column(index.column())) {

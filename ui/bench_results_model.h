@@ -13,8 +13,10 @@ namespace kvscope::ui {
 class BenchResultsModel : public QAbstractTableModel {
     Q_OBJECT
 public:
-    enum Column { Name, Source, Mode, Prompts, Completed, RequestTput, OutputTput, TotalTput, MeanTtft, P99Ttft,
-                  MeanTpot, P99Itl, MeanE2el, ColumnCount };
+    // The figures a comparison is read by come first, after the run's name; where the run came from last,
+    // so that a narrow table shows metrics before it scrolls.
+    enum Column { Name, OutputTput, MeanTtft, MeanTpot, MeanE2el, P99Ttft, P99Itl, RequestTput, TotalTput, Completed,
+                  Prompts, Mode, Source, ColumnCount };
     explicit BenchResultsModel(QObject* parent = nullptr);
 
     int rowCount(const QModelIndex& parent = {}) const override;

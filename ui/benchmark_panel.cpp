@@ -1,16 +1,15 @@
 #include "benchmark_panel.h"
 
-#include "simulation_watermark.h"
-
 #include "bench_results_model.h"
 #include "engine_controller.h"
 #include "simulation_watermark.h"
 #include "theme.h"
 
 #include <QComboBox>
+#include <QDir>
 #include <QDoubleSpinBox>
-#include <QFile>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -21,6 +20,8 @@
 #include <QMessageBox>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QResizeEvent>
+#include <QSaveFile>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QTableView>
@@ -28,6 +29,12 @@
 #include <qcustomplot.h>
 
 namespace kvscope::ui {
+
+namespace {
+// Side by side, the results get what the settings leave. Below this they show a run's name and one
+// or two figures only, so the results go under the settings and the tab scrolls down instead.
+constexpr int kResultsMinWidth = 480;
+}  // namespace
 
 BenchmarkPanel::BenchmarkPanel(EngineController* controller, QWidget* parent)
     : QWidget(parent), m_controller(controller), m_results(new BenchResultsModel(this)) {
@@ -91,7 +98,10 @@ BenchmarkPanel::BenchmarkPanel(EngineController* controller, QWidget* parent)
     m_cancelButton->setEnabled(false);
     m_progress = new QProgressBar(this);
     m_progress->setFormat(tr("%v / %m requests"));
-    m_progress->setValue(0);
+    // As wide as its longest text: a narrower bar cuts the count.
+    m_progress->setMinimumWidth(
+        m_progress->fontMetrics().horizontalAdvance(tr("%v / %m requests").replace("%v", "100000").replace("%m", "100000")) + 24);
+    connect(m_numPrompts, &QSpinBox::valueChanged, this, &BenchmarkPanel::showWorkloadTotal);
     connect(m_runButton, &QPushButton::clicked, this, &BenchmarkPanel::run);
     connect(m_cancelButton, &QPushButton::clicked, this, &BenchmarkPanel::cancel);
     auto* loadButton = new QPushButton(tr("Load results..."), this);
@@ -103,7 +113,8 @@ BenchmarkPanel::BenchmarkPanel(EngineController* controller, QWidget* parent)
     auto* exportButton = new QPushButton(tr("Export results..."), this);
     connect(exportButton, &QPushButton::clicked, this, [this] {
         const QString f = QFileDialog::getSaveFileName(this, tr("Export benchmark results"), "benchmarks.json", tr("JSON (*.json)"));
-        if (!f.isEmpty()) exportResults(f);
+        QString error;
+        if (!f.isEmpty() && !exportResults(f, &error)) QMessageBox::warning(this, tr("Export results"), error);
     });
 
     auto* left = new QWidget(this);
@@ -122,7 +133,20 @@ BenchmarkPanel::BenchmarkPanel(EngineController* controller, QWidget* parent)
     m_table->setAlternatingRowColors(true);
     m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_table->verticalHeader()->hide();
-    m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    m_table->setWordWrap(false);
+    m_table->setMinimumHeight(110);
+    m_table->horizontalHeader()->setStretchLastSection(true);
+    // Each figure as wide as its header or its widest number (ResizeToContents often kept the header's
+    // width and cut the numbers); the name at most a share, cut with "..." (its tooltip has it all);
+    // the source, the last column, takes what is left.
+    auto fitColumns = [this] {
+        m_table->resizeColumnsToContents();
+        const int nameWidth = fontMetrics().horizontalAdvance("#12 random 64x128/64") + 12;
+        if (m_table->columnWidth(BenchResultsModel::Name) > nameWidth) m_table->setColumnWidth(BenchResultsModel::Name, nameWidth);
+    };
+    fitColumns();
+    connect(m_results, &QAbstractItemModel::rowsInserted, this, fitColumns);
+    connect(m_results, &QAbstractItemModel::modelReset, this, fitColumns);
     m_chart = new QCustomPlot(this);
     m_chart->setMinimumHeight(150);
     m_chart->plotLayout()->insertRow(0);
@@ -130,7 +154,13 @@ BenchmarkPanel::BenchmarkPanel(EngineController* controller, QWidget* parent)
     m_chart->yAxis->setLabel(tr("output tok/s"));
     m_chart->yAxis2->setVisible(true);
     m_chart->yAxis2->setLabel(tr("mean TTFT / E2EL ms"));
+    // The legend in a row of its own under the plot: inside the axis rect it covered the bars.
+    m_chart->axisRect()->insetLayout()->take(m_chart->legend);
+    m_chart->plotLayout()->addElement(2, 0, m_chart->legend);
+    m_chart->plotLayout()->setRowStretchFactor(2, 0.001);
+    m_chart->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
     m_chart->legend->setVisible(true);
+    m_chart->installEventFilter(this);
     Theme::styleChart(m_chart);
     auto* buttons = new QHBoxLayout;
     buttons->addStretch();
@@ -153,9 +183,10 @@ BenchmarkPanel::BenchmarkPanel(EngineController* controller, QWidget* parent)
     rightLayout->addWidget(split, 1);
     rightLayout->addLayout(buttons);
 
-    auto* layout = new QHBoxLayout(this);
-    layout->addWidget(left);
-    layout->addWidget(right, 1);
+    m_columns = new QBoxLayout(QBoxLayout::LeftToRight, this);
+    m_columns->addWidget(left);
+    m_columns->addWidget(right, 1);
+    showWorkloadTotal();
 
     connect(controller, &EngineController::benchmarkProgressed, this, [this](int done, int total) {
         m_progress->setMaximum(total);
@@ -221,6 +252,27 @@ void BenchmarkPanel::setRunning(bool running) {
     m_cancelButton->setEnabled(running);
 }
 
+// Before a run the bar counts the workload that Run would send, not QProgressBar's default of 100.
+void BenchmarkPanel::showWorkloadTotal() {
+    if (m_controller->isBenchmarkRunning()) return;
+    m_progress->setRange(0, m_numPrompts->value());
+    m_progress->setValue(0);
+}
+
+void BenchmarkPanel::resizeEvent(QResizeEvent* event) {
+    const int settingsWidth = m_columns->itemAt(0)->widget()->sizeHint().width();
+    const bool narrow = event->size().width() < settingsWidth + kResultsMinWidth;
+    m_columns->setDirection(narrow ? QBoxLayout::TopToBottom : QBoxLayout::LeftToRight);
+    // Under the settings the tab scrolls down: the chart may be as tall as its axis titles need.
+    m_chart->setMinimumHeight(narrow ? 260 : 150);
+    QWidget::resizeEvent(event);
+}
+
+bool BenchmarkPanel::eventFilter(QObject* watched, QEvent* event) {
+    if (watched == m_chart && event->type() == QEvent::Resize) updateChart();  // labels and legend fit the new width
+    return QWidget::eventFilter(watched, event);
+}
+
 bool BenchmarkPanel::loadResults(const QString& path) {
     QString error;
     if (m_results->loadFile(path, &error) == 0) {
@@ -230,12 +282,19 @@ bool BenchmarkPanel::loadResults(const QString& path) {
     return true;
 }
 
-bool BenchmarkPanel::exportResults(const QString& path) const {
+bool BenchmarkPanel::exportResults(const QString& path, QString* error) const {
     QJsonArray runs;
     for (const BenchResult& r : m_results->results()) runs.append(BenchResultsModel::resultToJson(r));
-    QFile f(path);
-    if (!f.open(QIODevice::WriteOnly)) return false;
+    auto fail = [&](const QString& why) {
+        if (error) *error = why;
+        return false;
+    };
+    const QString folder = QFileInfo(path).absolutePath();
+    if (!QDir().mkpath(folder)) return fail(tr("Cannot export the results to %1: the folder %2 cannot be created").arg(path, folder));
+    QSaveFile f(path);
+    if (!f.open(QIODevice::WriteOnly)) return fail(tr("Cannot export the results to %1: %2").arg(path, f.errorString()));
     f.write(QJsonDocument(QJsonObject{{"benchmarks", runs}}).toJson());
+    if (!f.commit()) return fail(tr("Cannot export the results to %1: %2").arg(path, f.errorString()));
     return true;
 }
 
@@ -246,13 +305,19 @@ void BenchmarkPanel::updateChart() {
     QVector<double> keys, tput, ttft, e2el;
     QString simulated;  // a simulated run's label
     bool measured = false;
+    // A bar's label is its run's name while the names fit under the bars side by side, else the run's
+    // number ("#2", the name's first word) alone: overlapping names read as neither.
+    const int perBar = std::max(1, (m_chart->width() - 110) / std::max<int>(1, int(runs.size())));
+    bool full = true;
+    for (const BenchResult& r : runs)
+        full = full && m_chart->fontMetrics().horizontalAdvance("[sim] " + r.spec.name.left(18)) + 8 <= perBar;
     for (size_t i = 0; i < runs.size(); ++i) {
         keys << double(i + 1);
         tput << runs[i].summary.value("output_throughput").toDouble();
         ttft << runs[i].summary.value("mean_ttft_ms").toDouble();
         e2el << runs[i].summary.value("mean_e2el_ms").toDouble();
-        ticker->addTick(double(i + 1), (BenchResultsModel::simulationLabel(runs[i]).isEmpty() ? "" : "[sim] ") +
-                                           runs[i].spec.name.left(18));
+        const QString name = full ? runs[i].spec.name.left(18) : runs[i].spec.name.section(' ', 0, 0).left(8);
+        ticker->addTick(double(i + 1), (BenchResultsModel::simulationLabel(runs[i]).isEmpty() ? "" : "[sim] ") + name);
         if (!BenchResultsModel::simulationLabel(runs[i]).isEmpty()) simulated = BenchResultsModel::simulationLabel(runs[i]);
         else measured = true;
     }
@@ -277,6 +342,16 @@ void BenchmarkPanel::updateChart() {
     };
     addLine(tr("mean TTFT ms"), ttft, 1);
     addLine(tr("mean E2EL ms"), e2el, 3);
+    // As many legend entries to a row as the chart's width holds.
+    int legendWidth = 0, perRow = 0;
+    for (int i = 0; i < m_chart->legend->itemCount(); ++i) {
+        const QCPAbstractLegendItem* item = m_chart->legend->item(i);
+        if (!item) continue;  // an empty cell of the grid
+        legendWidth += item->minimumOuterSizeHint().width() + m_chart->legend->columnSpacing();
+        if (legendWidth <= m_chart->width() - 20) ++perRow;
+    }
+    m_chart->legend->setWrap(std::max(1, perRow));
+    m_chart->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst, true);  // rearranged to the wrap
     m_chart->xAxis->setTicker(ticker);
     m_chart->xAxis->setRange(0.4, double(runs.size()) + 0.6);
     m_chart->yAxis->rescale();

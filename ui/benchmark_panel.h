@@ -7,6 +7,7 @@
 
 #include <QWidget>
 
+class QBoxLayout;
 class QComboBox;
 class QCustomPlot;
 class QLabel;
@@ -35,13 +36,20 @@ public slots:
     void run();
     void cancel();
     bool loadResults(const QString& path);
-    bool exportResults(const QString& path) const;
+    // Writes every run to path (a JSON file), creating its folder; false with *error naming the path when
+    // it cannot.
+    bool exportResults(const QString& path, QString* error = nullptr) const;
 
 signals:
     void runFinished(const kvscope::ui::BenchResult& result);
 
+protected:
+    void resizeEvent(QResizeEvent* event) override;
+    bool eventFilter(QObject* watched, QEvent* event) override;
+
 private:
     void updateChart();
+    void showWorkloadTotal();
     void setRunning(bool running);
 
     EngineController* m_controller;
@@ -62,6 +70,7 @@ private:
     QProgressBar* m_progress;
     QTableView* m_table;
     QCustomPlot* m_chart;
+    QBoxLayout* m_columns;  // settings beside the results, or above them in a narrow window
     QLabel* m_mixNote;  // shown while the table mixes simulated and measured runs
     int m_runNumber = 0;
 };

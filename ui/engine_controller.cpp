@@ -63,13 +63,8 @@ EngineConfig EngineController::defaultConfig() {
     c.scheduler.max_model_len = 0;
     c.scheduler.max_num_seqs = 64;
     c.scheduler.max_num_batched_tokens = 2048;
-    c.kv_cache_memory = 0;  // sized to the model at load: defaultKvBudget()
+    c.kv_cache_memory = 0;  // the engine's default_kv_cache_memory, in the cache's own type, as the CLI's
     return c;
-}
-
-int64_t EngineController::defaultKvBudget(int64_t kvBytesPerToken, int blockSize) {
-    const int64_t mib = int64_t(1) << 20, bytes = kvBytesPerToken * std::max(1, blockSize) * 4096;
-    return std::clamp((bytes + mib - 1) / mib * mib, mib, 256 * mib);
 }
 
 void EngineController::loadModel(const QString& spec, const EngineConfig& config) {

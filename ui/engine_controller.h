@@ -38,9 +38,6 @@ public:
     QColor colorFor(const QString& requestId) const;
     // The default configuration of a model load (max_model_len 0 = the model's, up to 8192).
     static EngineConfig defaultConfig();
-    // The GUI's KV budget when the config leaves it 0 (resolved at each model load): about 4096 blocks, so
-    // the block map shows individual blocks, at most 256 MiB. Whole MiB, as the budget spin boxes show it.
-    static int64_t defaultKvBudget(int64_t kvBytesPerToken, int blockSize);
 
 public slots:
     void loadModel(const QString& spec, const kvscope::EngineConfig& config = defaultConfig());

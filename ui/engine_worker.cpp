@@ -64,11 +64,10 @@ void EngineWorker::loadModel(const QString& spec, const EngineConfig& requested)
         std::shared_ptr<const Model> model = load_model(spec.toStdString(), !simulated);  // a simulation needs shapes only
         EngineConfig config = requested;
         if (config.scheduler.max_model_len <= 0)
-            config.scheduler.max_model_len = std::min(model->config.max_position_embeddings, 8192);
+            config.scheduler.max_model_len = default_max_model_len(model->config.max_position_embeddings);
         config.scheduler.max_model_len = std::min(config.scheduler.max_model_len, model->config.max_position_embeddings);
-        // A simulated GPU sizes its KV pool from its own memory, as vLLM does on the real one.
-        if (!simulated && config.kv_cache_memory <= 0 && config.num_blocks <= 0)  // float32 bytes: a 16-bit KV gets twice the blocks
-            config.kv_cache_memory = EngineController::defaultKvBudget(model->config.kv_bytes_per_token(), config.block_size);
+        // kv_cache_memory 0: the engine sizes the pool (default_kv_cache_memory, or a simulated GPU's own
+        // memory, as vLLM does on the real one), in the KV type it resolves.
         auto engine = std::make_unique<LlmEngine>(model, config);
         // Requests of the previous model are dropped (their panes see an abort).
         if (m_engine) {

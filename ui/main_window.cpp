@@ -109,10 +109,16 @@ MainWindow::MainWindow(QWidget* parent)
     });
     connect(m_controller, &EngineController::modelLoadFailed, this, [this](const QString& spec, const QString& message) {
         m_loadProgress->setVisible(false);
-        m_modelLabel->setText(tr("<span style='color:#e05a6a'>load failed</span>"));
-        statusBar()->showMessage(tr("Could not load %1: %2").arg(spec, message), 15000);
-        if (isVisible() && QApplication::platformName() != "offscreen")
-            QMessageBox::warning(this, tr("Load model"), tr("Could not load %1:\n%2").arg(spec, message));
+        // The model loaded before is still the one running: the toolbar keeps its name.
+        const bool loaded = m_controller->isModelLoaded();
+        m_modelLabel->setText(loaded ? QString("<b>%1</b>").arg(m_controller->modelSummary().name.toHtmlEscaped())
+                                     : tr("no model"));
+        // The loader's messages start with the path they could not use: said once, not twice.
+        QString error = message.startsWith(spec) ? tr("Could not load %1").arg(message)
+                                                 : tr("Could not load %1: %2").arg(spec, message);
+        if (loaded) error += tr(" (%1 is still loaded)").arg(m_controller->modelSummary().name);
+        statusBar()->showMessage(error, 15000);
+        if (isVisible() && QApplication::platformName() != "offscreen") QMessageBox::warning(this, tr("Load model"), error);
     });
     connect(m_controller, &EngineController::configChanged, m_tuning, &TuningPanel::setConfig);
     connect(m_tuning, &TuningPanel::configEdited, m_controller, &EngineController::reconfigure);
@@ -234,6 +240,7 @@ void MainWindow::buildLayout() {
     });
 
     m_modelLabel = new QLabel(tr("no model"), this);
+    m_modelLabel->setObjectName("modelName");
     m_engineLabel = new QLabel(this);
     m_engineLabel->setObjectName("engineStatus");
     // The whole line when there is room; a narrow window cuts it rather than growing for it.
@@ -247,8 +254,10 @@ void MainWindow::buildLayout() {
     m_loadProgress->setMaximumWidth(160);
     m_loadProgress->setVisible(false);
     m_benchProgress = new QProgressBar(this);
-    m_benchProgress->setMaximumWidth(180);
     m_benchProgress->setFormat(tr("benchmark %v/%m"));
+    // As wide as its longest text: a narrow window squeezed it until the text broke onto two lines.
+    m_benchProgress->setFixedWidth(m_benchProgress->fontMetrics().horizontalAdvance(
+                                       tr("benchmark %v/%m").replace("%v", "100000").replace("%m", "100000")) + 24);
     m_benchProgress->setVisible(false);
     statusBar()->addWidget(m_engineLabel, 1);
     statusBar()->addPermanentWidget(m_benchProgress);

@@ -2,6 +2,7 @@
 
 #include "model_discovery.h"
 
+#include "model/model.h"
 #include "sim/gpu_specs.h"
 
 #include <QComboBox>
@@ -15,6 +16,7 @@
 #include <QPushButton>
 #include <QSpinBox>
 #include <QThread>
+#include <QTimer>
 #include <QVBoxLayout>
 
 #include <algorithm>
@@ -26,8 +28,10 @@ ModelPickerDialog::ModelPickerDialog(const QString& currentSpec, const EngineCon
     setWindowTitle(tr("Load model"));
     resize(640, 480);
     m_list = new QListWidget(this);
+    m_list->setObjectName("modelList");
     m_list->setAlternatingRowColors(true);
     m_spec = new QLineEdit(currentSpec, this);
+    m_spec->setObjectName("modelSpec");
     m_spec->setPlaceholderText(tr("dummy:tiny, /path/model.gguf or a Hugging Face directory"));
     connect(m_list, &QListWidget::currentItemChanged, this, [this](QListWidgetItem* item) {
         if (item && !item->data(Qt::UserRole).toString().isEmpty()) m_spec->setText(item->data(Qt::UserRole).toString());
@@ -49,8 +53,8 @@ ModelPickerDialog::ModelPickerDialog(const QString& currentSpec, const EngineCon
     openRow->addStretch();
 
     m_maxModelLen = new QSpinBox(this);
+    m_maxModelLen->setObjectName("maxModelLen");
     m_maxModelLen->setRange(0, 1 << 20);
-    m_maxModelLen->setSpecialValueText(tr("model's (up to 8192)"));
     m_maxModelLen->setValue(c.scheduler.max_model_len);
     m_maxModelLen->setToolTip(tr("max_model_len: prompt + output tokens of one request at most (vLLM --max-model-len, "
                                  "TensorRT-LLM max_seq_len). Fixed for the engine's lifetime."));
@@ -108,16 +112,36 @@ ModelPickerDialog::ModelPickerDialog(const QString& currentSpec, const EngineCon
     layout->addLayout(openRow);
     layout->addLayout(form);
     layout->addWidget(buttons);
-    populate();
+    populate(currentSpec);
+    m_contextTimer = new QTimer(this);
+    m_contextTimer->setSingleShot(true);
+    m_contextTimer->setInterval(250);
+    connect(m_contextTimer, &QTimer::timeout, this, &ModelPickerDialog::showModelContext);
+    connect(m_spec, &QLineEdit::textChanged, m_contextTimer, qOverload<>(&QTimer::start));
+    showModelContext();
 }
 
-void ModelPickerDialog::populate() {
-    auto header = [this](const QString& text) {
-        auto* item = new QListWidgetItem(text, m_list);
+// "0" loads the chosen model with its own context, at most 8192: the field says what that is for the
+// model chosen now (it said "up to 8192" whatever the file).
+void ModelPickerDialog::showModelContext() {
+    try {
+        const int context = load_model_config(spec().toStdString()).max_position_embeddings;
+        const int applied = default_max_model_len(context);
+        m_maxModelLen->setSpecialValueText(applied == context ? tr("model's: %1").arg(context)
+                                                              : tr("%1 (the model's %2 is longer)").arg(applied).arg(context));
+    } catch (const std::exception&) {  // nothing that names a model yet: the load will say why
+        m_maxModelLen->setSpecialValueText(tr("model's (up to 8192)"));
+    }
+}
+
+void ModelPickerDialog::populate(const QString& currentSpec) {
+    auto header = [this](const QString& text, int row = -1) {
+        auto* item = new QListWidgetItem(text);
         item->setFlags(Qt::NoItemFlags);
         QFont f = item->font();
         f.setBold(true);
         item->setFont(f);
+        m_list->insertItem(row < 0 ? m_list->count() : row, item);
     };
     header(tr("Dummy presets (seeded random weights, real shapes, no download)"));
     for (const QString& p : dummyPresets()) {
@@ -135,6 +159,21 @@ void ModelPickerDialog::populate() {
         item->setData(Qt::UserRole, m.spec);
         item->setToolTip(m.spec);
     }
+    // The loaded model is the choice until another is made: with no row current, the list took its
+    // first preset (dummy:tiny) the moment it had focus. A model that is neither a preset nor found
+    // here (a path from the command line) is listed first, on its own.
+    for (int i = 0; i < m_list->count(); ++i)
+        if (!currentSpec.isEmpty() && m_list->item(i)->data(Qt::UserRole).toString() == currentSpec) {
+            m_list->setCurrentRow(i);
+            return;
+        }
+    if (currentSpec.isEmpty()) return;
+    auto* current = new QListWidgetItem("    " + currentSpec);
+    current->setData(Qt::UserRole, currentSpec);
+    current->setToolTip(currentSpec);
+    m_list->insertItem(0, current);
+    header(tr("Loaded now"), 0);
+    m_list->setCurrentRow(1);
 }
 
 QString ModelPickerDialog::spec() const { return m_spec->text().trimmed(); }

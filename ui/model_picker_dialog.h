@@ -12,6 +12,7 @@ class QComboBox;
 class QLineEdit;
 class QListWidget;
 class QSpinBox;
+class QTimer;
 
 namespace kvscope::ui {
 
@@ -23,7 +24,8 @@ public:
     EngineConfig config() const;
 
 private:
-    void populate();
+    void populate(const QString& currentSpec);
+    void showModelContext();
     QListWidget* m_list;
     QLineEdit* m_spec;
     QSpinBox* m_maxModelLen;
@@ -31,6 +33,7 @@ private:
     QSpinBox* m_threads;
     QComboBox* m_backend;  // data: a --backend value ("auto", "sim:h100-sxm")
     QSpinBox* m_tensorParallel;
+    QTimer* m_contextTimer;  // reads the typed model's context once typing pauses
     EngineConfig m_base;
 };
 

@@ -1,5 +1,9 @@
 #include "session_data.h"
 
+#include "natural_order.h"
+
+#include <algorithm>
+
 namespace kvscope::ui {
 
 SessionData::SessionData(QObject* parent) : QObject(parent) {}
@@ -58,10 +62,17 @@ void SessionData::applyUpdate(const EngineUpdate& u) {
         }
         emit stepsAppended(first, int(u.steps.size()));
     }
-    // New requests first, announced together: views insert their rows once, not once per request.
+    // New requests first, announced together: views insert their rows once, not once per request. The
+    // worker lists them in string order (bench-1-10 before bench-1-2); they get rows in the natural
+    // order of their ids, which for a benchmark's requests is the order they arrived in.
     const int firstNew = int(m_requests.size());
-    for (const RequestProgress& p : u.requests) ensureRequest(p.requestId, false);
-    for (const RequestMetrics& m : u.finished) ensureRequest(QString::fromStdString(m.request_id), false);
+    QStringList newIds;
+    for (const RequestProgress& p : u.requests)
+        if (indexOf(p.requestId) < 0) newIds << p.requestId;
+    for (const RequestMetrics& m : u.finished)
+        if (const QString id = QString::fromStdString(m.request_id); indexOf(id) < 0) newIds << id;
+    std::stable_sort(newIds.begin(), newIds.end(), [](const QString& a, const QString& b) { return naturalLess(a, b); });
+    for (const QString& id : newIds) ensureRequest(id, false);
     if (int(m_requests.size()) > firstNew) emit requestsAdded(firstNew, int(m_requests.size()) - 1);
     for (const RequestProgress& p : u.requests) {
         const int row = ensureRequest(p.requestId);

@@ -38,7 +38,7 @@ void add_engine_options(CLI::App& app, EngineOptions& o) {
                    "step's budget)")
         ->type_name("UINT")->check(int_in(0))->group(group);
     app.add_option("--kv-cache-memory", c.kv_cache_memory,
-                   "KV pool bytes, accepts 512M/8G (0 = sized to max_num_seqs x max_model_len, at most 1G)")
+                   "KV pool bytes, accepts 512M/8G (0 = what max_num_seqs x max_model_len need, at most 64Ki tokens and 1G)")
         ->type_name("SIZE")->transform(byte_size())->group(group);
     app.add_option("--gpu-memory-utilization", c.gpu_memory_utilization,
                    "fraction of GPU memory for weights, activations and the KV pool, which takes the rest "
@@ -74,7 +74,7 @@ void add_engine_options(CLI::App& app, EngineOptions& o) {
 
 EngineConfig engine_config_from(const EngineOptions& o, const ModelConfig& model) {
     EngineConfig c = o.config;
-    c.scheduler.max_model_len = o.max_model_len > 0 ? o.max_model_len : std::min(model.max_position_embeddings, 8192);
+    c.scheduler.max_model_len = o.max_model_len > 0 ? o.max_model_len : default_max_model_len(model.max_position_embeddings);
     c.mode = parse_batching_mode(o.mode);
     c.scheduler.policy = parse_scheduler_policy(o.policy);
     parse_backend(o.backend, c);

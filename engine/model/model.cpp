@@ -68,11 +68,15 @@ std::unique_ptr<Model> load_gguf(const std::string& path) {
     return std::make_unique<Model>(Model{path, "gguf", name, config, std::move(weights), std::move(tokenizer), chat});
 }
 
+std::string hf_config_path(const std::string& dir) {
+    const std::string path = (fs::path(dir) / "config.json").string();
+    if (!fs::exists(path)) throw BadInput(dir + ": no config.json (not a Hugging Face model directory)");
+    return path;
+}
+
 std::unique_ptr<Model> load_hf(const std::string& dir, bool with_weights) {
     const fs::path d(dir);
-    const std::string config_path = (d / "config.json").string();
-    if (!fs::exists(config_path)) throw BadInput(dir + ": no config.json (not a Hugging Face model directory)");
-    ModelConfig config = config_from_hf_json(config_path);
+    ModelConfig config = config_from_hf_json(hf_config_path(dir));
     const std::string tok_path = (d / "tokenizer.json").string();
     if (!fs::exists(tok_path)) throw BadInput(dir + ": no tokenizer.json");
     const std::string tok_config = (d / "tokenizer_config.json").string();
@@ -91,15 +95,36 @@ std::unique_ptr<Model> load_hf(const std::string& dir, bool with_weights) {
         Model{dir, "hf", d.filename().string(), config, std::move(weights), std::move(tokenizer), chat});
 }
 
+enum class ModelKind { DUMMY, HF, GGUF };
+
+// What spec names; throws BadInput naming it when it is none of them.
+ModelKind model_kind(const std::string& spec) {
+    if (spec.rfind("dummy:", 0) == 0) return ModelKind::DUMMY;
+    std::error_code ec;
+    if (fs::is_directory(spec, ec)) return ModelKind::HF;
+    if (!fs::exists(spec, ec)) throw BadInput(spec + ": no such file or directory");
+    if (spec.size() >= 5 && spec.compare(spec.size() - 5, 5, ".gguf") == 0) return ModelKind::GGUF;
+    throw BadInput(spec + ": not a model (expected a Hugging Face directory, a .gguf file or dummy:PRESET)");
+}
+
 }  // namespace
 
 std::unique_ptr<Model> load_model(const std::string& spec, bool with_weights) {
-    if (spec.rfind("dummy:", 0) == 0) return load_dummy(spec, with_weights);
-    std::error_code ec;
-    if (fs::is_directory(spec, ec)) return load_hf(spec, with_weights);
-    if (!fs::exists(spec, ec)) throw BadInput(spec + ": no such file or directory");
-    if (spec.size() >= 5 && spec.compare(spec.size() - 5, 5, ".gguf") == 0) return load_gguf(spec);
-    throw BadInput(spec + ": not a model (expected a Hugging Face directory, a .gguf file or dummy:PRESET)");
+    switch (model_kind(spec)) {
+    case ModelKind::DUMMY: return load_dummy(spec, with_weights);
+    case ModelKind::HF: return load_hf(spec, with_weights);
+    case ModelKind::GGUF: return load_gguf(spec);
+    }
+    return nullptr;
+}
+
+ModelConfig load_model_config(const std::string& spec) {
+    switch (model_kind(spec)) {
+    case ModelKind::DUMMY: return load_dummy(spec, false)->config;  // no weights: the preset's shapes
+    case ModelKind::HF: return config_from_hf_json(hf_config_path(spec));
+    case ModelKind::GGUF: return config_from_gguf(GgufFile::open(spec));  // the header; the file is mapped, not read
+    }
+    return {};
 }
 
 }  // namespace kvscope

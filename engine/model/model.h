@@ -27,5 +27,8 @@ struct Model {
 // with_weights false (the sim backend): dummy presets and Hugging Face directories come with their
 // config and tokenizer only, no weight is allocated or read (a GGUF file is mapped, never copied).
 std::unique_ptr<Model> load_model(const std::string& spec, bool with_weights = true);
+// The model's shapes alone (config.json, the GGUF header or the preset), for a chooser to show before
+// anything loads. Throws BadInput as load_model does.
+ModelConfig load_model_config(const std::string& spec);
 
 }  // namespace kvscope

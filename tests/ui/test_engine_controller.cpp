@@ -8,6 +8,7 @@
 #include "tuning_panel.h"
 #include "llm_engine.h"
 #include "model/model.h"
+#include "process_run.h"
 #include "test_support.h"
 
 #include <QLabel>
@@ -267,26 +268,39 @@ private slots:
         QCOMPARE(controller.session()->request(badId)->finishReason, FinishReason::ERROR);
     }
 
-    // A change the engine must refuse (naive mode needs max_model_len's blocks per request and the pool
-    // has fewer): the tuning panel shows why, and its knobs go back to the configuration that runs.
-    // The GUI's default KV budget is sized to the model: about 4096 blocks for a small one (a legible
-    // block map; 256 MiB once gave dummy:tiny 13,107), 256 MiB at most for a large one, whole MiB.
-    void defaultBudgetIsSizedToTheModel() {
+    // The GUI's default KV budget is the CLI's (default_kv_cache_memory): a small model gets 4096 blocks
+    // of 16, a legible block map (256 MiB once gave dummy:tiny 13,107), whatever its cache type (the
+    // budget counted float32 bytes, so a 16-bit cache got 8192); a large one at most 1 GiB.
+    void defaultBudgetIsTheClisAndCountsTheCacheType() {
+        QCOMPARE(default_kv_cache_memory(1280, 256, 512), int64_t(1280) * 65536);  // 4096 blocks of 16
+        QCOMPARE(default_kv_cache_memory(1280, 4, 100), int64_t(1280) * 400);      // all that 4 requests need
+        QCOMPARE(default_kv_cache_memory(46080, 64, 2048), int64_t(1) << 30);
         QCOMPARE(EngineController::defaultConfig().kv_cache_memory, int64_t(0));
-        QCOMPARE(EngineController::defaultKvBudget(1280, 16), int64_t(80) << 20);  // 4096 blocks exactly
-        QCOMPARE(EngineController::defaultKvBudget(46080, 16), int64_t(256) << 20);
-        QCOMPARE(EngineController::defaultKvBudget(8, 16), int64_t(1) << 20);
-        EngineController controller;
-        QSignalSpy loaded(&controller, &EngineController::modelLoaded);
-        EngineConfig c = EngineController::defaultConfig();
-        c.num_threads = 2;
-        controller.loadModel(QString::fromStdString(modelDir()), c);
-        QVERIFY(loaded.wait(60000));
-        const EngineConfig applied = controller.config();
-        QCOMPARE(applied.kv_cache_memory,
-                 EngineController::defaultKvBudget(m_model->config.kv_bytes_per_token(), applied.block_size));
+        for (const char* dtype : {"float32", "float16"}) {
+            EngineController controller;
+            QSignalSpy loaded(&controller, &EngineController::modelLoaded);
+            EngineConfig c = EngineController::defaultConfig();
+            c.num_threads = 2;
+            c.kv_cache_dtype = dtype;
+            controller.loadModel("dummy:tiny", c);
+            QVERIFY(loaded.wait(60000));
+            QTRY_VERIFY(controller.latestSnapshot());
+            QCOMPARE(controller.latestSnapshot()->num_blocks, 4096);
+            QCOMPARE(controller.modelSummary().kvCacheDtype, QString(dtype));
+            // The CLI, asked for the GUI's max_num_seqs and max_model_len, sizes the same pool.
+            const kvscope::test::ProcessResult info = kvscope::test::run_process(
+                QString::fromStdString(kvscope::test::cli_path()),
+                {"info", "--model", "dummy:tiny", "--json", "--kv-cache-dtype", dtype, "--max-num-seqs",
+                 QString::number(controller.config().scheduler.max_num_seqs), "--max-model-len",
+                 QString::number(controller.config().scheduler.max_model_len)},
+                QProcessEnvironment::systemEnvironment(), 120);
+            QVERIFY2(info.code == 0, qPrintable(info.err));
+            QCOMPARE(nlohmann::json::parse(info.out.toStdString())["num_blocks"].get<int>(), 4096);
+        }
     }
 
+    // A change the engine must refuse (naive mode needs max_model_len's blocks per request and the pool
+    // has fewer): the tuning panel shows why, and its knobs go back to the configuration that runs.
     void refusedChangeIsShownAndTheKnobsGoBack() {
         EngineController controller;
         QVERIFY(loadInto(controller));

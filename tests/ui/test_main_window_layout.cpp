@@ -1,7 +1,8 @@
 // The real main window at the sizes people use (1024x700 up to 2560x1440) with 0, 1, 3 and 6 chat panes
 // (issue 17): the window keeps the size it was given (its content never forces it wider), no two visible
 // sibling widgets overlap, none lies outside its parent (unless it scrolls there) and none is squeezed
-// below its minimum size hint. Set KVSCOPE_TEST_SCREENSHOTS=DIR to keep a PNG of every case.
+// below its minimum size hint; with the chart tab shown, and with the benchmark tab. ctest runs it at a
+// scale factor of 1 and of 2. Set KVSCOPE_TEST_SCREENSHOTS=DIR to keep a PNG of every case.
 #include "chat_pane.h"
 #include "engine_controller.h"
 #include "main_window.h"
@@ -13,6 +14,7 @@
 #include <QSignalSpy>
 #include <QSplitter>
 #include <QStandardPaths>
+#include <QTabWidget>
 #include <QtTest>
 
 using namespace kvscope;
@@ -102,13 +104,17 @@ private slots:
     void layoutFits_data() {
         QTest::addColumn<int>("panes");
         QTest::addColumn<QSize>("size");
-        for (const QSize size : {QSize(1024, 700), QSize(1600, 1000), QSize(2560, 1440)})
+        QTest::addColumn<QString>("tab");  // the right side's tab shown
+        for (const QSize size : {QSize(1024, 700), QSize(1600, 1000), QSize(2560, 1440)}) {
             for (int panes : {0, 1, 3, 6})
-                QTest::addRow("%d panes at %dx%d", panes, size.width(), size.height()) << panes << size;
+                QTest::addRow("%d panes at %dx%d", panes, size.width(), size.height()) << panes << size << "Charts";
+            QTest::addRow("benchmark tab at %dx%d", size.width(), size.height()) << 1 << size << "Benchmark";
+        }
     }
     void layoutFits() {
         QFETCH(int, panes);
         QFETCH(QSize, size);
+        QFETCH(QString, tab);
         MainWindow window;
         QSignalSpy ready(&window, &MainWindow::modelReady);
         EngineConfig config = EngineController::defaultConfig();
@@ -122,13 +128,21 @@ private slots:
         // One pane more and one closed again: neither may leave the window wider than it was.
         window.closePane(window.addPane());
         QTRY_COMPARE(int(window.panes().size()), panes);
+        auto* tabs = window.findChild<QTabWidget*>();
+        QVERIFY(tabs);
+        for (int i = 0; i < tabs->count(); ++i)
+            if (tabs->tabText(i) == tab) tabs->setCurrentIndex(i);
+        QCOMPARE(tabs->tabText(tabs->currentIndex()), tab);
         QApplication::processEvents();
         QCOMPARE(window.size(), size);
+        // Run by ctest once more with QT_SCALE_FACTOR=2 (test_main_window_layout_scale2): check it took.
+        const double scale = qEnvironmentVariableIsSet("QT_SCALE_FACTOR") ? qEnvironmentVariable("QT_SCALE_FACTOR").toDouble() : 1.0;
+        QCOMPARE(window.devicePixelRatio(), scale);
 
         if (const QString dir = qEnvironmentVariable("KVSCOPE_TEST_SCREENSHOTS"); !dir.isEmpty()) {
             QDir().mkpath(dir);
-            window.grab().save(QDir(dir).filePath(QString("layout_%1x%2_%3panes.png")
-                                                      .arg(size.width()).arg(size.height()).arg(panes)));
+            window.grab().save(QDir(dir).filePath(QString("layout_%1x%2_%3panes_%4_scale%5.png")
+                                                      .arg(size.width()).arg(size.height()).arg(panes).arg(tab).arg(scale)));
         }
         QStringList problems;
         checkTree(&window, &problems);

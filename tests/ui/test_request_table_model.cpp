@@ -1,6 +1,7 @@
 // RequestTableModel under QAbstractItemModelTester while SessionData grows, changes and clears; the
 // request table's empty-state hint shows exactly while the table is empty.
 #include "hint_table_view.h"
+#include "natural_order.h"
 #include "request_table_model.h"
 #include "session_data.h"
 
@@ -68,6 +69,45 @@ private slots:
         QCOMPARE(model.rowCount(), 0);
         session.addRequest("c", "Pane 1", Qt::green);
         QCOMPARE(model.rowCount(), 1);
+    }
+
+    // The worker reports a step's new requests in string order; the table lists a benchmark's requests
+    // in the order of their numbers (issue 17: bench-1-59, bench-1-6, bench-1-60).
+    void newRequestsTakeTheirIdsNaturalOrder() {
+        QVERIFY(naturalLess(u"bench-1-6", u"bench-1-59"));
+        QVERIFY(naturalLess(u"bench-1-59", u"bench-1-60"));
+        QVERIFY(!naturalLess(u"bench-1-60", u"bench-1-6"));
+        QVERIFY(naturalLess(u"bench-2-1", u"bench-10-1"));
+        QVERIFY(naturalLess(u"req-9", u"req-000010"));
+        QVERIFY(naturalLess(u"bench-1", u"bench-1-0"));
+        QVERIFY(!naturalLess(u"req-7", u"req-7"));
+        QVERIFY(naturalLess(u"req-99999999999999999999998", u"req-99999999999999999999999"));
+
+        SessionData session;
+        RequestTableModel model(&session);
+        session.addRequest("req-1", "Pane 1", Qt::red);  // a pane's request keeps its row
+        QStringList ids;
+        for (int i = 1; i <= 64; ++i) ids << QString("bench-1-%1").arg(i);
+        QStringList asSent = ids;
+        std::sort(asSent.begin(), asSent.end());  // as the worker's std::map lists them
+        QCOMPARE(asSent.mid(0, 3), (QStringList{"bench-1-1", "bench-1-10", "bench-1-11"}));
+        EngineUpdate u;
+        for (const QString& id : asSent.mid(0, 60)) {
+            RequestProgress p;
+            p.requestId = id;
+            u.requests.push_back(p);
+        }
+        for (const QString& id : asSent.mid(60)) {  // finished within the update: only their metrics
+            RequestMetrics m;
+            m.request_id = id.toStdString();
+            u.finished.push_back(m);
+        }
+        session.applyUpdate(u);
+        QCOMPARE(model.rowCount(), 65);
+        QStringList rows;
+        for (int r = 1; r < model.rowCount(); ++r) rows << model.index(r, RequestTableModel::Id).data().toString();
+        QCOMPARE(rows, ids);
+        QCOMPARE(model.index(0, RequestTableModel::Id).data().toString(), QString("req-1"));
     }
 
     void emptyTableShowsItsHint() {

@@ -9,7 +9,9 @@
 #include "session_data.h"
 #include "tuning_panel.h"
 
+#include <QDir>
 #include <QLabel>
+#include <QStatusBar>
 #include <QRegularExpression>
 #include <QSignalSpy>
 #include <QStandardPaths>
@@ -152,6 +154,25 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT(m_window->controller()->latestSnapshot()->num_blocks != before, 10000);
         QTRY_VERIFY_WITH_TIMEOUT(mismatch().isEmpty(), 10000);
         QVERIFY(parse(m_label->text()).blocks < before);
+    }
+
+    // A load that fails leaves the model before it running: the toolbar keeps its name, and the status
+    // bar says what failed once (the loader's message already names the path) and what still runs.
+    void afterFailedLoad() {
+        auto* name = m_window->findChild<QLabel*>("modelName");
+        QVERIFY(name);
+        const QString before = name->text();
+        QVERIFY(before.contains("dummy:tiny"));
+        const QString missing = QDir::temp().filePath("kvscope-no-such-dir/model.gguf");
+        QSignalSpy failed(m_window->controller(), &EngineController::modelLoadFailed);
+        m_window->loadModel(missing);
+        QVERIFY(failed.wait(60000));
+        QApplication::processEvents();
+        QCOMPARE(name->text(), before);
+        const QString message = m_window->statusBar()->currentMessage();
+        QCOMPARE(message.count(missing), 1);
+        QVERIFY2(message.contains("no such file") && message.contains("dummy:tiny is still loaded"), qPrintable(message));
+        QVERIFY2(mismatch().isEmpty(), qPrintable(mismatch()));
     }
 
     void afterBenchmark() {
