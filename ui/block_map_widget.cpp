@@ -16,6 +16,7 @@ namespace kvscope::ui {
 namespace {
 constexpr int kRow = 18;           // one legend or totals line
 constexpr int kOverviewHeight = 12;
+const char* const kTotalsGap = "  |  ";
 constexpr int kMinCell = 5;        // the smallest cell with a gap between neighbours; below it, runs of blocks
 constexpr int kDetailCell = 10;    // a click on the overview of the whole pool zooms to cells this size
 constexpr qint64 kFrameMs = 25;    // at most 40 frames/s, and a snapshot waits at most this long
@@ -89,7 +90,7 @@ int BlockMapWidget::visibleBlockCount() const {
 
 void BlockMapWidget::layoutLegend() {
     // Short keys that wrap onto more rows in a narrow map; each key's tooltip says the rest.
-    const QFontMetrics fm(legendFont(font()));
+    const QFontMetrics fm(legendFont(font()), this);  // this widget's DPI, as its painter measures
     struct Key {
         QString text, tip;
     };
@@ -107,7 +108,7 @@ void BlockMapWidget::layoutLegend() {
     const int right = width() - 6;
     int x = 6, y = 4;
     for (const Key& k : keys) {
-        const int w = 15 + fm.horizontalAdvance(k.text);
+        const int w = 15 + fm.horizontalAdvance(k.text) + 2;  // + 2: elidedText rounds fractional advances up
         if (x > 6 && x + w > right) {
             x = 6;
             y += kRow;
@@ -115,8 +116,46 @@ void BlockMapWidget::layoutLegend() {
         m_legend.push_back({k.text, k.tip, QRect(x, y, std::min(w, right - x), kRow)});
         x += w + 12;
     }
-    m_legendBottom = y + kRow + kRow + 2;  // the key rows, then the totals line
+    // The figures are packed onto as few lines as the longest they can be (every figure at the pool's
+    // size) fits, so the layout does not jump as they change.
+    const QStringList longest = totalsSegments(true);
+    m_totalsBreaks.assign(size_t(longest.size()), false);
+    int lines = 1, lineWidth = 0;
+    for (int i = 0; i < longest.size(); ++i) {
+        const int w = fm.horizontalAdvance(longest[i]) + (lineWidth ? fm.horizontalAdvance(kTotalsGap) : 0);
+        if (lineWidth && lineWidth + w > right - 6) {
+            m_totalsBreaks[size_t(i)] = true;
+            ++lines;
+            lineWidth = fm.horizontalAdvance(longest[i]);
+        } else {
+            lineWidth += w;
+        }
+    }
+    m_totals = QRect(6, y + kRow, std::max(1, right - 6), lines * kRow);
+    m_legendBottom = m_totals.bottom() + 1 + 2;
     m_overview = QRect(4, m_legendBottom, std::max(1, width() - 8), kOverviewHeight);
+}
+
+QStringList BlockMapWidget::totalsSegments(bool longest) const {
+    const KvCacheSnapshot* s = m_snapshot.get();
+    const int big = s ? s->num_blocks : 100000;
+    auto fig = [&](int value) { return longest ? big : value; };
+    const QStringList segments = {
+        tr("%1 blocks x %2 tokens, usage %3%, waste %4%")
+            .arg(fig(s ? s->num_blocks : 0))
+            .arg(fig(s ? s->block_size : 0))
+            .arg(longest ? 100.0 : s ? s->usage * 100 : 0, 0, 'f', 1)
+            .arg(longest ? 100.0 : s ? s->kv_waste * 100 : 0, 0, 'f', 1),
+        tr("in use %1, cached-free %2, free %3")
+            .arg(fig(s ? s->num_in_use_blocks : 0))
+            .arg(fig(s ? s->num_cached_free_blocks : 0))
+            .arg(fig(s ? s->num_free_blocks - s->num_cached_free_blocks : 0)),
+        // What a cell is, once it is not simply one block.
+        longest || m_perCell > 1 || visibleBlockCount() < big
+            ? tr("view %1-%2, %3/cell").arg(fig(m_first)).arg(fig(m_first + visibleBlockCount() - 1)).arg(fig(m_perCell))
+            : QString(),
+    };
+    return segments;
 }
 
 void BlockMapWidget::computeLayout() {
@@ -335,22 +374,18 @@ void BlockMapWidget::paintEvent(QPaintEvent*) {
         p.drawText(k.rect.adjusted(15, 0, 0, 0), Qt::AlignVCenter | Qt::AlignLeft,
                    p.fontMetrics().elidedText(k.text, Qt::ElideRight, k.rect.width() - 15));
     }
-    const QRect totalsRect(6, m_legendBottom - kRow - 2, width() - 12, kRow);
     if (m_snapshot) {
-        const KvCacheSnapshot& s = *m_snapshot;
-        const QString totals = tr("%1 blocks x %2 tokens   in use %3   cached-free %4   free %5   usage %6%   waste %7%")
-                                   .arg(s.num_blocks)
-                                   .arg(s.block_size)
-                                   .arg(s.num_in_use_blocks)
-                                   .arg(s.num_cached_free_blocks)
-                                   .arg(s.num_free_blocks - s.num_cached_free_blocks)
-                                   .arg(s.usage * 100, 0, 'f', 1)
-                                   .arg(s.kv_waste * 100, 0, 'f', 1);
-        QString view;  // what a cell is, once it is not simply one block
-        if (m_perCell > 1 || visibleBlockCount() < s.num_blocks)
-            view = tr("   |   %1-%2, %3/cell").arg(m_first).arg(m_first + visibleBlockCount() - 1).arg(m_perCell);
+        const QStringList segments = totalsSegments(false);
+        QStringList lines;
+        for (int i = 0; i < segments.size(); ++i) {
+            if (segments[i].isEmpty()) continue;
+            if (lines.isEmpty() || m_totalsBreaks[size_t(i)]) lines << segments[i];
+            else lines.back() += kTotalsGap + segments[i];
+        }
         p.setPen(palette().color(QPalette::PlaceholderText));
-        p.drawText(totalsRect, Qt::AlignVCenter | Qt::AlignLeft, p.fontMetrics().elidedText(totals + view, Qt::ElideMiddle, totalsRect.width()));
+        for (int i = 0; i < lines.size(); ++i)
+            p.drawText(QRect(m_totals.left(), m_totals.top() + i * kRow, m_totals.width(), kRow), Qt::AlignVCenter | Qt::AlignLeft,
+                       p.fontMetrics().elidedText(lines[i], Qt::ElideRight, m_totals.width()));
         // Where the detail view is: the rest of the strip dimmed, a frame around the view.
         const QRect frame = overviewFrame();
         if (m_count > 0) {
@@ -400,6 +435,13 @@ void BlockMapWidget::paintEvent(QPaintEvent*) {
 }
 
 void BlockMapWidget::resizeEvent(QResizeEvent*) { computeLayout(); }
+
+void BlockMapWidget::changeEvent(QEvent* event) {
+    // The legend's rows follow the font; the image's background follows the palette (theme toggles).
+    if (event->type() == QEvent::FontChange || event->type() == QEvent::StyleChange) computeLayout();
+    if (event->type() == QEvent::PaletteChange) m_dirty = true;
+    QWidget::changeEvent(event);
+}
 
 QString BlockMapWidget::describeBlock(int b) const {
     if (!m_snapshot || b < 0 || b >= m_snapshot->num_blocks) return {};
@@ -454,7 +496,7 @@ QString BlockMapWidget::legendToolTip(const QPoint& pos) const {
             .arg(m_snapshot->num_blocks - 1)
             .arg(m_first)
             .arg(m_first + visibleBlockCount() - 1);
-    if (pos.y() < m_legendBottom && pos.y() >= m_legendBottom - kRow - 2 && m_snapshot)
+    if (m_totals.contains(pos) && m_snapshot)
         return tr("%1 blocks of %2 tokens: %3 in use, %4 cached-free, %5 free; usage %6%, waste %7% (reserved slots "
                   "not yet filled)")
             .arg(m_snapshot->num_blocks)

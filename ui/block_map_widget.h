@@ -61,6 +61,7 @@ public:
         QRect rect;       // swatch and text, widget coordinates
     };
     const std::vector<LegendKey>& legendKeys() const { return m_legend; }
+    QRect totalsRect() const { return m_totals; }
     // How long the last full render of the image took (for the frame-rate figures).
     double lastRenderMs() const { return m_renderMs; }
 
@@ -79,6 +80,7 @@ protected:
     bool event(QEvent* event) override;
     void paintEvent(QPaintEvent* event) override;
     void resizeEvent(QResizeEvent* event) override;
+    void changeEvent(QEvent* event) override;
     void mouseMoveEvent(QMouseEvent* event) override;
     void mousePressEvent(QMouseEvent* event) override;
     void mouseReleaseEvent(QMouseEvent* event) override;
@@ -97,6 +99,9 @@ private:
     int overviewBlockAt(int x) const;
     QRect mapArea() const;
     QString legendToolTip(const QPoint& pos) const;
+    // The figures under the keys: the pool, the block counts, the view (empty when it is the whole pool
+    // a block a cell); `longest` puts every figure at the pool's size, for the layout.
+    QStringList totalsSegments(bool longest) const;
 
     std::shared_ptr<const KvCacheSnapshot> m_snapshot;
     ColorProvider m_colorOf;
@@ -105,7 +110,9 @@ private:
     QTimer m_repaintTimer;   // the next frame when a snapshot came too soon after the last one
     QElapsedTimer m_sincePaint;  // since the last frame
     double m_renderMs = 0;
-    int m_legendBottom = 40;  // the legend rows and the totals line end here
+    int m_legendBottom = 40;  // the legend rows and the totals lines end here
+    QRect m_totals;           // the figures under the keys, on one to three lines
+    std::vector<bool> m_totalsBreaks;  // per totalsSegments() entry: it starts a new line
     QRect m_overview;
     std::vector<LegendKey> m_legend;
     int m_cell = 1;  // cell size in device-independent pixels

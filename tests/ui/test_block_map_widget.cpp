@@ -290,15 +290,24 @@ private slots:
             QCoreApplication::processEvents();
             const auto& keys = w.legendKeys();
             QCOMPARE(int(keys.size()), 4);
-            const QFontMetrics fm(w.font());
+            QFont legendFont = w.font();
+            legendFont.setPointSizeF(legendFont.pointSizeF() * 0.9);
+            const QFontMetrics fm(legendFont, &w);  // as the widget's painter measures
+            QVERIFY(w.rect().contains(w.totalsRect()));
             for (size_t i = 0; i < keys.size(); ++i) {
                 QVERIFY2(w.rect().contains(keys[i].rect), qPrintable(QString("%1 at %2").arg(keys[i].text).arg(width)));
+                QVERIFY2(fm.elidedText(keys[i].text, Qt::ElideRight, keys[i].rect.width() - 15) == keys[i].text,  // whole
+                         qPrintable(QString("%1 at %2").arg(keys[i].text).arg(width)));
+                QVERIFY(!keys[i].rect.intersects(w.totalsRect()));
                 QVERIFY(!keys[i].toolTip.isEmpty());
                 QVERIFY(keys[i].rect.bottom() < w.overviewRect().top());
                 for (size_t j = 0; j < i; ++j) QVERIFY(!keys[i].rect.intersects(keys[j].rect));
             }
             if (width <= 320) QVERIFY(keys.back().rect.top() > keys.front().rect.top());  // wrapped
             if (width >= 1000) QCOMPARE(keys.back().rect.top(), keys.front().rect.top());  // one row
+            if (width <= 320) QVERIFY(w.totalsRect().height() > 20);  // the figures take two lines in a narrow map
+            if (width >= 1000) QVERIFY(w.totalsRect().height() < 20);
+            QVERIFY(w.totalsRect().bottom() < w.overviewRect().top());
         }
     }
 
