@@ -1,36 +1,55 @@
 #include "block_map_widget.h"
 
+#include <QKeyEvent>
 #include <QMouseEvent>
-#include <QWheelEvent>
 #include <QPainter>
 #include <QPainterPath>
 #include <QToolTip>
+#include <QWheelEvent>
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace kvscope::ui {
 
 namespace {
-constexpr int kLegendHeight = 40;  // two rows: colour keys, then totals
+constexpr int kRow = 18;           // one legend or totals line
+constexpr int kOverviewHeight = 12;
+const char* const kTotalsGap = "  |  ";
 constexpr int kMinCell = 5;        // the smallest cell with a gap between neighbours; below it, runs of blocks
+constexpr int kDetailCell = 10;    // a click on the overview of the whole pool zooms to cells this size
+constexpr qint64 kFrameMs = 25;    // at most 40 frames/s, and a snapshot waits at most this long
 const QColor kFree(0x3a, 0x3e, 0x45);
 const QColor kCachedOld(0x1f, 0x5a, 0x5a);
 const QColor kCachedNew(0x3c, 0xc8, 0xbe);
+const QColor kInUseKey(0x4e, 0x9a, 0xf0);
+const QRgb kUnowned = qRgb(0x9a, 0x9e, 0xa6);
 
 QRgb mix(QColor a, QColor b, double t) {
     return qRgb(int(a.red() + (b.red() - a.red()) * t), int(a.green() + (b.green() - a.green()) * t),
                 int(a.blue() + (b.blue() - a.blue()) * t));
 }
+
+QFont legendFont(const QFont& base) {
+    QFont f = base;
+    if (f.pointSizeF() > 0) f.setPointSizeF(f.pointSizeF() * 0.9);
+    return f;
+}
 }  // namespace
 
 BlockMapWidget::BlockMapWidget(QWidget* parent) : QWidget(parent), m_repaintTimer(this) {
     setMouseTracking(true);
+    setFocusPolicy(Qt::StrongFocus);  // + / - / arrows zoom and pan
     setAttribute(Qt::WA_OpaquePaintEvent);
     m_repaintTimer.setSingleShot(true);
-    m_repaintTimer.setInterval(33);
+    m_repaintTimer.setTimerType(Qt::PreciseTimer);
     connect(&m_repaintTimer, &QTimer::timeout, this, [this] { update(); });
-    setToolTip(tr("KV block map: one cell per physical block. Hover for details, click to select the owning request."));
+    setToolTip(tr("KV block map: one cell per physical block (or per run of blocks when the pool does not fit). "
+                  "Hover for details, click to select the owning request.<br>Zoom: wheel or + / -; pan: drag, "
+                  "arrows, Page Up / Page Down, Home / End; the strip above is the whole pool: click or drag it "
+                  "to move the view; double click or 0: the whole pool."));
+    layoutLegend();
 }
 
 void BlockMapWidget::setSnapshot(std::shared_ptr<const KvCacheSnapshot> snapshot) {
@@ -41,7 +60,13 @@ void BlockMapWidget::setSnapshot(std::shared_ptr<const KvCacheSnapshot> snapshot
         computeLayout();
     }
     m_dirty = true;
-    if (!m_repaintTimer.isActive()) m_repaintTimer.start();
+    // Throttle, don't delay: a snapshot that comes 25 ms or more after the last frame is painted at once;
+    // one that comes sooner waits only for the rest of the 25 ms. (A fixed 33 ms delay after every
+    // snapshot gave 33 ms + the wait for the next snapshot per frame: 16-20 frames/s.)
+    if (m_repaintTimer.isActive()) return;
+    const qint64 since = m_sincePaint.isValid() ? m_sincePaint.elapsed() : kFrameMs;
+    if (since >= kFrameMs) update();  // painted with the rest of the window's changes from this update
+    else m_repaintTimer.start(int(kFrameMs - since));
 }
 
 void BlockMapWidget::highlightRequest(const QString& requestId, const std::vector<int32_t>& blockTable) {
@@ -56,20 +81,91 @@ void BlockMapWidget::clearHighlight() {
     update();
 }
 
-QRect BlockMapWidget::mapArea() const { return rect().adjusted(4, kLegendHeight + 4, -4, -4); }
+QRect BlockMapWidget::mapArea() const { return rect().adjusted(4, m_overview.bottom() + 1 + 4, -4, -4); }
 
 int BlockMapWidget::visibleBlockCount() const {
     const int total = m_snapshot ? m_snapshot->num_blocks : 0;
     return m_count > 0 ? std::min(m_count, total - m_first) : total;
 }
 
+void BlockMapWidget::layoutLegend() {
+    // Short keys that wrap onto more rows in a narrow map; each key's tooltip says the rest.
+    const QFontMetrics fm(legendFont(font()), this);  // this widget's DPI, as its painter measures
+    struct Key {
+        QString text, tip;
+    };
+    const Key keys[] = {
+        {tr("free"), tr("free: in the free queue, nothing reusable in it")},
+        {tr("cached-free (bright = recent)"),
+         tr("cached-free: in the free queue with a prefix hash, evictable; a prefix-cache hit revives it. Bright = "
+            "freed recently (evicted last), dark = evicted next")},
+        {tr("in use (owner colour)"),
+         tr("in use: held by running requests, in the owner's colour (its pane's colour); the darker part of a "
+            "request's last block is its unfilled slots")},
+        {tr("shared"), tr("shared: a white corner marks a block with ref_cnt > 1 (a prefix-cache hit or n > 1)")},
+    };
+    m_legend.clear();
+    const int right = width() - 6;
+    int x = 6, y = 4;
+    for (const Key& k : keys) {
+        const int w = 15 + fm.horizontalAdvance(k.text) + 2;  // + 2: elidedText rounds fractional advances up
+        if (x > 6 && x + w > right) {
+            x = 6;
+            y += kRow;
+        }
+        m_legend.push_back({k.text, k.tip, QRect(x, y, std::min(w, right - x), kRow)});
+        x += w + 12;
+    }
+    // The figures are packed onto as few lines as the longest they can be (every figure at the pool's
+    // size) fits, so the layout does not jump as they change.
+    const QStringList longest = totalsSegments(true);
+    m_totalsBreaks.assign(size_t(longest.size()), false);
+    int lines = 1, lineWidth = 0;
+    for (int i = 0; i < longest.size(); ++i) {
+        const int w = fm.horizontalAdvance(longest[i]) + (lineWidth ? fm.horizontalAdvance(kTotalsGap) : 0);
+        if (lineWidth && lineWidth + w > right - 6) {
+            m_totalsBreaks[size_t(i)] = true;
+            ++lines;
+            lineWidth = fm.horizontalAdvance(longest[i]);
+        } else {
+            lineWidth += w;
+        }
+    }
+    m_totals = QRect(6, y + kRow, std::max(1, right - 6), lines * kRow);
+    m_legendBottom = m_totals.bottom() + 1 + 2;
+    m_overview = QRect(4, m_legendBottom, std::max(1, width() - 8), kOverviewHeight);
+}
+
+QStringList BlockMapWidget::totalsSegments(bool longest) const {
+    const KvCacheSnapshot* s = m_snapshot.get();
+    const int big = s ? s->num_blocks : 100000;
+    auto fig = [&](int value) { return longest ? big : value; };
+    const QStringList segments = {
+        tr("%1 blocks x %2 tokens, usage %3%, waste %4%")
+            .arg(fig(s ? s->num_blocks : 0))
+            .arg(fig(s ? s->block_size : 0))
+            .arg(longest ? 100.0 : s ? s->usage * 100 : 0, 0, 'f', 1)
+            .arg(longest ? 100.0 : s ? s->kv_waste * 100 : 0, 0, 'f', 1),
+        tr("in use %1, cached-free %2, free %3")
+            .arg(fig(s ? s->num_in_use_blocks : 0))
+            .arg(fig(s ? s->num_cached_free_blocks : 0))
+            .arg(fig(s ? s->num_free_blocks - s->num_cached_free_blocks : 0)),
+        // What a cell is, once it is not simply one block.
+        longest || m_perCell > 1 || visibleBlockCount() < big
+            ? tr("view %1-%2, %3/cell").arg(fig(m_first)).arg(fig(m_first + visibleBlockCount() - 1)).arg(fig(m_perCell))
+            : QString(),
+    };
+    return segments;
+}
+
 void BlockMapWidget::computeLayout() {
+    layoutLegend();
     const QRect area = mapArea();
     const int blocks = std::max(1, visibleBlockCount());
     const int capacity = std::max(1, (area.width() / kMinCell) * (area.height() / kMinCell));
     m_perCell = (blocks + capacity - 1) / capacity;
     const int n = (blocks + m_perCell - 1) / m_perCell;  // cells
-    int cell = std::max(1, int(std::floor(std::sqrt(double(area.width()) * area.height() / n))));
+    int cell = std::max(1, int(std::floor(std::sqrt(double(std::max(1, area.width())) * std::max(1, area.height()) / n))));
     while (cell > 1 && (area.width() / cell) * (area.height() / cell) < n) --cell;
     m_cell = std::min(cell, 48);
     m_cols = std::max(1, area.width() / m_cell);
@@ -93,6 +189,20 @@ int BlockMapWidget::blockAt(const QPoint& pos) const {
     return offset < visibleBlockCount() ? m_first + offset : -1;
 }
 
+QRect BlockMapWidget::overviewFrame() const {
+    if (!m_snapshot || m_snapshot->num_blocks == 0) return {};
+    const double w = m_overview.width(), n = m_snapshot->num_blocks;
+    const int x0 = m_overview.left() + int(std::floor(m_first * w / n));
+    const int x1 = m_overview.left() + int(std::ceil((m_first + visibleBlockCount()) * w / n));
+    return QRect(x0, m_overview.top(), std::max(2, x1 - x0), m_overview.height());
+}
+
+int BlockMapWidget::overviewBlockAt(int x) const {
+    if (!m_snapshot || m_snapshot->num_blocks == 0) return -1;
+    const double t = std::clamp(double(x - m_overview.left()) / std::max(1, m_overview.width()), 0.0, 1.0);
+    return std::min(m_snapshot->num_blocks - 1, int(t * m_snapshot->num_blocks));
+}
+
 QColor BlockMapWidget::blockColor(int b) const {
     const KvCacheSnapshot& s = *m_snapshot;
     switch (s.state[size_t(b)]) {
@@ -103,7 +213,7 @@ QColor BlockMapWidget::blockColor(int b) const {
     }
     case KvBlockState::IN_USE: {
         const auto owners = s.owner_indices(b);
-        if (owners.empty() || !m_colorOf) return QColor(0x9a, 0x9e, 0xa6);
+        if (owners.empty() || !m_colorOf) return QColor(kUnowned);
         return m_colorOf(QString::fromStdString(s.request_ids[size_t(owners.front())]));
     }
     }
@@ -111,6 +221,8 @@ QColor BlockMapWidget::blockColor(int b) const {
 }
 
 void BlockMapWidget::renderImage() {
+    QElapsedTimer clock;
+    clock.start();
     const qreal dpr = devicePixelRatioF();
     const QSize size = (QSizeF(this->size()) * dpr).toSize();
     if (m_image.size() != size) {
@@ -124,7 +236,8 @@ void BlockMapWidget::renderImage() {
     // Owner colours once per frame, not once per block.
     std::vector<QRgb> ownerRgb(s.request_ids.size());
     for (size_t i = 0; i < ownerRgb.size(); ++i)
-        ownerRgb[i] = m_colorOf ? m_colorOf(QString::fromStdString(s.request_ids[i])).rgb() : qRgb(0x9a, 0x9e, 0xa6);
+        ownerRgb[i] = m_colorOf ? m_colorOf(QString::fromStdString(s.request_ids[i])).rgb() : kUnowned;
+    renderOverview(ownerRgb);
     const int cellPx = std::max(1, int(std::lround(m_cell * dpr)));
     const int gap = cellPx >= 5 ? 1 : 0;
     const int inner = cellPx - gap;
@@ -142,7 +255,7 @@ void BlockMapWidget::renderImage() {
             // proportion; any state present gets at least a pixel column.
             int inUse = 0, cached = 0;
             double age = 0;
-            QRgb owner = qRgb(0x9a, 0x9e, 0xa6);
+            QRgb owner = kUnowned;
             bool ownerFound = false;
             for (int b = first; b < last; ++b) {
                 if (s.state[size_t(b)] == KvBlockState::IN_USE) {
@@ -178,7 +291,7 @@ void BlockMapWidget::renderImage() {
             break;
         case KvBlockState::IN_USE: {
             const int32_t begin = s.owner_offsets[size_t(b)];
-            c = begin < s.owner_offsets[size_t(b) + 1] ? ownerRgb[size_t(s.owners[size_t(begin)])] : qRgb(0x9a, 0x9e, 0xa6);
+            c = begin < s.owner_offsets[size_t(b) + 1] ? ownerRgb[size_t(s.owners[size_t(begin)])] : kUnowned;
             rest = QColor(c).darker(260).rgb();
             if (s.block_size > 0 && s.tokens_filled[size_t(b)] < s.block_size)
                 filledPx = std::max(1, inner * s.tokens_filled[size_t(b)] / s.block_size);
@@ -199,44 +312,94 @@ void BlockMapWidget::renderImage() {
             }
         }
     }
+    m_renderMs = double(clock.nsecsElapsed()) / 1e6;
+}
+
+void BlockMapWidget::renderOverview(const std::vector<QRgb>& ownerRgb) {
+    // The whole pool in one strip: each pixel column is a run of blocks, stacked bottom up as in use (first
+    // owner's colour), cached-free, free in proportion. One pass over the blocks: ~0.2 ms at 100,000.
+    const KvCacheSnapshot& s = *m_snapshot;
+    const qreal dpr = devicePixelRatioF();
+    const QRect r(QPoint(int(m_overview.left() * dpr), int(m_overview.top() * dpr)),
+                  QSize(int(m_overview.width() * dpr), int(m_overview.height() * dpr)));
+    const int w = std::min(r.width(), m_image.width() - r.left()), h = std::min(r.height(), m_image.height() - r.top());
+    if (w <= 0 || h <= 0) return;
+    const int64_t n = s.num_blocks;
+    const QRgb freeRgb = kFree.rgb(), cachedRgb = mix(kCachedOld, kCachedNew, 0.6);
+    for (int x = 0; x < w; ++x) {
+        const int first = int(x * n / w), last = std::max(first + 1, int((x + 1) * n / w));
+        int inUse = 0, cached = 0;
+        QRgb owner = kUnowned;
+        bool ownerFound = false;
+        for (int b = first; b < last; ++b) {
+            const KvBlockState state = s.state[size_t(b)];
+            if (state == KvBlockState::IN_USE) {
+                ++inUse;
+                const int32_t begin = s.owner_offsets[size_t(b)];
+                if (!ownerFound && begin < s.owner_offsets[size_t(b) + 1]) {
+                    owner = ownerRgb[size_t(s.owners[size_t(begin)])];
+                    ownerFound = true;
+                }
+            } else if (state == KvBlockState::CACHED_FREE) {
+                ++cached;
+            }
+        }
+        const int count = last - first;
+        auto height = [&](int k) { return k == 0 ? 0 : std::max(1, int(std::lround(double(h) * k / count))); };
+        const int useTop = h - std::min(h, height(inUse)), cachedTop = std::max(0, useTop - height(cached));
+        for (int y = 0; y < h; ++y)
+            reinterpret_cast<QRgb*>(m_image.scanLine(r.top() + y))[r.left() + x] =
+                y >= useTop ? owner : y >= cachedTop ? cachedRgb : freeRgb;
+    }
 }
 
 void BlockMapWidget::paintEvent(QPaintEvent*) {
+    m_sincePaint.start();
     if (m_dirty || m_image.size() != (QSizeF(size()) * devicePixelRatioF()).toSize()) renderImage();
     QPainter p(this);
     p.drawImage(0, 0, m_image);
     // Legend and totals.
     p.setRenderHint(QPainter::Antialiasing);
-    QFont f = font();
-    f.setPointSizeF(f.pointSizeF() * 0.9);
-    p.setFont(f);
-    int x = 6;
-    const int y = 4;
-    auto key = [&](QColor c, const QString& text) {
-        p.fillRect(QRect(x, y + 3, 11, 11), c);
+    p.setFont(legendFont(font()));
+    for (size_t i = 0; i < m_legend.size(); ++i) {
+        const LegendKey& k = m_legend[i];
+        const QRect swatch(k.rect.left(), k.rect.top() + 3, 11, 11);
+        p.fillRect(swatch, i == 0 ? kFree : i == 1 ? kCachedNew : kInUseKey);
+        if (i == 3) {  // shared: the white corner on an in-use swatch
+            p.setPen(Qt::NoPen);
+            p.setBrush(Qt::white);
+            p.drawPolygon(QPolygon({swatch.topLeft(), swatch.topLeft() + QPoint(5, 0), swatch.topLeft() + QPoint(0, 5)}));
+        }
         p.setPen(palette().color(QPalette::Text));
-        p.drawText(QRect(x + 15, y, 400, 18), Qt::AlignVCenter, text);
-        x += 15 + p.fontMetrics().horizontalAdvance(text) + 12;
-    };
-    key(kFree, tr("free"));
-    key(kCachedNew, tr("cached-free, evictable (bright = recent)"));
-    key(QColor(0x4e, 0x9a, 0xf0), tr("in use (owner colour; white corner = shared)"));
+        p.drawText(k.rect.adjusted(15, 0, 0, 0), Qt::AlignVCenter | Qt::AlignLeft,
+                   p.fontMetrics().elidedText(k.text, Qt::ElideRight, k.rect.width() - 15));
+    }
     if (m_snapshot) {
-        const KvCacheSnapshot& s = *m_snapshot;
-        const QString totals = tr("%1 blocks x %2 tokens   in use %3   cached-free %4   free %5   usage %6%   waste %7%")
-                                   .arg(s.num_blocks)
-                                   .arg(s.block_size)
-                                   .arg(s.num_in_use_blocks)
-                                   .arg(s.num_cached_free_blocks)
-                                   .arg(s.num_free_blocks - s.num_cached_free_blocks)
-                                   .arg(s.usage * 100, 0, 'f', 1)
-                                   .arg(s.kv_waste * 100, 0, 'f', 1);
-        QString view;  // what a cell is, once it is not simply one block
-        if (m_perCell > 1 || visibleBlockCount() < s.num_blocks)
-            view = tr("   |   %1-%2, %3/cell (wheel: zoom)").arg(m_first).arg(m_first + visibleBlockCount() - 1).arg(m_perCell);
+        const QStringList segments = totalsSegments(false);
+        QStringList lines;
+        for (int i = 0; i < segments.size(); ++i) {
+            if (segments[i].isEmpty()) continue;
+            if (lines.isEmpty() || m_totalsBreaks[size_t(i)]) lines << segments[i];
+            else lines.back() += kTotalsGap + segments[i];
+        }
         p.setPen(palette().color(QPalette::PlaceholderText));
-        p.drawText(QRect(6, y + 18, width() - 12, 18), Qt::AlignVCenter | Qt::AlignLeft,
-                   p.fontMetrics().elidedText(totals + view, Qt::ElideMiddle, width() - 12));
+        for (int i = 0; i < lines.size(); ++i)
+            p.drawText(QRect(m_totals.left(), m_totals.top() + i * kRow, m_totals.width(), kRow), Qt::AlignVCenter | Qt::AlignLeft,
+                       p.fontMetrics().elidedText(lines[i], Qt::ElideRight, m_totals.width()));
+        // Where the detail view is: the rest of the strip dimmed, a frame around the view.
+        const QRect frame = overviewFrame();
+        if (m_count > 0) {
+            const QColor dim(0, 0, 0, 140);
+            p.fillRect(QRect(m_overview.topLeft(), QPoint(frame.left() - 1, m_overview.bottom())), dim);
+            p.fillRect(QRect(QPoint(frame.right() + 1, m_overview.top()), m_overview.bottomRight()), dim);
+        }
+        p.setRenderHint(QPainter::Antialiasing, false);
+        p.setBrush(Qt::NoBrush);
+        p.setPen(QPen(Qt::black, 1));
+        p.drawRect(frame.adjusted(-1, -1, 0, 0));
+        p.setPen(QPen(Qt::white, 1));
+        p.drawRect(frame.adjusted(0, 0, -1, -1));
+        p.setRenderHint(QPainter::Antialiasing);
     } else {
         p.setPen(palette().color(QPalette::PlaceholderText));
         p.drawText(mapArea(), Qt::AlignCenter, tr("No model loaded"));
@@ -264,7 +427,7 @@ void BlockMapWidget::paintEvent(QPaintEvent*) {
             if (m_cell >= 18 && m_perCell == 1) p.drawText(r, Qt::AlignCenter, QString::number(i));
         }
     }
-    if (m_hoverBlock >= 0 && m_snapshot && m_hoverBlock < m_snapshot->num_blocks) {
+    if (m_hoverBlock >= 0 && m_snapshot && m_hoverBlock < m_snapshot->num_blocks && !cellRect(m_hoverBlock).isEmpty()) {
         p.setPen(QPen(palette().color(QPalette::Highlight), 2));
         p.setBrush(Qt::NoBrush);
         p.drawRect(cellRect(m_hoverBlock).adjusted(-1, -1, 0, 0));
@@ -272,6 +435,13 @@ void BlockMapWidget::paintEvent(QPaintEvent*) {
 }
 
 void BlockMapWidget::resizeEvent(QResizeEvent*) { computeLayout(); }
+
+void BlockMapWidget::changeEvent(QEvent* event) {
+    // The legend's rows follow the font; the image's background follows the palette (theme toggles).
+    if (event->type() == QEvent::FontChange || event->type() == QEvent::StyleChange) computeLayout();
+    if (event->type() == QEvent::PaletteChange) m_dirty = true;
+    QWidget::changeEvent(event);
+}
 
 QString BlockMapWidget::describeBlock(int b) const {
     if (!m_snapshot || b < 0 || b >= m_snapshot->num_blocks) return {};
@@ -295,27 +465,6 @@ QString BlockMapWidget::describeBlock(int b) const {
         .arg(hash ? QString("%1").arg(qulonglong(*hash), 16, 16, QChar('0')) : tr("none (not a full cached block)"));
 }
 
-void BlockMapWidget::mouseMoveEvent(QMouseEvent* event) {
-    const int b = blockAt(event->position().toPoint());
-    if (b != m_hoverBlock) {
-        m_hoverBlock = b;
-        update();
-    }
-    if (b >= 0) QToolTip::showText(event->globalPosition().toPoint(), m_perCell > 1 ? describeCell(b) : describeBlock(b), this);
-    else QToolTip::hideText();
-}
-
-void BlockMapWidget::mousePressEvent(QMouseEvent* event) {
-    const int b = blockAt(event->position().toPoint());
-    if (b < 0) {
-        emit blockClicked(-1, {});
-        return;
-    }
-    QStringList owners;
-    for (const auto& id : m_snapshot->owner_ids(b)) owners << QString::fromStdString(id);
-    emit blockClicked(b, owners);
-}
-
 QString BlockMapWidget::describeCell(int firstBlock) const {
     if (m_perCell == 1) return describeBlock(firstBlock);
     if (!m_snapshot || cellRect(firstBlock).isEmpty()) return {};
@@ -329,13 +478,101 @@ QString BlockMapWidget::describeCell(int firstBlock) const {
         for (const auto& id : s.owner_ids(b))
             if (owners.size() < 6 && !owners.contains(QString::fromStdString(id))) owners << QString::fromStdString(id);
     }
-    return tr("<b>blocks %1-%2</b><br>in use: %3<br>cached-free: %4<br>free: %5<br>owners: %6<br>(wheel to zoom in)")
+    return tr("<b>blocks %1-%2</b><br>in use: %3<br>cached-free: %4<br>free: %5<br>owners: %6<br>(wheel or + to zoom in)")
         .arg(first)
         .arg(last - 1)
         .arg(counts[int(KvBlockState::IN_USE)])
         .arg(counts[int(KvBlockState::CACHED_FREE)])
         .arg(counts[int(KvBlockState::FREE)])
         .arg(owners.isEmpty() ? tr("none") : owners.join(", "));
+}
+
+QString BlockMapWidget::legendToolTip(const QPoint& pos) const {
+    for (const LegendKey& k : m_legend)
+        if (k.rect.contains(pos)) return k.toolTip;
+    if (m_overview.contains(pos) && m_snapshot)
+        return tr("The whole pool, blocks 0-%1, left to right (in use at the bottom of each column, then cached-free, "
+                  "then free). The frame is the detail view below (blocks %2-%3): click or drag here to move it.")
+            .arg(m_snapshot->num_blocks - 1)
+            .arg(m_first)
+            .arg(m_first + visibleBlockCount() - 1);
+    if (m_totals.contains(pos) && m_snapshot)
+        return tr("%1 blocks of %2 tokens: %3 in use, %4 cached-free, %5 free; usage %6%, waste %7% (reserved slots "
+                  "not yet filled)")
+            .arg(m_snapshot->num_blocks)
+            .arg(m_snapshot->block_size)
+            .arg(m_snapshot->num_in_use_blocks)
+            .arg(m_snapshot->num_cached_free_blocks)
+            .arg(m_snapshot->num_free_blocks - m_snapshot->num_cached_free_blocks)
+            .arg(m_snapshot->usage * 100, 0, 'f', 1)
+            .arg(m_snapshot->kv_waste * 100, 0, 'f', 1);
+    return {};
+}
+
+bool BlockMapWidget::event(QEvent* event) {
+    if (event->type() == QEvent::ToolTip) {
+        const QPoint pos = static_cast<QHelpEvent*>(event)->pos();
+        const int b = blockAt(pos);
+        QString tip = b >= 0 ? describeCell(b) : legendToolTip(pos);
+        if (tip.isEmpty()) tip = toolTip();
+        QToolTip::showText(static_cast<QHelpEvent*>(event)->globalPos(), tip, this);
+        return true;
+    }
+    return QWidget::event(event);
+}
+
+void BlockMapWidget::mouseMoveEvent(QMouseEvent* event) {
+    const QPoint pos = event->position().toPoint();
+    if (event->buttons() & Qt::LeftButton) {
+        if (m_drag == Drag::Overview) {
+            centerOn(overviewBlockAt(pos.x()));
+            return;
+        }
+        if (m_drag == Drag::Press && (pos - m_pressPos).manhattanLength() >= 4) m_drag = Drag::PanMap;
+        if (m_drag == Drag::PanMap) {
+            // The blocks follow the pointer: a row down shows the previous row of blocks.
+            const QPoint d = pos - m_pressPos;
+            const int cells = int(std::lround(double(d.y()) / m_cell)) * m_cols + int(std::lround(double(d.x()) / m_cell));
+            const int target = m_pressFirst - cells * m_perCell;
+            pan(target - m_first);
+            return;
+        }
+    }
+    const int b = blockAt(pos);
+    if (b != m_hoverBlock) {
+        m_hoverBlock = b;
+        update();
+    }
+    // Block details follow the mouse at once; elsewhere the ToolTip event explains the legend and strip.
+    if (b >= 0) QToolTip::showText(event->globalPosition().toPoint(), describeCell(b), this);
+    else if (mapArea().contains(pos)) QToolTip::hideText();
+}
+
+void BlockMapWidget::mousePressEvent(QMouseEvent* event) {
+    if (event->button() != Qt::LeftButton) return;
+    const QPoint pos = event->position().toPoint();
+    m_pressPos = pos;
+    m_pressFirst = m_first;
+    if (m_overview.contains(pos) && m_snapshot) {
+        m_drag = Drag::Overview;
+        centerOn(overviewBlockAt(pos.x()));
+        return;
+    }
+    m_drag = Drag::Press;
+}
+
+void BlockMapWidget::mouseReleaseEvent(QMouseEvent* event) {
+    const Drag drag = std::exchange(m_drag, Drag::None);
+    if (event->button() != Qt::LeftButton || drag != Drag::Press) return;
+    // A click (no drag) selects the block's owner.
+    const int b = blockAt(event->position().toPoint());
+    if (b < 0) {
+        emit blockClicked(-1, {});
+        return;
+    }
+    QStringList owners;
+    for (const auto& id : m_snapshot->owner_ids(b)) owners << QString::fromStdString(id);
+    emit blockClicked(b, owners);
 }
 
 void BlockMapWidget::zoom(int aroundBlock, double factor) {
@@ -347,13 +584,38 @@ void BlockMapWidget::zoom(int aroundBlock, double factor) {
     m_first = std::clamp(int(std::lround(aroundBlock - at * count)), 0, total - count);
     m_count = count == total ? 0 : count;
     if (m_count == 0) m_first = 0;
-    computeLayout();
-    update();
+    viewChanged();
+}
+
+void BlockMapWidget::pan(int blocks) {
+    if (!m_snapshot || m_count == 0) return;  // the whole pool is in view
+    const int first = std::clamp(m_first + blocks, 0, m_snapshot->num_blocks - m_count);
+    if (first == m_first) return;
+    m_first = first;
+    viewChanged();
+}
+
+void BlockMapWidget::centerOn(int block) {
+    if (!m_snapshot || block < 0) return;
+    if (m_count == 0) {
+        // From the whole pool: the detail around the block, at cells big enough to point at.
+        const QRect area = mapArea();
+        const int fit = std::max(64, (area.width() / kDetailCell) * (area.height() / kDetailCell));
+        if (fit >= m_snapshot->num_blocks) return;
+        m_count = fit;
+    }
+    m_first = std::clamp(block - m_count / 2, 0, m_snapshot->num_blocks - m_count);
+    viewChanged();
 }
 
 void BlockMapWidget::showWholePool() {
     m_first = m_count = 0;
+    viewChanged();
+}
+
+void BlockMapWidget::viewChanged() {
     computeLayout();
+    m_hoverBlock = -1;
     update();
 }
 
@@ -361,6 +623,27 @@ void BlockMapWidget::wheelEvent(QWheelEvent* event) {
     const int b = blockAt(event->position().toPoint());
     const int around = b >= 0 ? b : m_first + visibleBlockCount() / 2;
     if (event->angleDelta().y() != 0) zoom(around, event->angleDelta().y() > 0 ? 0.5 : 2.0);
+    event->accept();
+}
+
+void BlockMapWidget::keyPressEvent(QKeyEvent* event) {
+    const int shown = visibleBlockCount(), center = m_first + shown / 2;
+    const int row = m_cols * m_perCell, step = std::max(m_perCell, shown / 10 / m_perCell * m_perCell);
+    switch (event->key()) {
+    case Qt::Key_Plus:
+    case Qt::Key_Equal: zoom(center, 0.5); break;
+    case Qt::Key_Minus: zoom(center, 2.0); break;
+    case Qt::Key_0: showWholePool(); break;
+    case Qt::Key_Up: pan(-row); break;
+    case Qt::Key_Down: pan(row); break;
+    case Qt::Key_Left: pan(-step); break;
+    case Qt::Key_Right: pan(step); break;
+    case Qt::Key_PageUp: pan(-shown); break;
+    case Qt::Key_PageDown: pan(shown); break;
+    case Qt::Key_Home: pan(-m_first); break;
+    case Qt::Key_End: pan(m_snapshot ? m_snapshot->num_blocks : 0); break;
+    default: QWidget::keyPressEvent(event); return;
+    }
     event->accept();
 }
 

@@ -141,6 +141,32 @@ ChartsPanel::ChartsPanel(SessionData* session, QWidget* parent)
     });
 }
 
+QSize ChartsPanel::minimumSizeHint() const {
+    const QMargins m = layout()->contentsMargins();
+    const int chart = m_charts.empty() ? 0 : m_charts.front().plot->minimumWidth();
+    return {chart + m.left() + m.right(), layout()->minimumSize().height()};
+}
+
+void ChartsPanel::resizeEvent(QResizeEvent* event) {
+    QWidget::resizeEvent(event);
+    const auto* grid = static_cast<QGridLayout*>(layout());
+    const QMargins m = grid->contentsMargins();
+    const int chart = m_charts.front().plot->minimumWidth();
+    arrangeCharts(width() >= 2 * chart + grid->horizontalSpacing() + m.left() + m.right() ? 2 : 1);
+}
+
+void ChartsPanel::arrangeCharts(int columns) {
+    if (columns == m_columns) return;
+    m_columns = columns;
+    auto* grid = static_cast<QGridLayout*>(layout());
+    for (const Chart& c : m_charts) grid->removeWidget(c.plot);
+    for (size_t i = 0; i < m_charts.size(); ++i) grid->addWidget(m_charts[i].plot, int(i) / columns, int(i) % columns);
+    for (int col = 0; col < 2; ++col) grid->setColumnStretch(col, col < columns ? 1 : 0);
+    const int rows = int(m_charts.size() + size_t(columns) - 1) / columns;
+    for (int row = 0; row < int(m_charts.size()); ++row) grid->setRowStretch(row, row < rows ? 1 : 0);
+    updateGeometry();  // the minimum height changed: the scroll area learns it
+}
+
 void ChartsPanel::markDirty() {
     m_dirty = true;
     if (!m_replotTimer.isActive()) m_replotTimer.start();

@@ -5,6 +5,8 @@
 // Rebuild events (drain-and-rebuild) are vertical markers on every time chart, labelled on the first
 // without overlap and named on hover.
 // Zoom and pan with the mouse; double-click returns a chart to following the live edge.
+// Two columns of charts where two fit at their minimum width, one column below that (a narrow window
+// scrolls down through the charts rather than cutting the right column off).
 #pragma once
 
 #include <QPointF>
@@ -58,11 +60,19 @@ public:
     // Every chart says "simulated ..." in its plot while the engine is simulated ("" = a real backend).
     void setSimulationLabel(const QString& label);
 
+    int columnCount() const { return m_columns; }
+    // As narrow as one column: a scroll area gives the panel its width, and the panel fits its columns.
+    QSize minimumSizeHint() const override;
+
 public slots:
     void replotNow();  // applies pending data and replots synchronously (export, tests)
     void restyle();
 
+protected:
+    void resizeEvent(QResizeEvent* event) override;
+
 private:
+    void arrangeCharts(int columns);
     Chart& addChart(const QString& name, const QString& title, const QString& yLabel, int row, int col);
     QCPGraph* addGraph(QCustomPlot* plot, const QString& name, const QColor& color, bool step = true, bool fill = false);
     void appendSteps(int first, int count);
@@ -76,6 +86,7 @@ private:
 
     SessionData* m_session;
     std::vector<Chart> m_charts;
+    int m_columns = 2;
     // Schedules a replot (at most one per 33 ms): the single-shot timer runs only after a change.
     void markDirty();
     QTimer m_replotTimer;

@@ -1,5 +1,7 @@
 #include "simulation_watermark.h"
 
+#include <QFontMetrics>
+
 #include <qcustomplot.h>
 
 #include <algorithm>
@@ -8,6 +10,30 @@ namespace kvscope::ui {
 
 namespace {
 const char* const kName = "simulationWatermark";
+const char* const kLabel = "simulationLabel";  // the whole label, whatever the chart has room to show
+
+// Lays the label out for the axis rect's width: "simulated <GPU>" on the first line, the rest (model,
+// step-time model) packed onto as many lines as it needs, broken at its commas; a part wider than the
+// chart on its own is elided with a visible ellipsis. Run at each layout, so a resize refits it.
+void fit(QCustomPlot* plot, QCPItemText* text) {
+    const QString label = text->property(kLabel).toString();
+    const QMargins pad = text->padding();
+    // From the axis rect's left edge to the plot's right one: the histogram's first axis rect is a third
+    // of its plot, and the label may run over the others.
+    const int room = std::max(40, plot->viewport().right() - plot->axisRect()->left() - pad.left() - pad.right() - 6);
+    const QFontMetrics fm(text->font());
+    const QStringList parts = label.split(", ");
+    QStringList lines;
+    for (int i = 0; i < parts.size(); ++i) {
+        // A comma ends every part but the GPU's line and the last one, as in the label.
+        const QString part = parts[i] + (i > 0 && i + 1 < parts.size() ? "," : "");
+        if (i >= 2 && fm.horizontalAdvance(lines.back() + " " + part) <= room) lines.back() += " " + part;
+        else lines << part;
+    }
+    for (QString& line : lines) line = fm.elidedText(line, Qt::ElideRight, room);
+    const QString shown = lines.join("\n");
+    if (shown != text->text()) text->setText(shown);
+}
 
 QCPItemText* find(const QCustomPlot* plot) {
     for (int i = 0; i < plot->itemCount(); ++i)
@@ -40,17 +66,15 @@ void setSimulationWatermark(QCustomPlot* plot, const QString& label) {
         f.setBold(true);
         f.setPointSizeF(std::max(6.5, f.pointSizeF() * 0.75));
         text->setFont(f);
+        QObject::connect(plot, &QCustomPlot::afterLayout, text, [plot, text] { fit(plot, text); });
     }
-    // "simulated <GPU>" on a line of its own: what must show when a small chart cuts the rest.
-    QString lines = label;
-    const int comma = lines.indexOf(", ");
-    if (comma > 0) lines.replace(comma, 2, "\n");
-    text->setText(lines);
+    text->setProperty(kLabel, label);
+    fit(plot, text);
 }
 
 QString simulationWatermark(const QCustomPlot* plot) {
     const QCPItemText* text = find(plot);
-    return text ? QString(text->text()).replace("\n", ", ") : QString();
+    return text ? text->property(kLabel).toString() : QString();
 }
 
 bool isSimulationWatermark(const QCPAbstractItem* item) { return item && item->objectName() == kName; }

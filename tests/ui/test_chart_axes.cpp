@@ -1,11 +1,16 @@
 // The live charts' axes follow the data (issue 17): a rejected request sets no latency floor (the log
 // axis once fell to 1e-200), an idle gap shows zero throughput rather than the last value, time starts
 // at the first step rather than at the model load, and a limit line far above the data does not flatten
-// it; rebuild labels never overlap or get cut. Fed through SessionData like the engine feeds it; no
-// engine, no clock.
+// it; rebuild labels never overlap or get cut; the "simulated" watermark fits small charts; a narrow
+// panel lays its charts out in one column. Fed through SessionData like the engine feeds it; no engine,
+// no clock.
 #include "charts_panel.h"
 #include "session_data.h"
 #include "finished_request.h"
+#include "simulation_watermark.h"
+
+#include <QScrollArea>
+#include <QScrollBar>
 
 #include <QtTest>
 #include <qcustomplot.h>
@@ -224,6 +229,65 @@ private slots:
             return {};
         };
         QTRY_COMPARE_WITH_TIMEOUT(problem(), QString(), 2000);
+    }
+
+    // The "simulated ..." watermark fits a chart of any width (issue 20): every line it shows lies within
+    // the chart's axis rect, the model and step-time model break onto lines of their own or end in a
+    // visible ellipsis rather than being cut, and the whole label stays the watermark's (exports, tests).
+    void watermarkFitsSmallCharts() {
+        SessionData session;
+        ChartsPanel panel(&session);
+        const QString label = "simulated NVIDIA H100 SXM 80GB, dummy:llama-3-8b, step-time model sim-v1";
+        panel.setSimulationLabel(label);
+        panel.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&panel));
+        for (int width : {300, 620, 1600}) {
+            panel.resize(width, 1400);
+            QCoreApplication::processEvents();
+            panel.replotNow();
+            for (const auto& c : panel.charts()) {
+                QCOMPARE(simulationWatermark(c.plot), label);
+                const auto* text = c.plot->findChild<QCPItemText*>("simulationWatermark");
+                QVERIFY(text);
+                const QFontMetrics fm(text->font());
+                const int room = c.plot->width() - c.plot->axisRect()->left();  // the label may span the histogram's rects
+                const QStringList lines = text->text().split('\n');
+                QVERIFY2(lines.front().startsWith("simulated"), qPrintable(c.name + ": " + text->text()));
+                for (const QString& line : lines)
+                    QVERIFY2(fm.horizontalAdvance(line) + 8 <= room,
+                             qPrintable(QString("%1 at %2: '%3' in %4 px").arg(c.name).arg(width).arg(line).arg(room)));
+                const QString shown = lines.join(' ');
+                QVERIFY2(shown.contains("step-time model sim-v1") || shown.contains(QChar(0x2026)), qPrintable(shown));
+                if (width >= 1600) QCOMPARE(lines.size(), 2);  // room enough: GPU, then model and step-time model
+            }
+        }
+    }
+
+    // In a scroll area narrower than two charts side by side the panel lays its charts out in one column
+    // and nothing scrolls sideways (at 1024x700 the right column was cut); wide, two columns again.
+    void narrowPanelHasOneColumn() {
+        SessionData session;
+        auto* panel = new ChartsPanel(&session);
+        QScrollArea area;
+        area.setWidgetResizable(true);
+        area.setWidget(panel);
+        area.resize(420, 700);
+        area.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&area));
+        QTRY_COMPARE(panel->columnCount(), 1);
+        QCoreApplication::processEvents();
+        QCOMPARE(area.horizontalScrollBar()->maximum(), 0);
+        for (const auto& c : panel->charts()) {
+            QVERIFY2(c.plot->geometry().right() < area.viewport()->width(), qPrintable(c.name));
+            QVERIFY(c.plot->width() >= c.plot->minimumWidth());
+        }
+        QVERIFY(area.verticalScrollBar()->maximum() > 0);  // the charts keep their height and scroll down
+        area.resize(1300, 900);
+        QTRY_COMPARE(panel->columnCount(), 2);
+        QCoreApplication::processEvents();
+        QCOMPARE(area.horizontalScrollBar()->maximum(), 0);
+        QCOMPARE(panel->charts()[0].plot->y(), panel->charts()[1].plot->y());  // side by side
+        QVERIFY(panel->charts()[1].plot->geometry().right() < area.viewport()->width());
     }
 };
 
