@@ -29,6 +29,8 @@ struct HttpResponse {
 
 // curl_global_init, once per process, before any handle (thread-safe).
 void init_curl_once();
+// The base URL as shown and exported: without user:password@ (credentials never go into a result file).
+std::string redacted_url(const std::string& url);
 // The part of a response body worth putting in a message: at most `max` bytes, one line.
 std::string body_excerpt(const std::string& body, size_t max = 200);
 
