@@ -240,7 +240,7 @@ void MainWindow::buildLayout() {
     right->setStretchFactor(2, 3);
 
     left->setSizes({620, 240});
-    right->setSizes({230, 640});
+    right->setSizes({230, 230, 640});  // the block map or (connected) the remote view, then the tabs
     auto* central = new QSplitter(Qt::Horizontal, this);
     central->setObjectName("centralSplitter");
     central->setChildrenCollapsible(false);
@@ -310,6 +310,7 @@ void MainWindow::buildActions() {
     connect(load, &QAction::triggered, this, &MainWindow::openModelPicker);
     auto* connectAction = new QAction(tr("Connect to an endpoint..."), this);
     connectAction->setObjectName("connectAction");
+    connectAction->setIconText(tr("Connect..."));  // the toolbar's short name
     connectAction->setShortcut(QKeySequence("Ctrl+Shift+O"));
     connectAction->setToolTip(tr("Chat with, benchmark and watch a remote OpenAI-compatible engine (vLLM, SGLang, TGI, "
                                  "llama-server, kvscope serve) instead of the local one (Ctrl+Shift+O)"));

@@ -24,7 +24,7 @@ RemoteServerView::RemoteServerView(QWidget* parent) : QWidget(parent) {
     m_unreported->setWordWrap(true);
     m_unreported->setEnabled(false);
     m_chart = new QCustomPlot(this);
-    m_chart->setMinimumHeight(120);
+    m_chart->setMinimumHeight(170);  // room for both axes and the legend at 1024x700
     m_chart->plotLayout()->insertRow(0);
     m_chart->plotLayout()->addElement(0, 0, new QCPTextElement(m_chart, tr("Server /metrics"),
                                                                QFont(font().family(), font().pointSize(), QFont::Bold)));
