@@ -26,9 +26,9 @@ RemoteServerView::RemoteServerView(QWidget* parent) : QWidget(parent) {
     m_chart = new QCustomPlot(this);
     m_chart->setMinimumHeight(170);  // room for both axes and the legend at 1024x700
     m_chart->plotLayout()->insertRow(0);
-    m_chart->plotLayout()->addElement(0, 0, new QCPTextElement(m_chart, tr("Server /metrics"),
+    m_chart->plotLayout()->addElement(0, 0, new QCPTextElement(m_chart, tr("Server /metrics over time (s)"),
                                                                QFont(font().family(), font().pointSize(), QFont::Bold)));
-    m_chart->xAxis->setLabel(tr("time (s)"));
+    // No x label: the title says seconds, and a short window keeps the tick labels.
     m_chart->yAxis->setLabel(tr("requests"));
     m_chart->yAxis2->setVisible(true);
     m_chart->yAxis2->setLabel(tr("KV usage %"));
@@ -61,8 +61,8 @@ void RemoteServerView::restyle() {
 }
 
 void RemoteServerView::setTarget(const RemoteTarget& target) {
-    m_note->setText(tr("<b>%1</b><br>A remote engine exposes no block table: the KV block map shows only the local "
-                       "engine. Below is what the server's /metrics reports, scraped every second.")
+    m_note->setText(tr("<b>%1</b><br>A remote engine exposes no block table, so there is no block map: this is what "
+                       "its /metrics reports, scraped every second.")
                         .arg(target.label().toHtmlEscaped()));
     setSamples({});
 }

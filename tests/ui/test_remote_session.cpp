@@ -211,6 +211,23 @@ private slots:
         QSettings settings;
         for (const QString& k : settings.allKeys()) QVERIFY2(!settings.value(k).toString().contains(kKey), qPrintable(k));
 
+        // A request the server refuses (prompt + max_tokens beyond its max_model_len 256) ends with the
+        // server's reason in the pane's request; the session goes on.
+        {
+            ChatPane* pane = window.panes().back();
+            SamplingParams p = pane->samplingParams();
+            p.max_tokens = 255;
+            pane->setSamplingParams(p);
+            QSignalSpy rejected(c, &EngineController::requestRejected);
+            pane->sendText("Longer, please");
+            QVERIFY(rejected.wait(20000));
+            const QString message = rejected.at(0).at(1).toString();
+            QVERIFY2(message.startsWith("HTTP 400"), qPrintable(message));
+            QTRY_VERIFY_WITH_TIMEOUT(c->isIdle(), 20000);
+            const RequestRecord* r = c->session()->request(rejected.at(0).at(0).toString());
+            QVERIFY(r && r->finishReason == FinishReason::ERROR && r->error == message);
+        }
+
         // Load model switches back to the local engine, and a pane runs there.
         QSignalSpy back(&window, &MainWindow::modelReady);
         window.loadModel("dummy:tiny");
