@@ -59,7 +59,8 @@ QVariant BenchResultsModel::data(const QModelIndex& index, int role) const {
     case Source: {
         const QString where = r.source.isEmpty() ? tr("this session") : QFileInfo(r.source).fileName();
         const QString sim = simulationLabel(r);
-        return sim.isEmpty() ? where : where + " (" + sim + ")";
+        const QString target = targetLabel(r);
+        return where + ", " + target + (sim.isEmpty() ? QString() : " (" + sim + ")");
     }
     case Mode: return r.config.value("mode").toString();
     case Prompts: return r.summary.value("num_prompts").toInt();
@@ -124,6 +125,15 @@ QString BenchResultsModel::simulationLabel(const BenchResult& r) {
     if (sim.isEmpty()) return {};
     const QString label = sim.value("label").toString();
     return label.isEmpty() ? tr("simulated %1").arg(sim.value("gpu_name").toString()) : label;
+}
+
+QString BenchResultsModel::targetLabel(const BenchResult& r) {
+    const QJsonObject t = r.summary.value("target").toObject();
+    if (t.value("kind").toString() != "remote") return tr("local");
+    QStringList parts = {tr("remote"), t.value("engine").toString()};
+    const QString model = t.value("model").toString(r.summary.value("model_id").toString());
+    if (!model.isEmpty()) parts << model;
+    return parts.join(' ');
 }
 
 bool BenchResultsModel::mixesSimulatedAndMeasured() const {

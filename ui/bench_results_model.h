@@ -35,6 +35,9 @@ public:
     // The run's simulation label ("simulated NVIDIA H100 SXM, llama-3-8b, step-time model v1"), from the
     // "simulated" object kvscope writes (GUI and CLI); empty for a measured run.
     static QString simulationLabel(const BenchResult& result);
+    // Where the run ran, from its "target" (kvscope-cli bench's key): "remote vllm llama-3-8b" for a remote
+    // engine, "local" for this workbench's engine (also for files from before the key existed).
+    static QString targetLabel(const BenchResult& result);
     // Some runs simulated and some measured: their figures are not comparable as if both were measured.
     bool mixesSimulatedAndMeasured() const;
 

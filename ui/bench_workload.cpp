@@ -7,7 +7,9 @@
 
 namespace kvscope::ui {
 
-BenchPlan makeBenchPlan(const BenchSpec& spec, const Model& model, int maxModelLen) {
+namespace {
+
+WorkloadOptions workloadOptions(const BenchSpec& spec, int maxModelLen) {
     WorkloadOptions w;
     w.dataset = spec.dataset.toStdString();
     w.dataset_path = spec.datasetPath.toStdString();
@@ -19,8 +21,12 @@ BenchPlan makeBenchPlan(const BenchSpec& spec, const Model& model, int maxModelL
     w.prefix_len = spec.dataset == "shared-prefix" ? spec.prefixLen : 0;
     w.max_model_len = maxModelLen;
     w.seed = spec.seed;
+    return w;
+}
+
+BenchPlan finishPlan(const BenchSpec& spec, std::vector<BenchRequest> workload, int maxModelLen) {
     BenchPlan plan;
-    plan.workload = make_workload(w, model.tokenizer, model.config.vocab_size);
+    plan.workload = std::move(workload);
     for (size_t i = 0; i < plan.workload.size(); ++i) {
         const BenchRequest& r = plan.workload[i];
         if (int(r.prompt_token_ids.size()) + r.output_len > maxModelLen)
@@ -33,6 +39,17 @@ BenchPlan makeBenchPlan(const BenchSpec& spec, const Model& model, int maxModelL
     plan.options.max_concurrency = spec.maxConcurrency;
     plan.options.seed = spec.seed;
     return plan;
+}
+
+}  // namespace
+
+BenchPlan makeBenchPlan(const BenchSpec& spec, const Model& model, int maxModelLen) {
+    return finishPlan(spec, make_workload(workloadOptions(spec, maxModelLen), model.tokenizer, model.config.vocab_size),
+                      maxModelLen);
+}
+
+BenchPlan makeBenchPlan(const BenchSpec& spec, const std::vector<int32_t>& ordinaryIds, int maxModelLen) {
+    return finishPlan(spec, make_workload(workloadOptions(spec, maxModelLen), ordinaryIds), maxModelLen);
 }
 
 }  // namespace kvscope::ui

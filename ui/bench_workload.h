@@ -22,5 +22,8 @@ struct BenchPlan {
 
 // Throws BadInput when the spec cannot run (lengths beyond max_model_len, no prompts).
 BenchPlan makeBenchPlan(const BenchSpec& spec, const Model& model, int maxModelLen);
+// For a remote engine known only through its /tokenize: random and shared-prefix prompts drawn from
+// `ordinaryIds` (server_vocabulary_sample), as `kvscope-cli bench --base-url` without --tokenizer.
+BenchPlan makeBenchPlan(const BenchSpec& spec, const std::vector<int32_t>& ordinaryIds, int maxModelLen);
 
 }  // namespace kvscope::ui

@@ -238,7 +238,8 @@ void BenchmarkPanel::run() {
     BenchSpec s = spec();
     const EngineConfig& c = m_controller->config();
     s.name = QString("#%1 %2 %3x%4/%5 %6").arg(++m_runNumber).arg(s.dataset).arg(s.numPrompts).arg(s.inputLen)
-                 .arg(s.outputLen).arg(QString::fromUtf8(to_string(c.mode).data()));
+                 .arg(s.outputLen).arg(m_controller->isRemote() ? QStringLiteral("remote")
+                                                                : QString::fromUtf8(to_string(c.mode).data()));
     m_progress->setMaximum(s.numPrompts);
     m_progress->setValue(0);
     setRunning(true);
@@ -316,7 +317,10 @@ void BenchmarkPanel::updateChart() {
         tput << runs[i].summary.value("output_throughput").toDouble();
         ttft << runs[i].summary.value("mean_ttft_ms").toDouble();
         e2el << runs[i].summary.value("mean_e2el_ms").toDouble();
-        const QString name = full ? runs[i].spec.name.left(18) : runs[i].spec.name.section(' ', 0, 0).left(8);
+        // Labelled by target, so that a local and a remote run overlaid cannot be mistaken for each other.
+        const QString target = BenchResultsModel::targetLabel(runs[i]);
+        const QString name = full ? runs[i].spec.name.left(18) + "\n" + target.left(28)
+                                  : runs[i].spec.name.section(' ', 0, 0).left(8);
         ticker->addTick(double(i + 1), (BenchResultsModel::simulationLabel(runs[i]).isEmpty() ? "" : "[sim] ") + name);
         if (!BenchResultsModel::simulationLabel(runs[i]).isEmpty()) simulated = BenchResultsModel::simulationLabel(runs[i]);
         else measured = true;

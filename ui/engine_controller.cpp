@@ -1,6 +1,7 @@
 #include "engine_controller.h"
 
 #include "engine_worker.h"
+#include "remote_worker.h"
 
 #include <algorithm>
 
@@ -32,7 +33,9 @@ EngineController::EngineController(QObject* parent) : QObject(parent) {
         m_loading = false;
         emit modelLoadFailed(spec, message);
     });
-    connect(m_worker, &EngineWorker::updated, this, &EngineController::applyUpdate);
+    connect(m_worker, &EngineWorker::updated, this, [this](const EngineUpdate& u) {
+        if (!m_remote) applyUpdate(u, m_commandsSent);
+    });
     connect(m_worker, &EngineWorker::requestRejected, this, [this](const QString& id, const QString& message) {
         m_session.rejectRequest(id, message);
         emit requestRejected(id, message);
@@ -45,17 +48,79 @@ EngineController::EngineController(QObject* parent) : QObject(parent) {
         emit configChanged(c);
     });
     connect(m_worker, &EngineWorker::benchmarkProgressed, this, &EngineController::benchmarkProgressed);
-    connect(m_worker, &EngineWorker::benchmarkFinished, this, [this](const BenchResult& r) {
+    auto benchmarkDone = [this](const BenchResult& r) {
         m_benchRunning = false;
         if (!r.summary.isEmpty()) m_session.addBenchmark(r);
         emit benchmarkFinished(r);
-    });
+    };
+    connect(m_worker, &EngineWorker::benchmarkFinished, this, benchmarkDone);
     m_thread.start();
+
+    // The remote engine's worker: the same signals, value types and session.
+    qRegisterMetaType<RemoteConnection>();
+    qRegisterMetaType<RemoteTarget>();
+    qRegisterMetaType<ServerSamples>();
+    m_remoteThread.setObjectName("remote");
+    m_remoteWorker = new RemoteWorker;
+    m_remoteWorker->moveToThread(&m_remoteThread);
+    connect(&m_remoteThread, &QThread::finished, m_remoteWorker, &QObject::deleteLater);
+    connect(m_remoteWorker, &RemoteWorker::connected, this, [this](const RemoteTarget& t) {
+        m_connecting = false;
+        m_remote = true;
+        m_remoteTarget = t;
+        m_serverSamples.clear();
+        m_status = EngineStatus{};
+        m_status.remote = t.label();
+        m_session.clear();
+        m_session.addEvent(tr("connected: %1").arg(t.label()));
+        emit remoteConnected(t);
+    });
+    connect(m_remoteWorker, &RemoteWorker::connectFailed, this, [this](const QString& message) {
+        m_connecting = false;
+        emit remoteConnectFailed(message);
+    });
+    connect(m_remoteWorker, &RemoteWorker::updated, this, [this](const EngineUpdate& u) {
+        if (m_remote) applyUpdate(u, m_remoteCommandsSent);
+    });
+    connect(m_remoteWorker, &RemoteWorker::serverSampled, this, [this](const ServerSamples& samples) {
+        if (!m_remote) return;
+        m_serverSamples.insert(m_serverSamples.end(), samples.begin(), samples.end());
+        const ServerSample& last = m_serverSamples.back();
+        m_status.serverKvUsage = last.kv_cache_usage ? *last.kv_cache_usage : -1;
+        emit serverSampled();
+    });
+    connect(m_remoteWorker, &RemoteWorker::requestRejected, this, [this](const QString& id, const QString& message) {
+        m_session.rejectRequest(id, message);
+        emit requestRejected(id, message);
+    });
+    connect(m_remoteWorker, &RemoteWorker::errorOccurred, this, &EngineController::errorOccurred);
+    connect(m_remoteWorker, &RemoteWorker::benchmarkProgressed, this, &EngineController::benchmarkProgressed);
+    connect(m_remoteWorker, &RemoteWorker::benchmarkFinished, this, benchmarkDone);
+    m_remoteThread.start();
 }
 
 EngineController::~EngineController() {
+    m_remoteThread.quit();
+    m_remoteThread.wait();
     m_thread.quit();
     m_thread.wait();
+}
+
+void EngineController::connectToEndpoint(const RemoteConnection& connection) {
+    m_connecting = true;
+    ++m_remoteCommandsSent;
+    QMetaObject::invokeMethod(m_remoteWorker, "connectEndpoint", Qt::QueuedConnection,
+                              Q_ARG(kvscope::ui::RemoteConnection, connection));
+}
+
+void EngineController::leaveRemote() {
+    if (!m_remote) return;
+    m_remote = false;
+    m_benchRunning = false;
+    m_status.remote.clear();
+    m_status.serverKvUsage = -1;
+    ++m_remoteCommandsSent;
+    QMetaObject::invokeMethod(m_remoteWorker, "disconnectEndpoint", Qt::QueuedConnection);
 }
 
 EngineConfig EngineController::defaultConfig() {
@@ -68,6 +133,7 @@ EngineConfig EngineController::defaultConfig() {
 }
 
 void EngineController::loadModel(const QString& spec, const EngineConfig& config) {
+    leaveRemote();  // a model load is the way back to the local engine
     m_loading = true;
     ++m_commandsSent;
     QMetaObject::invokeMethod(m_worker, "loadModel", Qt::QueuedConnection, Q_ARG(QString, spec),
@@ -79,6 +145,12 @@ QString EngineController::submitRequest(SubmitCommand command, const QString& or
     if (color.isValid()) m_colors.insert(command.requestId, color);
     m_session.addRequest(command.requestId, origin.isEmpty() ? QStringLiteral("script") : origin, colorFor(command.requestId));
     m_idle = false;
+    if (m_remote) {
+        ++m_remoteCommandsSent;
+        QMetaObject::invokeMethod(m_remoteWorker, "submitRequest", Qt::QueuedConnection,
+                                  Q_ARG(kvscope::ui::SubmitCommand, command));
+        return command.requestId;
+    }
     ++m_commandsSent;
     QMetaObject::invokeMethod(m_worker, "submitRequest", Qt::QueuedConnection,
                               Q_ARG(kvscope::ui::SubmitCommand, command));
@@ -86,6 +158,11 @@ QString EngineController::submitRequest(SubmitCommand command, const QString& or
 }
 
 void EngineController::abortRequest(const QString& requestId) {
+    if (m_remote) {
+        ++m_remoteCommandsSent;
+        QMetaObject::invokeMethod(m_remoteWorker, "abortRequest", Qt::QueuedConnection, Q_ARG(QString, requestId));
+        return;
+    }
     ++m_commandsSent;
     QMetaObject::invokeMethod(m_worker, "abortRequest", Qt::QueuedConnection, Q_ARG(QString, requestId));
 }
@@ -98,11 +175,21 @@ void EngineController::reconfigure(const EngineConfig& config) {
 void EngineController::runBenchmark(const BenchSpec& spec) {
     m_benchRunning = true;
     m_idle = false;
+    if (m_remote) {
+        ++m_remoteCommandsSent;
+        QMetaObject::invokeMethod(m_remoteWorker, "runBenchmark", Qt::QueuedConnection, Q_ARG(kvscope::ui::BenchSpec, spec));
+        return;
+    }
     ++m_commandsSent;
     QMetaObject::invokeMethod(m_worker, "runBenchmark", Qt::QueuedConnection, Q_ARG(kvscope::ui::BenchSpec, spec));
 }
 
 void EngineController::cancelBenchmark() {
+    if (m_remote) {
+        // Not a counted command: the worker's thread answers it from the benchmark's own thread.
+        QMetaObject::invokeMethod(m_remoteWorker, "cancelBenchmark", Qt::QueuedConnection);
+        return;
+    }
     QMetaObject::invokeMethod(m_worker, "cancelBenchmark", Qt::QueuedConnection);
 }
 
@@ -115,7 +202,7 @@ QColor EngineController::colorFor(const QString& requestId) const {
     return QColor::fromHsl(hue, 110, 140);
 }
 
-void EngineController::applyUpdate(const EngineUpdate& u) {
+void EngineController::applyUpdate(const EngineUpdate& u, quint64 commandsSent) {
     m_session.applyUpdate(u);
     for (const RequestProgress& p : u.requests) emit requestUpdated(p);
     if (u.snapshot) {
@@ -124,7 +211,7 @@ void EngineController::applyUpdate(const EngineUpdate& u) {
     }
     // Idle is decided before anyone hears of the update, so that every view reads the same state.
     const bool wasIdle = m_idle;
-    m_idle = u.idle && !m_benchRunning && u.commandsReceived == m_commandsSent;
+    m_idle = u.idle && !m_benchRunning && u.commandsReceived == commandsSent;
     m_status.step = u.step;
     m_status.numRunning = u.numRunning;
     m_status.numWaiting = u.numWaiting;

@@ -6,6 +6,7 @@
 #include "bench_spec.h"
 #include "engine_status.h"
 #include "engine_types.h"
+#include "remote_target.h"
 #include "session_data.h"
 
 #include <QColor>
@@ -18,6 +19,7 @@
 namespace kvscope::ui {
 
 class EngineWorker;
+class RemoteWorker;
 
 class EngineController : public QObject {
     Q_OBJECT
@@ -39,6 +41,14 @@ public:
     // The default configuration of a model load (max_model_len 0 = the model's, up to 8192).
     static EngineConfig defaultConfig();
 
+    // Connected to a remote engine: panes, benchmarks and aborts go to it (RemoteWorker) until the next
+    // model load, which switches back to the local engine.
+    bool isRemote() const { return m_remote; }
+    bool isConnecting() const { return m_connecting; }
+    const RemoteTarget& remoteTarget() const { return m_remoteTarget; }
+    // Every /metrics sample scraped since the connection, times on the requests' clock.
+    const ServerSamples& serverSamples() const { return m_serverSamples; }
+
 public slots:
     void loadModel(const QString& spec, const kvscope::EngineConfig& config = defaultConfig());
     // Returns the request id (generated when command.requestId is empty).
@@ -48,8 +58,13 @@ public slots:
     void runBenchmark(const kvscope::ui::BenchSpec& spec);
     void cancelBenchmark();
     void setSnapshotWanted(bool wanted);
+    // The key travels to the remote worker only; nothing here keeps it.
+    void connectToEndpoint(const kvscope::ui::RemoteConnection& connection);
 
 signals:
+    void remoteConnected(const kvscope::ui::RemoteTarget& target);
+    void remoteConnectFailed(const QString& message);
+    void serverSampled();
     void modelLoadStarted(const QString& spec);
     void modelLoaded(const kvscope::ui::ModelSummary& summary);
     void modelLoadFailed(const QString& spec, const QString& message);
@@ -66,7 +81,8 @@ signals:
     void benchmarkFinished(const kvscope::ui::BenchResult& result);
 
 private:
-    void applyUpdate(const EngineUpdate& update);
+    void applyUpdate(const EngineUpdate& update, quint64 commandsSent);
+    void leaveRemote();
 
     QThread m_thread;
     EngineWorker* m_worker = nullptr;  // lives on m_thread, deleted when it finishes
@@ -81,6 +97,14 @@ private:
     QHash<QString, QColor> m_colors;
     int m_nextRequest = 0;
     quint64 m_commandsSent = 0;  // idle only counts once the worker has taken every command
+
+    QThread m_remoteThread;
+    RemoteWorker* m_remoteWorker = nullptr;  // lives on m_remoteThread
+    bool m_remote = false;
+    bool m_connecting = false;
+    RemoteTarget m_remoteTarget;
+    ServerSamples m_serverSamples;
+    quint64 m_remoteCommandsSent = 0;
 };
 
 }  // namespace kvscope::ui

@@ -6,6 +6,14 @@ namespace kvscope::ui {
 
 QString statusText(const EngineStatus& s) {
     auto tr = [](const char* text) { return QCoreApplication::translate("EngineStatus", text); };
+    if (!s.remote.isEmpty()) {
+        // A remote engine has no steps or block table here: its name, the client's requests in flight and
+        // what its /metrics says.
+        QStringList parts = {s.remote, tr("%1 in flight").arg(s.numRunning)};
+        if (s.serverKvUsage >= 0) parts << tr("KV %1% used (server)").arg(s.serverKvUsage * 100, 0, 'f', 1);
+        parts << (s.idle ? tr("idle") : tr("running"));
+        return parts.join("  |  ");
+    }
     QString requests = tr("%1 running, %2 waiting").arg(s.numRunning).arg(s.numWaiting);
     if (s.numPreempted) requests += tr(" (%1 preempted)").arg(s.numPreempted);
     QStringList parts = {tr("step %1").arg(s.step), requests};

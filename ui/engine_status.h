@@ -21,6 +21,8 @@ struct EngineStatus {
     bool idle = true;             // EngineController::isIdle() when the update was applied
     std::shared_ptr<const KvCacheSnapshot> kv;  // null before the first snapshot
     QString simulation;  // the loaded engine's simulation label; empty on a real backend
+    QString remote;      // RemoteTarget::label() while connected to a remote engine; empty for the local one
+    double serverKvUsage = -1;  // remote: the KV usage its /metrics reported last (0..1); -1 = not reported
 };
 
 QString statusText(const EngineStatus& status);

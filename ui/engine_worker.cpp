@@ -272,6 +272,7 @@ void EngineWorker::finishBenchmark() {
     result.errors = run.errors;
     result.summary = toQJsonObject(run.summary.to_json());
     result.summary["num_prompts"] = m_bench->num_requests();
+    result.summary["target"] = QJsonObject{{"kind", "local"}, {"model", QString::fromStdString(m_model->name)}};
     // The key kvscope-cli bench writes: a comparison can tell simulated runs from measured ones.
     if (m_engine->is_simulated()) result.summary["simulated"] = toQJsonObject(simulation_to_json(*m_engine));
     EngineConfig c = m_engine->config();

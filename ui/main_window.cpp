@@ -1,19 +1,26 @@
 #include "main_window.h"
 
+#include "bench_results_model.h"
 #include "benchmark_panel.h"
 #include "block_map_widget.h"
 #include "charts_panel.h"
 #include "chat_pane.h"
+#include "connect_dialog.h"
 #include "engine_controller.h"
 #include "engine_status.h"
 #include "hint_table_view.h"
 #include "metrics_help_dialog.h"
 #include "model_picker_dialog.h"
+#include "remote_server_view.h"
 #include "request_table_model.h"
 #include "session_exporter.h"
 #include "stall_monitor.h"
 #include "theme.h"
 #include "tuning_panel.h"
+
+#include "json_bridge.h"
+#include "remote/http_client.h"
+#include "remote/server_metrics.h"
 
 #include <QAction>
 #include <QApplication>
@@ -85,6 +92,9 @@ MainWindow::MainWindow(QWidget* parent)
     });
     connect(m_controller, &EngineController::modelLoaded, this, [this](const ModelSummary& s) {
         m_loadProgress->setVisible(false);
+        m_remoteView->setVisible(false);  // back on the local engine
+        m_blockMap->setVisible(true);
+        m_tuning->setEnabled(true);
         m_modelLabel->setText(QString("<b>%1</b>").arg(s.name.toHtmlEscaped()));
         m_modelInfo->setText(tr("<b>%1</b><br>%2, %3 layers, vocab %4<br>%5 M params, weights %6<br>KV %7 / token "
                                 "(%11), chat template %8<br>tokenizer %9, loaded in %10 s")
@@ -120,6 +130,31 @@ MainWindow::MainWindow(QWidget* parent)
         statusBar()->showMessage(error, 15000);
         if (isVisible() && QApplication::platformName() != "offscreen") QMessageBox::warning(this, tr("Load model"), error);
     });
+    connect(m_controller, &EngineController::remoteConnected, this, [this](const RemoteTarget& t) {
+        m_modelLabel->setText(tr("<b>%1</b> (remote)").arg(t.model.toHtmlEscaped()));
+        m_modelInfo->setText(tr("<b>Remote engine</b><br>%1 at %2<br>model %3<br>served models: %4<br>The engine knobs above "
+                                "belong to the local engine; a remote engine's are its own.")
+                                 .arg(t.engine.toHtmlEscaped(), t.baseUrl.toHtmlEscaped(), t.model.toHtmlEscaped(),
+                                      t.models.join(", ").toHtmlEscaped()));
+        setWindowTitle(QString("kvscope - %1").arg(t.label()));
+        m_tuning->setEnabled(false);
+        m_charts->setSimulationLabel({});
+        m_remoteView->setTarget(t);
+        m_blockMap->setVisible(false);
+        m_remoteView->setVisible(true);
+        // The URL and the model for the next dialog; never the key.
+        QSettings().setValue("remote/url", t.baseUrl);
+        QSettings().setValue("remote/model", t.model);
+        updateStatus();
+        emit modelReady();
+    });
+    connect(m_controller, &EngineController::remoteConnectFailed, this, [this](const QString& message) {
+        statusBar()->showMessage(tr("Could not connect: %1").arg(message), 15000);
+        if (isVisible() && QApplication::platformName() != "offscreen")
+            QMessageBox::warning(this, tr("Connect to an endpoint"), message);
+    });
+    connect(m_controller, &EngineController::serverSampled, this,
+            [this] { m_remoteView->setSamples(m_controller->serverSamples()); });
     connect(m_controller, &EngineController::configChanged, m_tuning, &TuningPanel::setConfig);
     connect(m_tuning, &TuningPanel::configEdited, m_controller, &EngineController::reconfigure);
     connect(m_controller, &EngineController::reconfigureRefused, m_tuning, &TuningPanel::showRefusal);
@@ -201,13 +236,17 @@ void MainWindow::buildLayout() {
     auto* right = new QSplitter(Qt::Vertical, this);
     right->setObjectName("rightSplitter");
     right->setChildrenCollapsible(false);
+    m_remoteView = new RemoteServerView(this);
+    m_remoteView->setVisible(false);
     right->addWidget(m_blockMap);
+    right->addWidget(m_remoteView);
     right->addWidget(m_tabs);
     right->setStretchFactor(0, 1);
-    right->setStretchFactor(1, 3);
+    right->setStretchFactor(1, 1);
+    right->setStretchFactor(2, 3);
 
     left->setSizes({620, 240});
-    right->setSizes({230, 640});
+    right->setSizes({230, 230, 640});  // the block map or (connected) the remote view, then the tabs
     auto* central = new QSplitter(Qt::Horizontal, this);
     central->setObjectName("centralSplitter");
     central->setChildrenCollapsible(false);
@@ -278,6 +317,13 @@ void MainWindow::buildActions() {
     load->setShortcut(QKeySequence::Open);
     load->setToolTip(tr("Open a GGUF file, a Hugging Face directory, a dummy preset, or a model found on this machine (Ctrl+O)"));
     connect(load, &QAction::triggered, this, &MainWindow::openModelPicker);
+    auto* connectAction = new QAction(tr("Connect to an endpoint..."), this);
+    connectAction->setObjectName("connectAction");
+    connectAction->setIconText(tr("Connect..."));  // the toolbar's short name
+    connectAction->setShortcut(QKeySequence("Ctrl+Shift+O"));
+    connectAction->setToolTip(tr("Chat with, benchmark and watch a remote OpenAI-compatible engine (vLLM, SGLang, TGI, "
+                                 "llama-server, kvscope serve) instead of the local one (Ctrl+Shift+O)"));
+    connect(connectAction, &QAction::triggered, this, &MainWindow::openConnectDialog);
     auto* exportAction = new QAction(tr("Export session..."), this);
     exportAction->setShortcut(QKeySequence::Save);
     exportAction->setToolTip(tr("Write session.json (vLLM keys, config, timeline, requests), CSV, and every chart as PNG and PDF"));
@@ -292,6 +338,7 @@ void MainWindow::buildActions() {
     quit->setShortcut(QKeySequence::Quit);
     connect(quit, &QAction::triggered, this, &QWidget::close);
     fileMenu->addAction(load);
+    fileMenu->addAction(connectAction);
     fileMenu->addAction(exportAction);
     fileMenu->addSeparator();
     fileMenu->addAction(quit);
@@ -359,6 +406,7 @@ void MainWindow::buildActions() {
     connect(dark, &QAction::toggled, this, &MainWindow::setDarkTheme);
 
     toolbar->addAction(load);
+    toolbar->addAction(connectAction);
     toolbar->addWidget(m_modelLabel);
     toolbar->addSeparator();
     toolbar->addAction(newPane);
@@ -436,6 +484,17 @@ void MainWindow::openModelPicker() {
     ModelPickerDialog dialog(m_controller->modelSummary().spec.isEmpty() ? QString("dummy:tiny") : m_controller->modelSummary().spec,
                              m_loadConfig, this);
     if (dialog.exec() == QDialog::Accepted && !dialog.spec().isEmpty()) loadModel(dialog.spec(), dialog.config());
+}
+
+void MainWindow::openConnectDialog() {
+    QSettings settings;
+    ConnectDialog dialog(settings.value("remote/url").toString(), settings.value("remote/model").toString(), this);
+    if (dialog.exec() == QDialog::Accepted) connectToEndpoint(dialog.connection());
+}
+
+void MainWindow::connectToEndpoint(const RemoteConnection& connection) {
+    m_modelLabel->setText(tr("Connecting to %1 ...").arg(QString::fromStdString(redacted_url(connection.baseUrl.toStdString()))));
+    m_controller->connectToEndpoint(connection);
 }
 
 ChatPane* MainWindow::addPane() {
@@ -517,9 +576,28 @@ bool MainWindow::exportSession(const QString& dir, QString* error) {
     in.model = m_controller->modelSummary();
     in.config = m_controller->config();
     for (const auto& c : m_charts->charts()) in.charts.emplace_back(c.name, c.plot);
+    if (m_controller->isRemote()) {
+        // What answered was the remote engine: its name and series, not the local model and knobs.
+        const RemoteTarget& t = m_controller->remoteTarget();
+        in.model = ModelSummary{};
+        in.model.name = t.model;
+        in.model.format = "remote";
+        in.target = t.toJson();
+        ServerSeries series;
+        series.engine = ServerEngine::UNKNOWN;
+        series.samples = m_controller->serverSamples();
+        series.num_scrapes = int(series.samples.size());
+        QJsonObject metrics = toQJsonObject(server_series_to_json(series, 0));
+        metrics["engine"] = t.engine;
+        in.serverMetrics = metrics;
+        in.charts.emplace_back("server_metrics", m_remoteView->chart());
+    }
     in.charts.emplace_back("benchmark_comparison", m_benchmark->comparisonChart());
     in.window = this;
-    in.benchmarks = m_controller->session()->benchmarks();
+    // Every run of this window, whatever engine ran it (a connect or a model load starts a new session
+    // but keeps the runs to compare); runs loaded from files are not this session's.
+    for (const BenchResult& r : m_benchmark->resultsModel()->results())
+        if (r.source.isEmpty()) in.benchmarks.push_back(r);
     in.gui = QJsonObject{{"gui_max_stall_ms", m_stall->maxStallMs()},
                          {"gui_mean_timer_lateness_ms", m_stall->meanLatenessMs()},
                          {"gui_stalls_over_16ms", m_stall->stallsOver(16)},

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "engine_config.h"
+#include "remote_target.h"
 
 #include <QList>
 #include <QMainWindow>
@@ -23,6 +24,7 @@ class ChartsPanel;
 class ChatPane;
 class EngineController;
 class HintTableView;
+class RemoteServerView;
 class RequestTableModel;
 class StallMonitor;
 class TuningPanel;
@@ -41,6 +43,7 @@ public:
     BlockMapWidget* blockMap() const { return m_blockMap; }
     RequestTableModel* requestModel() const { return m_requestModel; }
     StallMonitor* stallMonitor() const { return m_stall; }
+    RemoteServerView* remoteServerView() const { return m_remoteView; }
 
     // Writes the session export (see session_exporter.h) into dir.
     bool exportSession(const QString& dir, QString* error = nullptr);
@@ -51,6 +54,10 @@ public slots:
     void loadModel(const QString& spec, const kvscope::EngineConfig& config);
     void loadModel(const QString& spec);
     void openModelPicker();
+    // "Connect to an endpoint...": the dialog, then connectToEndpoint.
+    void openConnectDialog();
+    // Connects to a remote engine (panes, benchmarks and charts then use it); Load model switches back.
+    void connectToEndpoint(const kvscope::ui::RemoteConnection& connection);
     ChatPane* addPane();
     void closePane(kvscope::ui::ChatPane* pane);
     void sendToAll(const QString& text);
@@ -81,6 +88,7 @@ private:
     QScrollArea* m_paneArea = nullptr;
     QLabel* m_noPaneHint = nullptr;
     BlockMapWidget* m_blockMap = nullptr;
+    RemoteServerView* m_remoteView = nullptr;  // shown instead of the block map while connected
     ChartsPanel* m_charts = nullptr;
     TuningPanel* m_tuning = nullptr;
     BenchmarkPanel* m_benchmark = nullptr;

@@ -20,7 +20,8 @@ namespace kvscope::ui {
 
 namespace {
 const QStringList kActions = {"open_pane", "submit", "send_all", "set", "benchmark", "wait", "wait_idle",
-                              "wait_benchmark", "select", "stop_all", "theme", "screenshot", "resize", "key"};
+                              "wait_benchmark", "select", "stop_all", "theme", "screenshot", "resize", "key",
+                              "connect"};
 }
 
 ScriptRunner::ScriptRunner(MainWindow* window, QObject* parent) : QObject(parent), m_window(window), m_poll(this) {
@@ -273,6 +274,27 @@ bool ScriptRunner::runAction(const QJsonObject& a) {
         if (!a.value("wait").toBool(true)) return true;
         waitUntil([controller] { return !controller->isBenchmarkRunning(); }, a.value("timeout_ms").toInt(600000),
                   "the benchmark");
+        return false;
+    }
+    if (action == "connect") {
+        // {"base_url", "model", "api_key"}: a remote engine from here on; the key goes to the connection only.
+        RemoteConnection c{a.value("base_url").toString(), a.value("api_key").toString(), a.value("model").toString()};
+        if (c.baseUrl.isEmpty()) {
+            fail(QString("actions[%1]: connect needs \"base_url\"").arg(m_index - 1));
+            return false;
+        }
+        auto failed = std::make_shared<QString>();
+        auto conn = std::make_shared<QMetaObject::Connection>();
+        *conn = connect(controller, &EngineController::remoteConnectFailed, this, [failed, conn](const QString& message) {
+            *failed = message;
+            disconnect(*conn);
+        });
+        m_window->connectToEndpoint(c);
+        const int index = m_index - 1;
+        waitUntil([this, controller, failed, index] {
+            if (!failed->isEmpty()) fail(QString("actions[%1]: connect: %2").arg(index).arg(*failed));
+            return !controller->isConnecting();
+        }, a.value("timeout_ms").toInt(30000), "the connection");
         return false;
     }
     if (action == "wait_benchmark") {

@@ -117,6 +117,14 @@ QJsonObject sessionJson(const SessionExportInputs& in) {
                              {"kv_cache_dtype", in.model.kvCacheDtype},
                              {"chat_template", in.model.chatTemplate}};
     o["config"] = toQJsonObject(engine_config_to_json(in.config));
+    // Which engine answered (kvscope-cli bench's "target"); a remote one has no local knobs to report.
+    if (in.target.isEmpty()) {
+        o["target"] = QJsonObject{{"kind", "local"}};
+    } else {
+        o["target"] = in.target;
+        o.remove("config");
+        o["server_metrics"] = in.serverMetrics;
+    }
     // kvscope-cli bench's key: a simulated session says so, with the GPU and the step-time model version.
     if (!in.model.simulation.isEmpty()) o["simulated"] = in.model.simulation;
     // vLLM `bench serve` keys over every finished request of the session, at the top level.

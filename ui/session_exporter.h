@@ -28,6 +28,8 @@ struct SessionExportInputs {
     QWidget* window = nullptr;                             // grabbed as main_window.png
     std::vector<BenchResult> benchmarks;
     QJsonObject gui;  // gui_max_stall_ms and friends
+    QJsonObject target;         // remote: RemoteTarget::toJson(); empty = the local engine
+    QJsonObject serverMetrics;  // remote: the scraped /metrics series (server_series_to_json)
 };
 
 QJsonObject sessionJson(const SessionExportInputs& in);

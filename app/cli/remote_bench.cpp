@@ -66,15 +66,6 @@ int exact_output_lengths(const BenchRun& r, const std::vector<BenchRequest>& wor
     return exact;
 }
 
-// The base URL as exported: without user:password@ (credentials never go into a result file).
-std::string redacted_url(const std::string& url) {
-    const size_t scheme = url.find("://");
-    const size_t start = scheme == std::string::npos ? 0 : scheme + 3;
-    const size_t at = url.find('@', start), slash = url.find('/', start);
-    if (at == std::string::npos || (slash != std::string::npos && at > slash)) return url;
-    return url.substr(0, start) + url.substr(at + 1);
-}
-
 // --sweep for a remote target: request-rate or max-concurrency (the engine's knobs are the server's).
 struct RemoteSweep {
     std::string knob;

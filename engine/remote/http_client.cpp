@@ -30,6 +30,14 @@ void init_curl_once() {
     std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
+std::string redacted_url(const std::string& url) {
+    const size_t scheme = url.find("://");
+    const size_t start = scheme == std::string::npos ? 0 : scheme + 3;
+    const size_t at = url.find('@', start), slash = url.find('/', start);
+    if (at == std::string::npos || (slash != std::string::npos && at > slash)) return url;
+    return url.substr(0, start) + url.substr(at + 1);
+}
+
 std::string body_excerpt(const std::string& body, size_t max) {
     std::string s = body.substr(0, max);
     std::replace(s.begin(), s.end(), '\n', ' ');

@@ -36,6 +36,8 @@ struct HttpResponse {
 void init_curl_once();
 // Sets an easy handle's TLS verification from the endpoint (`curl` is a CURL*).
 void set_tls_options(void* curl, const HttpEndpoint& endpoint);
+// The base URL as shown and exported: without user:password@ (credentials never go into a result file).
+std::string redacted_url(const std::string& url);
 // The part of a response body worth putting in a message: at most `max` bytes, one line.
 std::string body_excerpt(const std::string& body, size_t max = 200);
 

@@ -31,11 +31,15 @@ bool engine_takes_min_tokens(const std::string& engine) {
 
 std::string openai_request_body(const OpenAiRequest& r) {
     json body = {{"model", r.model}, {"stream", true}, {"stream_options", {{"include_usage", true}}},
-                 {"max_tokens", r.max_tokens}, {"ignore_eos", true}, {"temperature", r.temperature}};
+                 {"max_tokens", r.max_tokens}, {"temperature", r.temperature}};
+    if (r.ignore_eos) body["ignore_eos"] = true;
     if (r.temperature > 0) body["seed"] = r.seed;
     if (r.min_tokens) body["min_tokens"] = r.max_tokens;
+    if (r.top_p < 1) body["top_p"] = r.top_p;
     if (r.api == OpenAiApi::CHAT) {
-        body["messages"] = json::array({{{"role", "user"}, {"content", r.prompt_text}}});
+        body["messages"] = json::array();
+        for (const ChatMessage& m : r.messages) body["messages"].push_back({{"role", m.role}, {"content", m.content}});
+        if (r.messages.empty()) body["messages"].push_back({{"role", "user"}, {"content", r.prompt_text}});
         body["max_completion_tokens"] = r.max_tokens;  // the newer name; servers take either
     } else if (!r.prompt_token_ids.empty()) {
         body["prompt"] = r.prompt_token_ids;
@@ -100,6 +104,7 @@ bool OpenAiStreamReader::take_event(const std::string& data, double t) {
     }
     const bool has_text = text && text->is_string() && !text->get_ref<const std::string&>().empty();
     const bool finishes = c.contains("finish_reason") && c["finish_reason"].is_string();
+    if (has_text) text_ += text->get_ref<const std::string&>();
     if (has_text || finishes) chunk_times_.push_back(t);
     if (finishes) finish_reason_ = c["finish_reason"];
     return true;

@@ -5,6 +5,7 @@
 // counts and the finish reason, or the error that ended the request. No I/O, no threads.
 #pragma once
 
+#include "model/chat_template.h"
 #include "remote/sse_parser.h"
 
 #include <cstdint>
@@ -29,13 +30,19 @@ struct OpenAiRequest {
     // llama-server and kvscope accept a list of ids); chat sends prompt_text as one user message.
     std::vector<int32_t> prompt_token_ids;
     std::string prompt_text;
+    // Chat: a whole conversation (system, user, assistant turns) instead of prompt_text alone, as a
+    // chat pane sends it; the server applies its own template.
+    std::vector<ChatMessage> messages;
     int max_tokens = 16;
     float temperature = 0;
+    float top_p = 1;    // sent only when < 1
     uint64_t seed = 0;  // sent only when temperature > 0
     // Also send min_tokens = max_tokens (vLLM's and SGLang's sampling parameter, and kvscope's), which
     // holds the output length even where ignore_eos is not honoured. Only for engines known to take it:
     // others may refuse an unknown field.
     bool min_tokens = false;
+    // Benchmarks force the output length; a conversation ends where the model ends it.
+    bool ignore_eos = true;
 };
 
 // The JSON body: stream true, stream_options.include_usage, max_tokens (chat: max_completion_tokens
@@ -62,6 +69,9 @@ public:
     const std::vector<double>& chunk_times() const { return chunk_times_; }  // one per chunk with text
     int prompt_tokens() const { return prompt_tokens_; }          // from usage; -1 when not sent
     int completion_tokens() const { return completion_tokens_; }  // from usage; -1 when not sent
+    // The text streamed so far (choices[0]: completions' text, chat's delta content), for a reader
+    // that shows the reply as it comes.
+    const std::string& text() const { return text_; }
     const std::string& finish_reason() const { return finish_reason_; }
     bool done() const { return done_; }  // "data: [DONE]" seen
 
@@ -70,7 +80,7 @@ private:
 
     OpenAiApi api_;
     SseParser sse_;
-    std::string error_, error_body_, finish_reason_;
+    std::string error_, error_body_, finish_reason_, text_;
     std::vector<double> chunk_times_;
     int prompt_tokens_ = -1, completion_tokens_ = -1;
     bool done_ = false;

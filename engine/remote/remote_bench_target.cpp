@@ -53,19 +53,24 @@ void RemoteBenchTarget::submit(NewRequest request) {
     pool_.post(options_.path, openai_request_body(r), std::move(handlers));
 }
 
-void RemoteBenchTarget::on_done(const std::shared_ptr<Flight>& f, int status, const std::string& error) {
-    OpenAiStreamReader& rd = f->reader;
-    rd.finish(status, error);
-    RequestMetrics& m = f->metrics;
-    m.finish_time = now();
+std::string finish_remote_request(RequestMetrics& m, OpenAiStreamReader& rd, int status,
+                                  const std::string& transport_error, double now) {
+    rd.finish(status, transport_error);
+    m.finish_time = now;
     m.token_times = rd.chunk_times();
     if (rd.prompt_tokens() >= 0) m.num_prompt_tokens = rd.prompt_tokens();
     m.num_output_tokens = rd.completion_tokens() >= 0 ? rd.completion_tokens() : static_cast<int>(m.token_times.size());
     if (!rd.error().empty()) m.finish_reason = FinishReason::ERROR;
     else m.finish_reason = rd.finish_reason() == "length" ? FinishReason::LENGTH : FinishReason::STOP;
+    return rd.error();
+}
+
+void RemoteBenchTarget::on_done(const std::shared_ptr<Flight>& f, int status, const std::string& error) {
+    RequestMetrics& m = f->metrics;
+    std::string why = finish_remote_request(m, f->reader, status, error, now());
     {
         std::lock_guard lock(mutex_);
-        finished_.push_back({std::move(m), rd.error()});
+        finished_.push_back({std::move(m), std::move(why)});
         --in_flight_;
     }
     finished_cv_.notify_all();
@@ -86,18 +91,22 @@ int RemoteBenchTarget::num_in_flight() const {
 }
 
 BenchRun run_remote_bench(RemoteBenchTarget& target, const std::vector<BenchRequest>& workload,
-                          const BenchOptions& options, const std::string& label, const std::string& id_prefix) {
+                          const BenchOptions& options, const std::string& label, const std::string& id_prefix,
+                          const RemoteBenchHooks& hooks) {
     BenchDriver driver(workload, options, id_prefix);
     std::map<std::string, std::string> errors;  // request id -> why it failed
-    while (!driver.done()) {
+    while (!driver.done() && !(hooks.cancelled && hooks.cancelled())) {
         const std::optional<double> next_due = driver.admit(target);
         if (driver.done()) break;
         // Nothing due on the clock: a finish moves things on (poll so that a stuck state still ends).
-        const double wait = next_due ? *next_due - target.now() : 1.0;
+        // A cancellable run wakes at least every 100 ms to ask.
+        double wait = next_due ? *next_due - target.now() : 1.0;
+        if (hooks.cancelled) wait = std::min(wait, 0.1);
         if (wait <= 0) continue;
         for (RemoteFinished& f : target.wait_finished(wait)) {
             if (!f.error.empty()) errors[f.metrics.request_id] = f.error;
             driver.on_request_finished(f.metrics);
+            if (hooks.on_finished) hooks.on_finished(f);
         }
     }
     BenchRun r = driver.result(target.now());

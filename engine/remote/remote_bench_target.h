@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -37,6 +38,13 @@ struct RemoteFinished {
     RequestMetrics metrics;
     std::string error;  // "" when it succeeded
 };
+
+// Settles a streamed request: the reader's end (status, transport error) and what it read go into
+// `metrics` (finish time `now`, a token time per chunk, the counts the server's usage reports, the
+// finish reason; ERROR when it failed). Returns the error ("" on success). Every remote request ends
+// here, benchmark or chat, so both measure by the same definitions.
+std::string finish_remote_request(RequestMetrics& metrics, OpenAiStreamReader& reader, int status,
+                                  const std::string& transport_error, double now);
 
 class RemoteBenchTarget final : public BenchTarget {
 public:
@@ -68,7 +76,14 @@ private:
 // Runs the workload against `target` with the BenchDriver's rules (arrivals, max_concurrency exact,
 // warm-up) and returns the run, with each failed request's message in errors. Blocks the calling
 // thread until the run ends (it waits on finishes and arrivals, never on a single stream).
+// hooks (optional): on_finished sees each finished request as it comes (a live view); cancelled is
+// asked between waits and ends the run early (what never finished counts as failed).
+struct RemoteBenchHooks {
+    std::function<void(const RemoteFinished&)> on_finished;
+    std::function<bool()> cancelled;
+};
 BenchRun run_remote_bench(RemoteBenchTarget& target, const std::vector<BenchRequest>& workload,
-                          const BenchOptions& options, const std::string& label, const std::string& id_prefix);
+                          const BenchOptions& options, const std::string& label, const std::string& id_prefix,
+                          const RemoteBenchHooks& hooks = {});
 
 }  // namespace kvscope

@@ -61,6 +61,25 @@ std::vector<std::string> served_model_names(HttpClient& client) {
     return names;
 }
 
+std::vector<std::string> list_served_models(HttpClient& client) {
+    const HttpResponse r = client.get("/v1/models", kProbeTimeout);
+    const std::string url = client.endpoint().url("/v1/models");
+    if (!r.ok()) {
+        std::string why = r.describe();
+        if (r.status == 401 || r.status == 403) why += " (the API key is missing or wrong)";
+        else if (r.status == 404) why += " (not an OpenAI-compatible server, or the URL has an extra path)";
+        throw BadInput(url + ": " + why);
+    }
+    const json models = json_of(r);
+    if (!models.is_object() || !models.contains("data") || !models["data"].is_array())
+        throw BadInput(url + ": the answer is not an OpenAI model list: " + body_excerpt(r.body, 120));
+    std::vector<std::string> names;
+    for (const json& card : models["data"])
+        if (card.is_object() && card.contains("id") && card["id"].is_string()) names.push_back(card["id"]);
+    if (names.empty()) throw BadInput(url + ": the server lists no model");
+    return names;
+}
+
 std::vector<int32_t> ServerTokenizer::tokenize(const std::string& text) {
     // vLLM and SGLang read "prompt" and add_special_tokens; llama-server reads "content" (and adds no
     // special tokens unless asked). Each ignores the other's field.

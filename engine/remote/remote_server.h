@@ -18,6 +18,9 @@ std::string detect_remote_engine(HttpClient& client);
 
 // The served model names of /v1/models (empty when the server does not answer it).
 std::vector<std::string> served_model_names(HttpClient& client);
+// The same, for someone who must know why there are none: throws BadInput naming the URL and what
+// came back (connection refused, HTTP 401 with the server's message, 404, not an OpenAI model list).
+std::vector<std::string> list_served_models(HttpClient& client);
 
 class ServerTokenizer {
 public:

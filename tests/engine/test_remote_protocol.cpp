@@ -3,6 +3,7 @@
 // can go wrong), the request body, the Prometheus text reader, and the mapping of the /metrics
 // families of vLLM, SGLang, TGI, llama-server and kvscope into one series (hand-written samples in
 // each engine's names, from their docs and sources), with the series each engine does not report.
+#include "remote/http_client.h"
 #include "remote/openai_stream.h"
 #include "remote/prometheus_text.h"
 #include "remote/server_metrics.h"
@@ -157,6 +158,7 @@ private slots:
         QCOMPARE(r.prompt_tokens(), 7);
         QCOMPARE(r.completion_tokens(), 3);
         QCOMPARE(r.finish_reason(), std::string("length"));
+        QCOMPARE(r.text(), std::string("Hello you"));  // what a chat pane shows as it streams
     }
 
     void chatRoleChunkIsNoToken() {
@@ -168,6 +170,7 @@ private slots:
         QCOMPARE(r.error(), std::string());
         QCOMPARE(r.chunk_times(), (std::vector<double>{0.7, 0.9}));
         QCOMPARE(r.finish_reason(), std::string("stop"));
+        QCOMPARE(r.text(), std::string("Hi"));
     }
 
     // Every way a stream goes wrong ends in an error that says what happened.
@@ -221,6 +224,31 @@ private slots:
         QCOMPARE(nlohmann::json::parse(openai_request_body(q))["min_tokens"].get<int>(), 9);
         QVERIFY(engine_takes_min_tokens("vllm") && engine_takes_min_tokens("sglang") && engine_takes_min_tokens("kvscope"));
         QVERIFY(!engine_takes_min_tokens("tgi") && !engine_takes_min_tokens("llama.cpp") && !engine_takes_min_tokens("unknown"));
+        QVERIFY(!h.contains("top_p"));  // 1: the server's default
+        // A chat pane's conversation: every turn in order, and the reply ends where the model ends it.
+        q.messages = {{"system", "be brief"}, {"user", "hi"}, {"assistant", "hello"}, {"user", "again"}};
+        q.ignore_eos = false;
+        q.top_p = 0.5f;
+        const auto p = nlohmann::json::parse(openai_request_body(q));
+        QCOMPARE(p["messages"].size(), size_t(4));
+        QCOMPARE(p["messages"][0]["role"].get<std::string>(), std::string("system"));
+        QCOMPARE(p["messages"][3]["content"].get<std::string>(), std::string("again"));
+        QVERIFY(!p.contains("ignore_eos"));
+        QCOMPARE(p["top_p"].get<double>(), 0.5);
+    }
+
+    void credentialsLeaveTheUrl_data() {
+        QTest::addColumn<QString>("url");
+        QTest::addColumn<QString>("shown");
+        QTest::newRow("plain") << "http://h:8000" << "http://h:8000";
+        QTest::newRow("user and password") << "https://u:p@h:8000/x" << "https://h:8000/x";
+        QTest::newRow("@ in the path") << "http://h/a@b" << "http://h/a@b";
+    }
+
+    void credentialsLeaveTheUrl() {
+        QFETCH(QString, url);
+        QFETCH(QString, shown);
+        QCOMPARE(QString::fromStdString(redacted_url(url.toStdString())), shown);
     }
 
     void prometheusText() {

@@ -1,0 +1,37 @@
+#include "remote_target.h"
+
+#include "remote/http_client.h"
+#include "remote/remote_server.h"
+#include "util/errors.h"
+
+namespace kvscope::ui {
+
+QString RemoteTarget::label() const {
+    return QString("remote: %1 at %2, model %3").arg(engine, baseUrl, model);
+}
+
+QJsonObject RemoteTarget::toJson() const {
+    return QJsonObject{{"kind", "remote"}, {"base_url", baseUrl}, {"engine", engine}, {"model", model}};
+}
+
+RemoteTarget probeEndpoint(const RemoteConnection& c) {
+    const std::string url = c.baseUrl.trimmed().toStdString();
+    if (!url.starts_with("http://") && !url.starts_with("https://"))
+        throw BadInput("'" + redacted_url(url) + "' must start with http:// or https://");
+    HttpEndpoint endpoint;
+    endpoint.base_url = url;
+    endpoint.api_key = c.apiKey.toStdString();
+    endpoint.connect_timeout_s = 5;
+    HttpClient client(endpoint);
+    RemoteTarget t;
+    t.baseUrl = QString::fromStdString(redacted_url(url));
+    for (const std::string& name : list_served_models(client)) t.models << QString::fromStdString(name);
+    t.model = c.model.isEmpty() ? t.models.front() : c.model;
+    if (!t.models.contains(t.model))
+        throw BadInput(endpoint.url("/v1/models") + ": the server does not serve '" + t.model.toStdString() +
+                       "' (it serves " + t.models.join(", ").toStdString() + ")");
+    t.engine = QString::fromStdString(detect_remote_engine(client));
+    return t;
+}
+
+}  // namespace kvscope::ui
