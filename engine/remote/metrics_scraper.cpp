@@ -1,6 +1,7 @@
 #include "remote/metrics_scraper.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace kvscope {
 
@@ -36,13 +37,16 @@ void MetricsScraper::run() {
         wake_.wait_for(lock, std::chrono::duration<double>(series_.interval_s), [this] { return stopping_; });
         if (stopping_) {  // one last sample, so that the series reaches the end of the run
             lock.unlock();
-            scrape(client);
+            // The run has ended on the client when stop() is called, but a server frees a request's KV
+            // blocks only after it has sent the last chunk: sample again (for at most a second) until it
+            // reports nothing running, so the series ends where the server has settled.
+            for (int i = 0; i < 20 && scrape(client); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
             return;
         }
     }
 }
 
-void MetricsScraper::scrape(HttpClient& client) {
+bool MetricsScraper::scrape(HttpClient& client) {
     const HttpResponse r = client.get(path_, std::max(1.0, series_.interval_s));
     const double t = clock_();
     std::lock_guard lock(mutex_);
@@ -50,7 +54,7 @@ void MetricsScraper::scrape(HttpClient& client) {
     if (!r.ok()) {
         ++series_.num_failed_scrapes;
         series_.last_error = path_ + ": " + r.describe();
-        return;
+        return false;
     }
     const std::vector<PromSample> samples = parse_prometheus_text(r.body);
     if (series_.engine == ServerEngine::UNKNOWN) series_.engine = engine_of_metrics(samples);
@@ -59,6 +63,7 @@ void MetricsScraper::scrape(HttpClient& client) {
     series_.samples.push_back(server_sample(t, reading, previous_ ? &*previous_ : nullptr, previous_time_, *first_));
     previous_ = reading;
     previous_time_ = t;
+    return reading.num_requests_running.value_or(0) > 0;
 }
 
 }  // namespace kvscope

@@ -30,7 +30,8 @@ public:
 
 private:
     void run();
-    void scrape(HttpClient& client);
+    // Returns whether the server reported requests still running (false when it did not say or failed).
+    bool scrape(HttpClient& client);
 
     HttpEndpoint endpoint_;
     std::function<double()> clock_;
