@@ -143,15 +143,12 @@ void CpuBackend::paged_attention(const float* q, const AttentionMetadata& meta, 
     cpu::paged_attention(pool_, attention_scratch_, q, meta, layout, kv_cache, layer, num_heads, params, out);
 }
 
-void CpuBackend::silu_mul(const float* gate, const float* up, int64_t n, float* out) {
-    // kLanes at a time through expv (libm's scalar expf was about 4% of a decode step). A chunk's tail
-    // goes through a padded copy, so every value takes the same arithmetic wherever the chunk edges fall:
-    // results stay independent of the thread count and of the batch around a token.
-    auto lanes = [](const float* g, const float* u, float* o) {
-        const vf gv = loadv(g);
-        storev(o, gv / (1.0f + expv(-gv)) * loadv(u));
-    };
-    parallel_chunks(pool_, n, [&](int64_t b, int64_t e) {
+// out = f(gate) * up for a gated MLP, kLanes at a time by `lanes(g, u, o)`. A chunk's tail goes through
+// a padded copy, so every value takes the same arithmetic wherever the chunk edges fall: results stay
+// independent of the thread count and of the batch around a token.
+template <class Lanes>
+void gated_chunks(ThreadPool& pool, const float* gate, const float* up, int64_t n, float* out, Lanes lanes) {
+    parallel_chunks(pool, n, [&](int64_t b, int64_t e) {
         int64_t i = b;
         for (; i + kLanes <= e; i += kLanes) lanes(gate + i, up + i, out + i);
         if (i < e) {
@@ -164,25 +161,23 @@ void CpuBackend::silu_mul(const float* gate, const float* up, int64_t n, float* 
     });
 }
 
+void CpuBackend::silu_mul(const float* gate, const float* up, int64_t n, float* out) {
+    // Through expv (libm's scalar expf was about 4% of a decode step).
+    auto lanes = [](const float* g, const float* u, float* o) {
+        const vf gv = loadv(g);
+        storev(o, gv / (1.0f + expv(-gv)) * loadv(u));
+    };
+    gated_chunks(pool_, gate, up, n, out, lanes);
+}
+
 void CpuBackend::gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) {
     // x / 2 * (1 + tanh(u)) = x / (1 + exp(-2u)): silu's form, with u = sqrt(2 / pi) * (x + 0.044715 x^3).
-    // The tail goes through a padded copy, as in silu_mul, so results never depend on the chunking.
     auto lanes = [](const float* g, const float* u, float* o) {
         const vf x = loadv(g);
         const vf two_u = (2.0f * 0.7978845608f) * (x + 0.044715f * x * x * x);
         storev(o, x / (1.0f + expv(-two_u)) * loadv(u));
     };
-    parallel_chunks(pool_, n, [&](int64_t b, int64_t e) {
-        int64_t i = b;
-        for (; i + kLanes <= e; i += kLanes) lanes(gate + i, up + i, out + i);
-        if (i < e) {
-            float g[kLanes] = {}, u[kLanes] = {}, o[kLanes];
-            std::copy(gate + i, gate + e, g);
-            std::copy(up + i, up + e, u);
-            lanes(g, u, o);
-            std::copy(o, o + (e - i), out + i);
-        }
-    });
+    gated_chunks(pool_, gate, up, n, out, lanes);
 }
 
 void CpuBackend::scale(float* x, int64_t n, float s) {
