@@ -96,11 +96,11 @@ private slots:
         // sim-v1's efficiencies belong to a GPU running cuBLAS: on this CPU it predicts far too fast.
         // This machine is shared: other processes stretch steps several times, all of them when it is
         // busy (then the fit, robust to stretched steps, follows the quicker ones). So what is checked
-        // is "better by every measure", with the fit's own objective clearly so, not a precision.
+        // is "better step by step" (mean and median: the fit's own objective, clearly so), not a precision.
+        // The run's total is not judged: sim-v1's per-step errors of +-200% can cancel in a sum by chance
+        // (0.97 of the measured total once, with a median step error of 219%).
         QVERIFY2(after.mean < 0.85 * before.mean, "the calibrated model does not predict the steps clearly better");
         QVERIFY2(after.median < before.median, "the calibrated model's median step error is no better");
-        QVERIFY2(std::abs(after.total_ratio - 1) < std::abs(before.total_ratio - 1),
-                 "the calibrated model is no closer to the run's total time");
         const nlohmann::json file = test::read_json(out);
         QCOMPARE(file["gpu"].get<std::string>(), std::string("cpu"));
         QVERIFY(file["fit"]["num_steps"].get<int>() >= 16);
