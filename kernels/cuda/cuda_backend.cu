@@ -108,7 +108,7 @@ void CudaBackend::check_not_capturing(const char* what) const {
                                " during a graph capture (it would synchronize or allocate); do it before begin_capture()");
 }
 
-bool CudaBackend::supports(DType t) const { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+bool CudaBackend::supports(DType) const { return true; }  // every type of kDTypes
 
 void* CudaBackend::device_alloc(size_t bytes, const char* what) {
     void* p = nullptr;
@@ -184,9 +184,10 @@ void CudaBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
 }
 
 WeightView CudaBackend::upload_weight(const WeightView& w) {
-    if (!supports(w.dtype))
-        throw std::invalid_argument("the CUDA backend does not support " + std::string(dtype_name(w.dtype)) +
-                                    " weights (F32, F16, BF16); use an F16/BF16 model or the CPU backend");
+    if (w.cols % dtype_block_elems(w.dtype) != 0)
+        throw std::invalid_argument("CudaBackend::upload_weight: " + std::string(dtype_name(w.dtype)) + " rows of " +
+                                    std::to_string(w.cols) + " values are not whole blocks of " +
+                                    std::to_string(dtype_block_elems(w.dtype)));
     bind();
     const size_t bytes = static_cast<size_t>(dtype_row_bytes(w.dtype, w.cols)) * static_cast<size_t>(w.rows);
     void* p = device_alloc(bytes, "a weight");

@@ -37,7 +37,7 @@ struct DeviceMemoryAccount {
     int64_t total = 0, used = 0;
     int64_t weights = 0;   // upload_weight / upload_vector
     int64_t buffers = 0;   // allocate(): the runner's KV pool and activations
-    int64_t scratch = 0;   // this backend's own scratch (GEMM inputs in half types, split-K partials, the
+    int64_t scratch = 0;   // this backend's own scratch (GEMM inputs in half types or quantized, split-K partials, the
                            // cuBLAS workspace, outgrown scratch that graphs still use)
     int64_t other = 0;
 };
@@ -51,7 +51,7 @@ public:
     CudaBackend& operator=(const CudaBackend&) = delete;
 
     std::string name() const override { return "cuda"; }
-    // F32, F16, BF16 weights. The block-quantized types are rejected (upload_weight throws naming the type).
+    // Every weight type: F32, F16, BF16 through cuBLAS, the block-quantized ones through cuda/matmul_quant.cuh.
     bool supports(DType weight_type) const override;
     int num_threads() const override { return 1; }
 

@@ -1,9 +1,11 @@
 // matmul: row-major out[n, N] = x[n, K] @ w[N, K]^T is, in cuBLAS's column-major terms,
 // out^T (N x n, ld N) = W^T (N x K) * X (K x n), with W stored K x N (ld K) and X stored K x n (ld K):
-// one cublasGemmEx(OP_T, OP_N, m = N, n = n, k = K). Bias is a second, elementwise pass.
+// one cublasGemmEx(OP_T, OP_N, m = N, n = n, k = K). Bias is a second, elementwise pass. Block-quantized
+// weights go to cuda/matmul_quant.cuh.
 #include "cuda/matmul.cuh"
 
 #include "cuda/cuda_common.cuh"
+#include "cuda/matmul_quant.cuh"
 
 namespace kvscope::cuda {
 
@@ -17,7 +19,7 @@ cudaDataType_t cuda_type(DType t) {
     case DType::BF16: return CUDA_R_16BF;
     default:
         throw std::invalid_argument("cuda matmul: weight type " + std::string(dtype_name(t)) +
-                                    " is not supported (F32, F16, BF16)");
+                                    " is not a cuBLAS type (F32, F16, BF16)");
     }
 }
 }  // namespace
@@ -43,11 +45,13 @@ static __global__ void add_bias_kernel(float* __restrict__ out, const float* __r
 }
 
 size_t matmul_scratch_bytes(int n, const WeightView& w) {
+    if (dtype_is_quantized(w.dtype)) return matmul_quant_scratch_bytes(n, w);
     return w.dtype == DType::F32 ? 0 : static_cast<size_t>(n) * static_cast<size_t>(w.cols) * 2;
 }
 
 void matmul(cublasHandle_t handle, const float* x, int n, const WeightView& w, const float* bias, float* out,
             void* scratch, cudaStream_t stream) {
+    if (dtype_is_quantized(w.dtype)) return matmul_quant(x, n, w, bias, out, scratch, stream);
     const cudaDataType_t wt = cuda_type(w.dtype);
     if (w.rows <= 0 || w.cols <= 0 || w.rows > INT32_MAX || w.cols > INT32_MAX)
         throw std::invalid_argument("cuda matmul: weight shape [" + std::to_string(w.rows) + ", " +

@@ -19,6 +19,9 @@
 //
 // Shared memory rows are padded to head_dim + 4 floats: 16-byte aligned for cp.async and float4 reads,
 // and 8 consecutive keys' float4s fall in 8 distinct groups of 4 banks (conflict-free per quarter warp).
+// Shared memory is dynamic (attention_smem_bytes): head_dim 256 (Gemma) needs 81 KB, past the 48 KB a
+// static allocation may hold; launches above 48 KB raise the kernel's limit first (every GPU of
+// KVSCOPE_CUDA_ARCHITECTURES, sm_80 and later, allows at least 99 KB per block).
 #include "cuda/paged_attention.cuh"
 
 #include "cuda/cuda_common.cuh"
@@ -96,17 +99,25 @@ __device__ __forceinline__ int seq_of_tile(const int32_t* qsl, int num_seqs, int
 
 }  // namespace
 
-// grid (plan.num_tiles, num_kv_heads, plan.num_splits), block kThreads, static shared memory
-// kRows * D + 2 * kKeys * (D + 4) floats (42 KB at D = 128).
+// Dynamic shared memory of one block at head size D: q_s [kRows][D], k_s and v_s [kKeys][D + 4] floats
+// (42 KB at D = 128, 81 KB at D = 256).
+constexpr size_t attention_smem_bytes(int D) {
+    return (static_cast<size_t>(kRows) * D + 2 * static_cast<size_t>(kKeys) * (D + 4)) * sizeof(float);
+}
+
+// grid (plan.num_tiles, num_kv_heads, plan.num_splits), block kThreads, dynamic shared memory
+// attention_smem_bytes(D).
 template <int D>
 static __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const AttnParams p) {
-    static_assert(D % 4 == 0 && D <= 4 * kWarpSize, "head_dim must be a multiple of 4, at most 128");
+    static_assert(D % 4 == 0 && D <= 8 * kWarpSize, "head_dim must be a multiple of 4, at most 256");
     constexpr int kStride = D + 4;               // padded shared row, floats
     constexpr int kChunks = D / 4;               // float4 chunks per K/V row
     constexpr int kDimsPerLane = (D + kWarpSize - 1) / kWarpSize;
-    __shared__ __align__(16) float q_s[kRows][D];
-    __shared__ __align__(16) float k_s[kKeys][kStride];
-    __shared__ __align__(16) float v_s[kKeys][kStride];
+    extern __shared__ __align__(16) float smem[];
+    // Each array starts 16-byte aligned: kRows * D and kKeys * kStride are multiples of 4 floats.
+    float(*q_s)[D] = reinterpret_cast<float(*)[D]>(smem);
+    float(*k_s)[kStride] = reinterpret_cast<float(*)[kStride]>(smem + kRows * D);
+    float(*v_s)[kStride] = reinterpret_cast<float(*)[kStride]>(smem + kRows * D + kKeys * kStride);
 
     const int kv_head = blockIdx.y, split = blockIdx.z;
     const int group = p.num_heads / p.num_kv_heads;
@@ -303,7 +314,7 @@ static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(cons
 }
 
 bool paged_attention_supports_head_dim(int head_dim) {
-    return head_dim == 8 || head_dim == 32 || head_dim == 64 || head_dim == 128;
+    return head_dim == 8 || head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
 }
 
 AttentionPlan plan_paged_attention(const AttentionMetadata& meta, const KvCacheLayout& layout, int num_heads,
@@ -314,7 +325,7 @@ AttentionPlan plan_paged_attention(const AttentionMetadata& meta, const KvCacheL
                                     " is not supported (F32)");
     if (!paged_attention_supports_head_dim(D))
         throw std::invalid_argument("cuda paged_attention: head_dim " + std::to_string(D) +
-                                    " is not supported (8, 32, 64, 128)");
+                                    " is not supported (8, 32, 64, 128, 256)");
     if (Hkv <= 0 || num_heads <= 0 || num_heads % Hkv != 0 || num_heads / Hkv > kRows)
         throw std::invalid_argument("cuda paged_attention: " + std::to_string(num_heads) + " query heads over " +
                                     std::to_string(Hkv) + " kv heads is not supported (a whole group of at most " +
@@ -346,7 +357,13 @@ AttentionPlan plan_paged_attention(const AttentionMetadata& meta, const KvCacheL
 template <int D>
 static void launch_paged_attention(const AttentionPlan& plan, const AttnParams& p, cudaStream_t stream) {
     const dim3 grid(plan.num_tiles, p.num_kv_heads, plan.num_splits);
-    paged_attention_kernel<D><<<grid, kThreads, 0, stream>>>(p);
+    constexpr size_t smem = attention_smem_bytes(D);
+    // Above the default 48 KB the kernel must opt in. Per launch, as FlashAttention does: cheap, valid during
+    // graph capture, and right for whichever device is current.
+    if constexpr (smem > 48 * 1024)
+        CUDA_CHECK(cudaFuncSetAttribute(paged_attention_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(smem)));
+    paged_attention_kernel<D><<<grid, kThreads, smem, stream>>>(p);
     CUDA_CHECK_LAUNCH("paged_attention_kernel");
 }
 
@@ -394,9 +411,10 @@ void paged_attention(const AttentionPlan& plan, const float* q, const AttentionM
     case 32: launch_paged_attention<32>(plan, p, stream); break;
     case 64: launch_paged_attention<64>(plan, p, stream); break;
     case 128: launch_paged_attention<128>(plan, p, stream); break;
+    case 256: launch_paged_attention<256>(plan, p, stream); break;
     default:
         throw std::invalid_argument("cuda paged_attention: head_dim " + std::to_string(D) +
-                                    " is not supported (8, 32, 64, 128)");
+                                    " is not supported (8, 32, 64, 128, 256)");
     }
     if (plan.num_splits > 1) {
         merge_splits_kernel<<<dim3(meta.num_tokens, num_heads), kMergeThreads, 0, stream>>>(p, D);

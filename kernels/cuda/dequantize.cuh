@@ -1,0 +1,215 @@
+// Device-side decoding of the ggml block types (dtype.h's layouts and block structs, shared with the CPU):
+// Quant<T>::value(block, i) is value i of one block, computed with the very roundings of the CPU's
+// dequantize_row (cpu/quant.cpp, compiled with -ffp-contract=off): every product and sum is an explicit
+// __fmul_rn / __fadd_rn / __fsub_rn, so nvcc cannot contract them into FMAs and a dequantized weight is the
+// same float on both backends, bit for bit (the embedding test compares them bitwise). One element per
+// call: the kernels give each thread its own elements, so no thread depends on another's work.
+// visit_quant_type(t, f) calls f(Quant<T>{}) for the block type t (host side, to pick a kernel instance).
+// nvcc only; device code is header-only.
+#pragma once
+
+#include "cuda/cuda_common.cuh"
+#include "dtype.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace kvscope::cuda {
+
+// kIq4nlValues in constant memory (a host constexpr array cannot be indexed at run time in device code);
+// taken element by element from dtype.h, so the levels are written once.
+static __constant__ int8_t kIq4nlLevels[16] = {
+    kIq4nlValues[0],  kIq4nlValues[1],  kIq4nlValues[2],  kIq4nlValues[3],  kIq4nlValues[4],  kIq4nlValues[5],
+    kIq4nlValues[6],  kIq4nlValues[7],  kIq4nlValues[8],  kIq4nlValues[9],  kIq4nlValues[10], kIq4nlValues[11],
+    kIq4nlValues[12], kIq4nlValues[13], kIq4nlValues[14], kIq4nlValues[15]};
+static_assert(sizeof(kIq4nlValues) == 16);
+
+__device__ __forceinline__ float f16_bits(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+
+// Value j (0..31) of a 32-block's nibbles: low nibble of qs[j] for j < 16, high nibble of qs[j - 16] above.
+__device__ __forceinline__ int nibble32(const uint8_t* qs, int j) { return j < 16 ? qs[j] & 0xF : qs[j - 16] >> 4; }
+// Bit j (0..31) of a little-endian u32 stored as 4 bytes.
+__device__ __forceinline__ int bit32(const uint8_t* qh, int j) { return (qh[j / 8] >> (j % 8)) & 1; }
+
+// Q4_K / Q5_K sub-block j's (0..7) 6-bit scale and min (cpu/quant.cpp q4k_scale_min).
+__device__ __forceinline__ void q4k_scale_min(int j, const uint8_t* q, int& sc, int& m) {
+    if (j < 4) {
+        sc = q[j] & 63;
+        m = q[j + 4] & 63;
+    } else {
+        sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+// Q2_K / Q3_K: value i (0..255) of the 2-bit layout sits in byte 32 * (i / 128) + i % 32 at bit
+// 2 * ((i % 128) / 32).
+__device__ __forceinline__ int q2_bits(const uint8_t* qs, int i) {
+    return (qs[32 * (i / 128) + i % 32] >> (2 * ((i % 128) / 32))) & 3;
+}
+
+template <DType T>
+struct Quant;
+
+template <>
+struct Quant<DType::Q8_0> {
+    using Block = BlockQ8_0;
+    static constexpr int kElems = 32;
+    __device__ static float value(const Block& b, int i) { return __fmul_rn(f16_bits(b.d), static_cast<float>(b.qs[i])); }
+};
+
+template <>
+struct Quant<DType::Q4_0> {
+    using Block = BlockQ4_0;
+    static constexpr int kElems = 32;
+    __device__ static float value(const Block& b, int i) {
+        return __fmul_rn(static_cast<float>(nibble32(b.qs, i) - 8), f16_bits(b.d));
+    }
+};
+
+template <>
+struct Quant<DType::Q4_1> {
+    using Block = BlockQ4_1;
+    static constexpr int kElems = 32;
+    __device__ static float value(const Block& b, int i) {
+        return __fadd_rn(__fmul_rn(static_cast<float>(nibble32(b.qs, i)), f16_bits(b.d)), f16_bits(b.m));
+    }
+};
+
+template <>
+struct Quant<DType::Q5_0> {
+    using Block = BlockQ5_0;
+    static constexpr int kElems = 32;
+    __device__ static float value(const Block& b, int i) {
+        const int q = nibble32(b.qs, i) | (bit32(b.qh, i) << 4);
+        return __fmul_rn(static_cast<float>(q - 16), f16_bits(b.d));
+    }
+};
+
+template <>
+struct Quant<DType::Q5_1> {
+    using Block = BlockQ5_1;
+    static constexpr int kElems = 32;
+    __device__ static float value(const Block& b, int i) {
+        const int q = nibble32(b.qs, i) | (bit32(b.qh, i) << 4);
+        return __fadd_rn(__fmul_rn(static_cast<float>(q), f16_bits(b.d)), f16_bits(b.m));
+    }
+};
+
+template <>
+struct Quant<DType::IQ4_NL> {
+    using Block = BlockIQ4_NL;
+    static constexpr int kElems = 32;
+    __device__ static float value(const Block& b, int i) {
+        return __fmul_rn(f16_bits(b.d), static_cast<float>(kIq4nlLevels[nibble32(b.qs, i)]));
+    }
+};
+
+template <>
+struct Quant<DType::IQ4_XS> {
+    using Block = BlockIQ4_XS;
+    static constexpr int kElems = 256;
+    __device__ static float value(const Block& b, int i) {
+        const int s = i / 32;  // sub-block of 32; 6-bit scale with an offset of 32
+        const int sc = (((b.scales_l[s / 2] >> (4 * (s % 2))) & 0xF) | (((b.scales_h >> (2 * s)) & 3) << 4)) - 32;
+        const float dl = __fmul_rn(f16_bits(b.d), static_cast<float>(sc));
+        return __fmul_rn(dl, static_cast<float>(kIq4nlLevels[nibble32(b.qs + 16 * s, i % 32)]));
+    }
+};
+
+template <>
+struct Quant<DType::Q2_K> {
+    using Block = BlockQ2_K;
+    static constexpr int kElems = 256;
+    __device__ static float value(const Block& b, int i) {
+        const int sc = b.scales[i / 16];  // scale in the low nibble, min in the high one
+        const float dl = __fmul_rn(f16_bits(b.d), static_cast<float>(sc & 0xF));
+        const float ml = __fmul_rn(f16_bits(b.dmin), static_cast<float>(sc >> 4));
+        return __fsub_rn(__fmul_rn(dl, static_cast<float>(q2_bits(b.qs, i))), ml);
+    }
+};
+
+template <>
+struct Quant<DType::Q3_K> {
+    using Block = BlockQ3_K;
+    static constexpr int kElems = 256;
+    __device__ static float value(const Block& b, int i) {
+        const int s = i / 16;  // 6-bit scale: low 4 bits in nibble s / 8 of byte s % 8, top 2 at 8 + s % 4
+        const int lo = (b.scales[s % 8] >> (4 * (s / 8))) & 0xF, hi = (b.scales[8 + s % 4] >> (2 * (s / 4))) & 3;
+        const float dl = __fmul_rn(f16_bits(b.d), static_cast<float>((lo | (hi << 4)) - 32));
+        const int q = q2_bits(b.qs, i) - (((b.hmask[i % 32] >> (i / 32)) & 1) ? 0 : 4);
+        return __fmul_rn(dl, static_cast<float>(q));
+    }
+};
+
+template <>
+struct Quant<DType::Q4_K> {
+    using Block = BlockQ4_K;
+    static constexpr int kElems = 256;
+    __device__ static float value(const Block& b, int i) {
+        const int s = i / 32;  // sub-block: even ones in the low nibbles of 32 bytes, odd ones in the high
+        int sc, m;
+        q4k_scale_min(s, b.scales, sc, m);
+        const int byte = b.qs[32 * (s / 2) + i % 32];
+        const int q = s % 2 ? byte >> 4 : byte & 0xF;
+        const float d1 = __fmul_rn(f16_bits(b.d), static_cast<float>(sc));
+        const float m1 = __fmul_rn(f16_bits(b.dmin), static_cast<float>(m));
+        return __fsub_rn(__fmul_rn(d1, static_cast<float>(q)), m1);
+    }
+};
+
+template <>
+struct Quant<DType::Q5_K> {
+    using Block = BlockQ5_K;
+    static constexpr int kElems = 256;
+    __device__ static float value(const Block& b, int i) {
+        const int s = i / 32;  // as Q4_K, plus bit s of qh[i % 32]
+        int sc, m;
+        q4k_scale_min(s, b.scales, sc, m);
+        const int byte = b.qs[32 * (s / 2) + i % 32];
+        const int q = (s % 2 ? byte >> 4 : byte & 0xF) | (((b.qh[i % 32] >> s) & 1) << 4);
+        const float d1 = __fmul_rn(f16_bits(b.d), static_cast<float>(sc));
+        const float m1 = __fmul_rn(f16_bits(b.dmin), static_cast<float>(m));
+        return __fsub_rn(__fmul_rn(d1, static_cast<float>(q)), m1);
+    }
+};
+
+template <>
+struct Quant<DType::Q6_K> {
+    using Block = BlockQ6_K;
+    static constexpr int kElems = 256;
+    __device__ static float value(const Block& b, int i) {
+        // In half h = i / 128, r = i % 128: low 4 bits in ql[64 h + r % 64] (low nibble for r < 64), top 2
+        // bits at bit 2 (r / 32) of qh[32 h + r % 32]; offset 32; scale scales[i / 16].
+        const int h = i / 128, r = i % 128;
+        const int lo = (b.ql[64 * h + r % 64] >> (4 * (r / 64))) & 0xF;
+        const int hi = (b.qh[32 * h + r % 32] >> (2 * (r / 32))) & 3;
+        const float d1 = __fmul_rn(f16_bits(b.d), static_cast<float>(b.scales[i / 16]));
+        return __fmul_rn(d1, static_cast<float>((lo | (hi << 4)) - 32));
+    }
+};
+
+// f(Quant<t>{}) for a block-quantized t; throws std::invalid_argument naming `what` and the type otherwise.
+template <class F>
+void visit_quant_type(DType t, const char* what, F&& f) {
+    switch (t) {
+    case DType::Q8_0: return f(Quant<DType::Q8_0>{});
+    case DType::Q4_0: return f(Quant<DType::Q4_0>{});
+    case DType::Q4_1: return f(Quant<DType::Q4_1>{});
+    case DType::Q5_0: return f(Quant<DType::Q5_0>{});
+    case DType::Q5_1: return f(Quant<DType::Q5_1>{});
+    case DType::IQ4_NL: return f(Quant<DType::IQ4_NL>{});
+    case DType::IQ4_XS: return f(Quant<DType::IQ4_XS>{});
+    case DType::Q2_K: return f(Quant<DType::Q2_K>{});
+    case DType::Q3_K: return f(Quant<DType::Q3_K>{});
+    case DType::Q4_K: return f(Quant<DType::Q4_K>{});
+    case DType::Q5_K: return f(Quant<DType::Q5_K>{});
+    case DType::Q6_K: return f(Quant<DType::Q6_K>{});
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16: break;
+    }
+    throw std::invalid_argument(std::string(what) + ": " + std::string(dtype_name(t)) + " is not a block-quantized type");
+}
+
+}  // namespace kvscope::cuda
