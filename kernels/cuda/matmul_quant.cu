@@ -16,18 +16,14 @@ constexpr int kQuantThreads = 256;
 }  // namespace
 
 // Warp-per-32-values, grid-stride.          x [count] F32 -> xq [count] F32 (count a multiple of 32)
-// xq = d * q with d = max|x| / 127 and q = x * (127 / max|x|) rounded to nearest even, the CPU's
-// quantize_activations_q8 step by step (IEEE division, one fma, one subtraction).
+// Each value as the CPU's int8 path sees it (q8_activation; the warp's max is exact in any order).
 static __global__ void quantize_activations_kernel(const float* __restrict__ x, int64_t count, float* __restrict__ xq) {
     const int lane = threadIdx.x % kWarpSize;
     const int64_t groups = count / 32;
     const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x / kWarpSize;
     for (int64_t g = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / kWarpSize; g < groups; g += stride) {
         const float v = x[g * 32 + lane];
-        const float amax = warp_max(fabsf(v));
-        const float d = __fdiv_rn(amax, 127.0f), id = amax > 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f;
-        const float q = fminf(fmaxf(__fsub_rn(__fmaf_rn(v, id, 12582912.0f), 12582912.0f), -127.0f), 127.0f);
-        xq[g * 32 + lane] = __fmul_rn(d, q);
+        xq[g * 32 + lane] = q8_activation(v, warp_max(fabsf(v)));
     }
 }
 
@@ -52,12 +48,12 @@ static __global__ void __launch_bounds__(kWarps * kWarpSize)
         const float wv = Q::value(wr[k / Q::kElems], k % Q::kElems);
 #pragma unroll
         for (int i = 0; i < kRowsPerWarp; ++i)
-            if (i < rows) acc[i] = __fmaf_rn(wv, xr[static_cast<int64_t>(i) * K + k], acc[i]);
+            if (i < rows) acc[i] = fma_rn(wv, xr[static_cast<int64_t>(i) * K + k], acc[i]);
     }
 #pragma unroll
     for (int i = 0; i < kRowsPerWarp; ++i) {
         const float s = warp_sum(acc[i]);
-        if (lane == 0 && i < rows) out[static_cast<int64_t>(t0 + i) * N + r] = bias ? __fadd_rn(s, bias[r]) : s;
+        if (lane == 0 && i < rows) out[static_cast<int64_t>(t0 + i) * N + r] = bias ? add_rn(s, bias[r]) : s;
     }
 }
 
