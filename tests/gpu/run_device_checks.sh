@@ -5,8 +5,8 @@
 # are written to OUT_DIR as they go, so a run stopped at its limit still reports what it did.
 #   1. nvidia-smi; the bundle unpacked; its executables resolve every library (ldd through its loader).
 #   2. First pass with CUDA_LAUNCH_BLOCKING=1 (an error is reported at the launch that made it): the op
-#      tests' cuda rows (test_backend_ops), test_cuda_backend_ops and test_cuda_e2e, each once, two at a
-#      time.
+#      tests' cuda rows (test_backend_ops: every weight type, head sizes up to 256), test_cuda_backend_ops
+#      and test_cuda_e2e, each once, two at a time.
 #   3. compute-sanitizer memcheck and racecheck on a few op cases.
 #   4. kvscope-cuda-bench (paged-attention bandwidth, GEMMs, graphs vs eager) and the paged vs naive
 #      acceptance run on the GPU.
@@ -104,11 +104,13 @@ if (( ! DRY )); then
     SANITIZER="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
     if [[ -x "$SANITIZER" ]]; then
         # Small shapes: the sanitizers slow kernels down 10-100x. write_kv and paged attention index the
-        # cache through block tables; rms_norm and argmax reduce through shared memory.
+        # cache through block tables; rms_norm and argmax reduce through shared memory; the embedding and
+        # the Q8_0 matmul read every block type's bytes (the quantized kernels); head size 256 runs the
+        # attention kernel with its raised dynamic shared memory.
         KVSCOPE_TEST_BACKENDS=cuda step memcheck 45 "$SANITIZER" --tool memcheck --target-processes all --error-exitcode 9 \
-            "$B/run" "$B/tests/test_backend_ops" write_kv rms_norm argmax || tests_rc=1
+            "$B/run" "$B/tests/test_backend_ops" write_kv rms_norm argmax embedding matmul_q8_0_int8 || tests_rc=1
         KVSCOPE_TEST_BACKENDS=cuda step racecheck 45 "$SANITIZER" --tool racecheck --target-processes all --error-exitcode 9 \
-            "$B/run" "$B/tests/test_backend_ops" rms_norm argmax || tests_rc=1
+            "$B/run" "$B/tests/test_backend_ops" rms_norm argmax "paged_attention:D=256 gqa=2 B=16 prefill window=37" || tests_rc=1
         grep -E '^=========.*(ERROR|error|hazard)' "$LOG/memcheck.log" "$LOG/racecheck.log" | head -n 20 | tee -a "$REPORT"
     else
         say "compute-sanitizer not found: memcheck and racecheck not run"

@@ -2,7 +2,9 @@
 // backend (its "cuda" rows): paged attention with forced context splits (every shape through the split-K
 // merge, which the heuristic picks only for long contexts), the attention shapes the device refuses, CUDA
 // graphs (a replay after inputs are refilled in place equals the op-by-op run bit for bit), the device
-// memory account, and the sampler's frequencies (16384 draws within 5 sigma of the host's filtered softmax).
+// memory account, and the sampler's frequencies (16384 draws within 5 sigma of the host's filtered softmax);
+// head size 256 (Gemma: 81 KB of shared memory, above the default limit) and a quantized matmul inside a
+// captured graph.
 // Skips, with the reason, when built without CUDA or when no device is present.
 #include "test_support.h"
 
@@ -67,6 +69,11 @@ private slots:
         QTest::addRow("D=64 gqa=4 B=1 decode") << 64 << 4 << 1 << static_cast<int>(AttentionKind::decode) << 0;
         QTest::addRow("D=64 gqa=4 B=256 prefill") << 64 << 4 << 256 << static_cast<int>(AttentionKind::prefill) << 0;
         QTest::addRow("D=64 gqa=16 B=16 prefill (one row per token)") << 64 << 16 << 16 << static_cast<int>(AttentionKind::prefill) << 0;
+        // Gemma's head size: the kernel whose shared memory needs the raised limit.
+        for (auto [kind, name] : {std::pair{AttentionKind::decode, "decode"}, std::pair{AttentionKind::prefill, "prefill"},
+                                  std::pair{AttentionKind::long_context, "long"}})
+            QTest::addRow("D=256 gqa=2 B=16 %s", name) << 256 << 2 << 16 << static_cast<int>(kind) << 0;
+        QTest::addRow("D=256 gqa=8 B=16 long window=300") << 256 << 8 << 16 << static_cast<int>(AttentionKind::long_context) << 300;
         // Sliding windows: splits wholly before a row's window are skipped by the kernel and the merge.
         for (int window : {1, 37, 300, 3000})
             QTest::addRow("D=128 gqa=4 B=16 long window=%d", window)
@@ -179,6 +186,45 @@ private slots:
         x_d.upload(inputs[1]);
         step();
         QVERIFY(bitwise_equal(out_d.download(), eager[1]));
+    }
+
+    // ---- A Gemma-shaped step in a graph: attention at head size 256 (its launch raises the kernel's shared
+    // memory limit, also while capturing) and a Q4_K matmul (the quantized kernel) replay the op-by-op
+    // results bit for bit, and the attention matches the reference.
+    void graph_replay_head_256_quantized() {
+        std::mt19937_64 rng(case_seed(seed_));
+        const PagedAttentionCase c = make_paged_attention_case(256, 2, 16, DType::F32, AttentionKind::decode, rng);
+        std::vector<float> cache(c.layout.total_elems(), kNaN);
+        c.scatter_cached(cache.data());
+        const DeviceVector<float> cache_d(*gpu_, cache);
+        const DeviceVector<float> k_d(*gpu_, c.k_new), v_d(*gpu_, c.v_new);
+        const DeviceVector<int64_t> slots_d(*gpu_, c.slot_mapping);
+        gpu_->write_kv(k_d.data(), v_d.data(), slots_d.data(), c.num_tokens(), c.layout, cache_d.data(), c.layer);
+        const DeviceVector<float> q_d(*gpu_, c.q);
+        const DeviceVector<int32_t> qsl_d(*gpu_, c.query_start_loc), lens_d(*gpu_, c.seq_lens), tables_d(*gpu_, c.block_tables);
+        const AttentionMetadata meta = c.metadata(qsl_d.data(), lens_d.data(), tables_d.data(), slots_d.data());
+        const int n = c.num_tokens(), dim = c.num_heads * 256, N = 320;
+        const StoredWeights w_host = store(random_floats(rng, static_cast<size_t>(N) * dim), DType::Q4_K, N, dim);
+        const WeightView w = gpu_->upload_weight(w_host.view);
+        const DeviceVector<float> attn_d(*gpu_, static_cast<size_t>(n) * dim), out_d(*gpu_, static_cast<size_t>(n) * N);
+        auto step = [&] {
+            gpu_->paged_attention(q_d.data(), meta, c.layout, cache_d.data(), c.layer, c.num_heads, c.params, attn_d.data());
+            gpu_->matmul(attn_d.data(), n, w, nullptr, out_d.data());
+        };
+        step();
+        const std::vector<float> attn = attn_d.download(), ref = c.reference();
+        const Diff d = diff(attn.data(), ref.data(), static_cast<int64_t>(ref.size()));
+        QVERIFY2(d.within(1e-4, 1e-8), describe(d, attn, ref, "eager"));
+        const std::vector<float> eager = out_d.download();
+        gpu_->begin_capture();
+        step();
+        const int graph = gpu_->end_capture();
+        QVERIFY2(graph >= 0, gpu_->last_capture_error().c_str());
+        attn_d.upload(std::vector<float>(attn_d.size(), kNaN));
+        out_d.upload(std::vector<float>(out_d.size(), kNaN));
+        gpu_->replay(graph);
+        QVERIFY2(bitwise_equal(out_d.download(), eager), "replay differs from the op-by-op run");
+        gpu_->destroy_graph(graph);
     }
 
     // ---- sample: the frequencies of 16384 draws (one per offset) from a 7-token distribution.
