@@ -6,10 +6,12 @@
 // greedy tokens (stories260K, dummy:tiny; batches on and between the capture sizes), and a replayed step
 // equals the op-by-op run of the same padded step bit for bit. The device sampler: seeded requests give
 // the same tokens alone and batched, and again. The same greedy run through libkvscope-cuda.so, the way
-// the executables load the backend.
+// the executables load the backend. Every weight type and Gemma's head size 256: random GGUF models
+// (support/random_model.h) give the CPU backend's logits, as one prefill and step by step.
 // Skips, with the reason, when built without CUDA or when no device is present.
 #include "shared_models.h"
 #include "prefill_logits.h"
+#include "random_model.h"
 
 #include "backend_factory.h"
 #include "llm_engine.h"
@@ -18,6 +20,7 @@
 #include "cuda/cuda_backend.h"
 #endif
 
+#include <QTemporaryDir>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -302,6 +305,57 @@ private slots:
             for (size_t i = 0; i < ref.size(); ++i) max_err = std::max(max_err, std::fabs(l[i] - ref[i]));
             qInfo("%s: max |cuda - run.c| = %.3g", entry["file"].get<std::string>().c_str(), max_err);
             QVERIFY2(max_err < 1e-3f, "CUDA logits differ from run.c");
+        }
+    }
+
+    // ---- The CUDA backend computes what the CPU backend computes on every weight type (llama, head size
+    // 64) and on Gemma 2 / 3 at head size 256 (windows, soft-caps; tied embeddings in the file's type):
+    // random GGUF models, the logits of 48 tokens as one prefill and as a prefill plus one decode step per
+    // token. Both decode the same weights to the same floats and quantize the int8 types' activations
+    // alike; what is left is summation order, the F32 attention's exp (about 1e-6 relative) and the rare
+    // activation that rounds to the next int8 level on one side: 1e-3 of relative L2 error leaves a wide
+    // margin and is far below what any decoding slip costs (a wrong scale moves the logits by tens of
+    // percent, test_model_formats's weightTypes). F16 / BF16 weights: cuBLAS takes x rounded to the
+    // weight's type in every matmul (matmul.cuh), relative 2^-11 / 2^-8 per rounding: 5e-3 / 4e-2.
+    void cpuAndCudaAgree_data() {
+        QTest::addColumn<QString>("arch");
+        QTest::addColumn<int>("dtype");
+        for (DType t : kDTypes) QTest::addRow("llama %s", dtype_name(t).data()) << QString("llama") << static_cast<int>(t);
+        for (const char* arch : {"gemma2", "gemma3"})
+            for (DType t : {DType::F32, DType::Q4_K, DType::Q8_0})
+                QTest::newRow(qPrintable(QString("%1 D=256 %2").arg(arch, dtype_name(t).data()))) << QString(arch) << static_cast<int>(t);
+    }
+    void cpuAndCudaAgree() {
+        QFETCH(QString, arch);
+        QFETCH(int, dtype);
+        test::RandomModelShape s;
+        if (arch != "llama") {
+            s = test::gemma_shape(arch.toStdString());
+            s.head_dim = 256;
+        }
+        QTemporaryDir dir;
+        const std::string path = dir.filePath("m.gguf").toStdString();
+        test::write_random_gguf(path, s, 11, static_cast<DType>(dtype));
+        const auto model = load_model(path);
+        QCOMPARE(model->config.head_dim, s.head_dim);
+        std::vector<int32_t> tokens{1};
+        for (int i = 0; i < 47; ++i) tokens.push_back(3 + (i * 37) % 500);
+        const auto cpu = cpu::make_cpu_backend(2);
+        const std::vector<float> ref = test::prefill_logits(*cpu, *model, tokens, 0);
+        const auto gpu = cuda_backend();
+        const double tolerance = dtype == int(DType::F16) ? 5e-3 : dtype == int(DType::BF16) ? 4e-2 : 1e-3;
+        for (const bool decode : {false, true}) {
+            const std::vector<float> got = decode ? test::decode_logits(*gpu, *model, tokens, 0)
+                                                  : test::prefill_logits(*gpu, *model, tokens, 0);
+            QCOMPARE(got.size(), ref.size());
+            double err = 0, norm = 0;
+            for (size_t i = 0; i < ref.size(); ++i) {
+                err += (static_cast<double>(got[i]) - ref[i]) * (static_cast<double>(got[i]) - ref[i]);
+                norm += static_cast<double>(ref[i]) * ref[i];
+            }
+            const double rel = std::sqrt(err / norm);
+            qInfo("%s: relative L2 |cuda %s - cpu| = %.3g", QTest::currentDataTag(), decode ? "decode" : "prefill", rel);
+            QVERIFY2(rel < tolerance, qPrintable(QString("%1: relative L2 error %2").arg(decode ? "decode" : "prefill").arg(rel)));
         }
     }
 #endif
