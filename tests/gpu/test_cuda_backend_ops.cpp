@@ -138,6 +138,24 @@ private slots:
         expect_throw(KvCacheLayout{1, 4, 16, 2, 64, DType::F16}, 4, "F16 cache");
     }
 
+    // Rows that are not whole blocks of a quantized type are refused at upload, naming the type (every type
+    // is supported; test_backend_ops runs them all).
+    void partial_block_rows_throw() {
+        for (DType t : kDTypes) {
+            QVERIFY(gpu_->supports(t));
+            if (!dtype_is_quantized(t)) continue;
+            const int64_t cols = dtype_block_elems(t) + 16;
+            std::vector<uint8_t> bytes(static_cast<size_t>(dtype_row_bytes(t, cols) + dtype_block_bytes(t)) * 2);
+            bool threw = false;
+            try {
+                gpu_->upload_weight(WeightView{bytes.data(), t, 2, cols});
+            } catch (const std::invalid_argument& e) {
+                threw = QByteArray(e.what()).contains(dtype_name(t).data());
+            }
+            QVERIFY2(threw, dtype_name(t).data());
+        }
+    }
+
     // ---- Graphs: a step recorded once and replayed runs on what its buffers hold at replay, so inputs
     // refilled in place give the op-by-op results bit for bit (what the runner's decode graphs rely on).
     void graph_replay() {
