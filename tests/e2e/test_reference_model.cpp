@@ -182,6 +182,7 @@ private slots:
         config.scheduler.max_model_len = 512;
         config.num_threads = 2;
         config.check_invariants = true;
+        config.scheduler.max_num_seqs = 8;  // 8 logits rows: each step's prompt rows go through in many pieces
         // preemption: 24 blocks of 16 tokens for four requests that grow to 10 blocks each.
         const int num_continued = mode == "preemption" ? 100 : 150;  // reference tokens appended to the prompt
         const int max_tokens = mode == "preemption" ? 60 : 1;
