@@ -319,7 +319,8 @@ void ModelRunner::prompt_logits(const ModelInput& in, const std::function<void(i
     const size_t vocab = model_.config.vocab_size;
     // The logits buffer holds max_num_logits_ rows: a long prompt goes through it in pieces, so asking for
     // prompt logprobs costs time (the lm_head over every prompt position) but no memory.
-    if (rows > 0 && prompt_logits_host_.empty()) prompt_logits_host_.resize(static_cast<size_t>(max_num_logits_) * vocab);
+    if (rows > 0 && prompt_logits_host_.size() < static_cast<size_t>(max_num_logits_) * vocab)  // buffers may grow
+        prompt_logits_host_.resize(static_cast<size_t>(max_num_logits_) * vocab);
     for (int first = 0; first < rows; first += max_num_logits_) {
         const int n = std::min(max_num_logits_, rows - first);
         backend_.copy_to_device(d_logits_idx_, in.prompt_logits_indices.data() + first, n * sizeof(int32_t));
