@@ -252,6 +252,12 @@ void LlmEngine::validate_request(const NewRequest& r) const {
         if (t < 0 || t >= model_->config.vocab_size)
             throw BadInput("request " + r.request_id + ": token id " + std::to_string(t) + " is outside the vocabulary (" +
                            std::to_string(model_->config.vocab_size) + ")");
+    const int vocab = model_->config.vocab_size;
+    for (const auto& [name, k] : {std::pair{"logprobs", r.sampling_params.logprobs},
+                                  std::pair{"prompt_logprobs", r.sampling_params.prompt_logprobs}})
+        if (k && *k > vocab)
+            throw BadInput("request " + r.request_id + ": " + name + " " + std::to_string(*k) +
+                           " exceeds the vocabulary (" + std::to_string(vocab) + " tokens)");
     for (const auto& [t, bias] : r.sampling_params.logit_bias)
         if (t < 0 || t >= model_->config.vocab_size)
             throw BadInput("request " + r.request_id + ": logit_bias token id " + std::to_string(t) +
@@ -347,6 +353,7 @@ std::vector<RequestOutput> LlmEngine::process_outputs(const SchedulerOutput& out
         st.metrics.token_times.push_back(now());
         RequestOutput o = output_processor_.process_token(*st.request, st.request->all_token_ids.back());
         if (sampled.logprobs.at(i)) o.logprobs.push_back(*sampled.logprobs[i]);
+        if (i < sampled.prompt_logprobs.size()) o.prompt_logprobs = sampled.prompt_logprobs[i];
         if (o.finished) finish(st, o.finish_reason);
         outputs.push_back(std::move(o));
     }

@@ -23,6 +23,9 @@ struct RequestOutput {
     std::string request_id;
     std::vector<int32_t> new_token_ids;
     std::vector<TokenLogprobs> logprobs;  // parallel to new_token_ids when the request asked for them
+    // With the request's first output only, when it asked for prompt_logprobs: one entry per prompt
+    // token after the first (the first has none: vLLM's None), in prompt order.
+    std::optional<std::vector<TokenLogprobs>> prompt_logprobs;
     std::string text_delta;  // complete UTF-8 only; text that might begin a stop string is held back
     bool finished = false;
     FinishReason finish_reason = FinishReason::NONE;

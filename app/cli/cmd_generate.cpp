@@ -14,6 +14,7 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <span>
 
 namespace kvscope::cli {
 
@@ -110,10 +111,16 @@ int run_generate(int argc, char** argv) {
                     "with --json: each generated token's log-probability and its K most likely alternatives "
                     "(raw logits, before any sampling transform)")
         ->type_name("K")->check(int_in(0, kMaxLogprobs));
+    int num_prompt_logprobs = -1;
+    app->add_option("--prompt-logprobs", num_prompt_logprobs,
+                    "with --json: each prompt token's log-probability given the tokens before it and the K most "
+                    "likely tokens there (the first token has none; -1 = off; the prompt takes no prefix-cache hits)")
+        ->type_name("K")->check(int_in(-1, kMaxLogprobs))->default_str("-1");
     app->add_flag("--json", json, "one JSON object per prompt and a summary line");
     if (auto exit_code = parse_command_line(*app, argc, argv)) return *exit_code;
     if (seed_option->count() > 0) params.seed = seed;
     if (num_logprobs >= 0) params.logprobs = num_logprobs;
+    if (num_prompt_logprobs >= 0) params.prompt_logprobs = num_prompt_logprobs;
 
     if (!prompts_file.empty()) {
         auto more = read_prompts_file(prompts_file);
@@ -132,7 +139,7 @@ int run_generate(int argc, char** argv) {
     // Every prompt is submitted before the first step: one continuous batch. A prompt that is rejected
     // is reported and the others still run.
     std::vector<std::string> ids(prompts.size()), errors(prompts.size()), texts(prompts.size());
-    std::vector<std::vector<TokenLogprobs>> logprobs(prompts.size());
+    std::vector<std::vector<TokenLogprobs>> logprobs(prompts.size()), prompt_logprobs(prompts.size());
     std::map<std::string, size_t> index_of;
     for (size_t i = 0; i < prompts.size(); ++i) {
         try {
@@ -149,6 +156,7 @@ int run_generate(int argc, char** argv) {
             const size_t i = index_of[o.request_id];
             texts[i] += o.text_delta;
             logprobs[i].insert(logprobs[i].end(), o.logprobs.begin(), o.logprobs.end());
+            if (o.prompt_logprobs) prompt_logprobs[i] = *o.prompt_logprobs;
         }
     const double duration = engine.now() - t_start;
 
@@ -175,19 +183,26 @@ int run_generate(int argc, char** argv) {
         j["output_token_ids"] = out_ids;
         j["text"] = texts[i];
         j["finish_reason"] = std::string(to_string(info.finish_reason));
-        if (params.logprobs) {
-            // "logprobs": one list per generated token of its K best [id, logprob], best first;
-            // "token_logprobs": the generated token's own (it may be outside the K).
+        // "logprobs": one list per generated token of its K best [id, logprob], best first;
+        // "token_logprobs": the generated token's own (it may be outside the K). The prompt's the same
+        // way, with null for its first token (nothing comes before it), as vLLM gives None.
+        auto add_logprobs = [&j](std::span<const TokenLogprobs> lps, const char* top_key, const char* own_key, bool first_null) {
             nlohmann::json top = nlohmann::json::array(), own = nlohmann::json::array();
-            for (const TokenLogprobs& l : logprobs[i]) {
+            if (first_null) {
+                top.push_back(nullptr);
+                own.push_back(nullptr);
+            }
+            for (const TokenLogprobs& l : lps) {
                 nlohmann::json row = nlohmann::json::array();
                 for (const auto& [id, lp] : l.top) row.push_back({id, lp});
                 top.push_back(std::move(row));
                 own.push_back(l.logprob);
             }
-            j["logprobs"] = std::move(top);
-            j["token_logprobs"] = std::move(own);
-        }
+            j[top_key] = std::move(top);
+            j[own_key] = std::move(own);
+        };
+        if (params.logprobs) add_logprobs(logprobs[i], "logprobs", "token_logprobs", false);
+        if (params.prompt_logprobs) add_logprobs(prompt_logprobs[i], "prompt_logprobs", "prompt_token_logprobs", true);
         j["ttft_ms"] = m.ttft() * 1e3;
         j["e2el_ms"] = m.e2el() * 1e3;
         j["num_cached_tokens"] = m.num_cached_tokens;

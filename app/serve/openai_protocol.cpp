@@ -1,5 +1,6 @@
 #include "openai_protocol.h"
 
+#include "model/incremental_detokenizer.h"
 #include "util/errors.h"
 
 #include <algorithm>
@@ -145,12 +146,13 @@ void reject_unsupported(const json& body, Endpoint endpoint) {
         throw ApiError(400, std::string(name) + " is not supported by kvscope serve", name);
     };
     if (endpoint == Endpoint::COMPLETIONS) {
-        if (get_bool(body, "echo", false)) unsupported("echo");
         if (const json* f = field(body, "suffix"); f && !(f->is_string() && f->get<std::string>().empty()))
             unsupported("suffix");
         if (const auto best_of = get_integer(body, "best_of"); best_of && *best_of != get_int(body, "n", 1))
             unsupported("best_of");
     } else {
+        if (field(body, "prompt_logprobs"))
+            throw ApiError(400, "prompt_logprobs is supported by /v1/completions only", "prompt_logprobs");
         if (const json* f = field(body, "tools"); f && !(f->is_array() && f->empty())) unsupported("tools");
         if (const json* f = field(body, "response_format"); f && !(f->is_object() && f->value("type", "") == "text"))
             unsupported("response_format");
@@ -332,6 +334,13 @@ GenerationJob parse_generation_request(Endpoint endpoint, const json& body, cons
     p.min_tokens = get_int(body, "min_tokens", 0);
     p.n = get_int(body, "n", 1);
     p.logprobs = get_logprobs(body, endpoint);
+    if (!chat) {
+        job.echo = get_bool(body, "echo", false);
+        if (const auto k = get_integer(body, "prompt_logprobs"); k && *k != -1)  // -1: off
+            job.prompt_logprobs = static_cast<int>(std::clamp<int64_t>(*k, INT_MIN, INT_MAX));
+        p.prompt_logprobs = job.prompt_logprobs;
+        if (job.echo && p.logprobs) p.prompt_logprobs = std::max(p.prompt_logprobs.value_or(0), *p.logprobs);
+    }
     job.priority = get_int(body, "priority", 0);
     job.stream = get_bool(body, "stream", false);
     if (const json* so = field(body, "stream_options")) {
@@ -403,6 +412,9 @@ json usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
 
 namespace {
 
+// JSON numbers have no -inf: a banned token's log-probability goes out as the lowest float (vLLM's choice).
+float logprob_number(float lp) { return std::isfinite(lp) ? lp : std::numeric_limits<float>::lowest(); }
+
 json head_json(const ResponseHead& head, const char* object) {
     return {{"id", head.id}, {"object", object}, {"created", head.created}, {"model", head.model}};
 }
@@ -416,8 +428,7 @@ json logprobs_json(Endpoint endpoint, const Tokenizer& tokenizer, std::span<cons
         for (unsigned char c : b) a.push_back(static_cast<int>(c));
         return a;
     };
-    // JSON numbers have no -inf: a banned token's log-probability goes out as the lowest float (vLLM's choice).
-    auto number = [](float lp) { return std::isfinite(lp) ? lp : std::numeric_limits<float>::lowest(); };
+    auto number = logprob_number;
     if (endpoint == Endpoint::CHAT) {
         json content = json::array();
         for (const TokenLogprobs& l : logprobs) {
@@ -448,8 +459,63 @@ json logprobs_json(Endpoint endpoint, const Tokenizer& tokenizer, std::span<cons
             {"text_offset", std::move(offsets)}};
 }
 
+ResponseShape response_shape(const GenerationJob& job) {
+    return {job.params.logprobs, job.prompt_logprobs, job.echo};
+}
+
+EchoedPrompt echo_prompt(const Tokenizer& tokenizer, std::span<const int32_t> prompt,
+                         std::span<const TokenLogprobs> prompt_logprobs, std::optional<int> num_top) {
+    EchoedPrompt out;
+    IncrementalDetokenizer detokenizer(tokenizer);
+    json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(), offsets = json::array();
+    for (size_t j = 0; j < prompt.size(); ++j) {
+        tokens.push_back(tokenizer.token_to_bytes(prompt[j]));
+        offsets.push_back(static_cast<int64_t>(out.text.size()));
+        out.text += detokenizer.push(prompt[j]);
+        if (j == 0 || j > prompt_logprobs.size() || !num_top) {
+            token_logprobs.push_back(nullptr);
+            top_logprobs.push_back(nullptr);
+            continue;
+        }
+        const TokenLogprobs& l = prompt_logprobs[j - 1];
+        token_logprobs.push_back(logprob_number(l.logprob));
+        json top = json::object();
+        for (size_t k = 0; k < l.top.size() && k < static_cast<size_t>(*num_top); ++k)
+            top[tokenizer.token_to_bytes(l.top[k].first)] = logprob_number(l.top[k].second);
+        top_logprobs.push_back(std::move(top));
+    }
+    out.text += detokenizer.flush();
+    if (num_top)
+        out.logprobs = {{"tokens", std::move(tokens)},
+                        {"token_logprobs", std::move(token_logprobs)},
+                        {"top_logprobs", std::move(top_logprobs)},
+                        {"text_offset", std::move(offsets)}};
+    return out;
+}
+
+void append_logprobs(json& into, const json& more) {
+    for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
+        for (const json& v : more.at(key)) into[key].push_back(v);
+}
+
+json prompt_logprobs_json(const Tokenizer& tokenizer, std::span<const TokenLogprobs> prompt_logprobs, int num_top) {
+    json out = json::array({nullptr});
+    for (const TokenLogprobs& l : prompt_logprobs) {
+        json entry = json::object();
+        auto add = [&](int32_t id, float lp, int rank) {
+            entry[std::to_string(id)] = {{"logprob", logprob_number(lp)}, {"rank", rank},
+                                         {"decoded_token", tokenizer.token_to_bytes(id)}};
+        };
+        for (size_t k = 0; k < l.top.size() && k < static_cast<size_t>(num_top); ++k)
+            add(l.top[k].first, l.top[k].second, static_cast<int>(k) + 1);
+        add(l.token_id, l.logprob, l.rank);
+        out.push_back(std::move(entry));
+    }
+    return out;
+}
+
 json generation_response(Endpoint endpoint, const ResponseHead& head, const std::vector<ChoiceState>& choices,
-                         int64_t prompt_tokens, const Tokenizer& tokenizer, bool with_logprobs) {
+                         int64_t prompt_tokens, const Tokenizer& tokenizer, const ResponseShape& shape) {
     const bool chat = endpoint == Endpoint::CHAT;
     json out = head_json(head, chat ? "chat.completion" : "text_completion");
     json list = json::array();
@@ -458,8 +524,20 @@ json generation_response(Endpoint endpoint, const ResponseHead& head, const std:
         const ChoiceState& c = choices[i];
         json choice = {{"index", i}};
         if (chat) choice["message"] = {{"role", "assistant"}, {"content", c.text}};
-        else choice["text"] = c.text;
-        choice["logprobs"] = with_logprobs ? logprobs_json(endpoint, tokenizer, c.logprobs) : json(nullptr);
+        json logprobs = nullptr;
+        if (shape.echo && !chat) {
+            EchoedPrompt echo = echo_prompt(tokenizer, c.prompt_token_ids, c.prompt_logprobs, shape.logprobs);
+            choice["text"] = echo.text + c.text;
+            logprobs = std::move(echo.logprobs);
+            if (shape.logprobs)
+                append_logprobs(logprobs, logprobs_json(endpoint, tokenizer, c.logprobs, static_cast<int64_t>(echo.text.size())));
+        } else {
+            if (!chat) choice["text"] = c.text;
+            if (shape.logprobs) logprobs = logprobs_json(endpoint, tokenizer, c.logprobs);
+        }
+        choice["logprobs"] = std::move(logprobs);
+        if (shape.prompt_logprobs && !chat)
+            choice["prompt_logprobs"] = prompt_logprobs_json(tokenizer, c.prompt_logprobs, *shape.prompt_logprobs);
         choice["finish_reason"] = finish_reason_json(c);
         list.push_back(std::move(choice));
         completion_tokens += c.num_tokens;

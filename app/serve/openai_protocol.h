@@ -40,7 +40,19 @@ struct GenerationJob {
     int priority = 0;
     bool stream = false;
     bool include_usage = false;  // stream_options.include_usage
+    bool echo = false;           // completions: the prompt comes first in the text (and in logprobs)
+    // vLLM's completions extension, as asked. params.prompt_logprobs is the larger of this and, with
+    // echo, logprobs: echo's log-probabilities of the prompt come from the same computation.
+    std::optional<int> prompt_logprobs;
 };
+
+// What a response shows besides the text, from the job.
+struct ResponseShape {
+    std::optional<int> logprobs;
+    std::optional<int> prompt_logprobs;
+    bool echo = false;
+};
+ResponseShape response_shape(const GenerationJob& job);
 
 // Parses a request body, refusing nesting deeper than max_depth while it parses (a deep body never
 // reaches anything recursive). Throws ApiError (400) naming the problem.
@@ -64,6 +76,8 @@ struct ChoiceState {
     std::string text;
     int num_tokens = 0;
     std::vector<TokenLogprobs> logprobs;  // every generated token's, when the request asked
+    std::vector<int32_t> prompt_token_ids;  // for echo and prompt_logprobs
+    std::vector<TokenLogprobs> prompt_logprobs;  // prompt tokens 1.. (with the first output, when asked)
     bool finished = false;
     FinishReason finish_reason = FinishReason::NONE;
 };
@@ -84,9 +98,24 @@ nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
 // offsets counted from text_offset (the bytes of the choice's tokens before these).
 nlohmann::json logprobs_json(Endpoint endpoint, const Tokenizer& tokenizer, std::span<const TokenLogprobs> logprobs,
                              int64_t text_offset = 0);
+// Completions with echo: the prompt's text and, with logprobs, its part of "logprobs" (null for its first
+// token, which nothing predicts, as at OpenAI; null too where an entry has not come), each offset where
+// the token's text begins in that text (special tokens add none, nor SentencePiece's leading space).
+struct EchoedPrompt {
+    std::string text;
+    nlohmann::json logprobs;  // completions' shape; null without num_top
+};
+EchoedPrompt echo_prompt(const Tokenizer& tokenizer, std::span<const int32_t> prompt,
+                         std::span<const TokenLogprobs> prompt_logprobs, std::optional<int> num_top);
+// The generated part after it: every list of `more` appended to those of `into`.
+void append_logprobs(nlohmann::json& into, const nlohmann::json& more);
+// vLLM's "prompt_logprobs" of a choice: [null, {"token id": {"logprob", "rank", "decoded_token"}}, ...],
+// each holding the prompt token and the num_top most likely there.
+nlohmann::json prompt_logprobs_json(const Tokenizer& tokenizer, std::span<const TokenLogprobs> prompt_logprobs,
+                                    int num_top);
 // The whole non-streaming response.
 nlohmann::json generation_response(Endpoint endpoint, const ResponseHead& head, const std::vector<ChoiceState>& choices,
-                                   int64_t prompt_tokens, const Tokenizer& tokenizer, bool with_logprobs);
+                                   int64_t prompt_tokens, const Tokenizer& tokenizer, const ResponseShape& shape);
 // One stream chunk for choice `index`: text delta, the logprobs of its tokens (logprobs_json) and, once
 // finished, the finish reason. For chat, role_only makes the opening chunk {"role": "assistant", "content": ""}.
 nlohmann::json stream_chunk(Endpoint endpoint, const ResponseHead& head, size_t index, const std::string& delta,

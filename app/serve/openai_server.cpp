@@ -56,13 +56,14 @@ struct Generation {
     Endpoint endpoint;
     ResponseHead head;
     bool include_usage = false;
-    bool logprobs = false;
+    ResponseShape shape;
     int64_t prompt_tokens = 0;
     std::shared_ptr<OutputStream> stream;
     std::vector<std::string> ids;            // choice i's engine request id
     std::map<std::string, size_t> index_of;  // engine request id -> choice index
     std::vector<ChoiceState> choices;
     std::vector<int64_t> token_bytes;  // per choice: bytes of the tokens whose logprobs were streamed
+    std::vector<char> streamed;        // per choice: its first chunk went out (with echo, the prompt in it)
     size_t remaining = 0;
 
     // Takes the outputs that arrived (waiting up to `timeout`); calls on_output(choice, delta) for each.
@@ -75,6 +76,7 @@ struct Generation {
             c.text += o.text_delta;
             c.num_tokens += static_cast<int>(o.new_token_ids.size());
             c.logprobs.insert(c.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
+            if (o.prompt_logprobs) c.prompt_logprobs = *o.prompt_logprobs;
             if (o.finished && !c.finished) {
                 c.finished = true;
                 c.finish_reason = o.finish_reason;
@@ -168,7 +170,7 @@ void OpenAiServer::generate(Endpoint endpoint, const httplib::Request& req, http
     gen->head = {next_id(endpoint == Endpoint::CHAT ? "chatcmpl-" : "cmpl-"), static_cast<int64_t>(std::time(nullptr)),
                  options_.served_name};
     gen->include_usage = job.include_usage;
-    gen->logprobs = job.params.logprobs.has_value();
+    gen->shape = response_shape(job);
     gen->stream = std::make_shared<OutputStream>();
     std::vector<NewRequest> requests;
     for (size_t p = 0; p < job.prompts.size(); ++p) {
@@ -176,13 +178,19 @@ void OpenAiServer::generate(Endpoint endpoint, const httplib::Request& req, http
         gen->prompt_tokens += static_cast<int64_t>(job.prompts[p].size());
     }
     // Choice i = prompt p, sample j, in that order (OpenAI's index for a batch of prompts with n).
-    for (const auto& list : loop_.submit(std::move(requests), gen->stream))  // BadInput -> 400
-        for (const std::string& id : list) {
+    std::vector<size_t> prompt_of;  // choice -> prompt
+    const auto lists = loop_.submit(std::move(requests), gen->stream);  // BadInput -> 400
+    for (size_t p = 0; p < lists.size(); ++p)
+        for (const std::string& id : lists[p]) {
             gen->index_of[id] = gen->ids.size();
             gen->ids.push_back(id);
+            prompt_of.push_back(p);
         }
     gen->choices.resize(gen->ids.size());
+    if (gen->shape.echo || gen->shape.prompt_logprobs)
+        for (size_t i = 0; i < gen->choices.size(); ++i) gen->choices[i].prompt_token_ids = job.prompts[prompt_of[i]];
     gen->token_bytes.resize(gen->ids.size());
+    gen->streamed.resize(gen->ids.size());
     gen->remaining = gen->choices.size();
 
     if (!job.stream) {
@@ -196,7 +204,7 @@ void OpenAiServer::generate(Endpoint endpoint, const httplib::Request& req, http
             }
         }
         send_json(res, 200,
-                  generation_response(endpoint, gen->head, gen->choices, gen->prompt_tokens, model_.tokenizer, gen->logprobs));
+                  generation_response(endpoint, gen->head, gen->choices, gen->prompt_tokens, model_.tokenizer, gen->shape));
         return;
     }
 
@@ -218,16 +226,33 @@ void OpenAiServer::generate(Endpoint endpoint, const httplib::Request& req, http
             }
             bool ok = true;
             gen->collect(kPollInterval, [&](size_t i, const RequestOutput& o) {
-                if (!ok || (o.text_delta.empty() && !o.finished && o.logprobs.empty())) return;
+                // With echo, the choice's first chunk opens with the prompt (and its logprobs), as in vLLM.
+                const ResponseShape& shape = gen->shape;
+                const ChoiceState& c = gen->choices[i];
+                const bool echo = shape.echo && !gen->streamed[i];
+                if (!ok || (!echo && o.text_delta.empty() && !o.finished && o.logprobs.empty() && !o.prompt_logprobs)) return;
+                gen->streamed[i] = true;
+                const Tokenizer& tokenizer = model_.tokenizer;
+                EchoedPrompt echoed;
+                if (echo) echoed = echo_prompt(tokenizer, c.prompt_token_ids, c.prompt_logprobs, shape.logprobs);
                 json logprobs = nullptr;
-                if (gen->logprobs) {
+                if (shape.logprobs) {
                     // Offsets continue from the bytes of the choice's earlier tokens.
                     int64_t& offset = gen->token_bytes[i];
-                    logprobs = logprobs_json(gen->endpoint, model_.tokenizer, o.logprobs, offset);
+                    if (echo) offset = static_cast<int64_t>(echoed.text.size());
+                    logprobs = logprobs_json(gen->endpoint, tokenizer, o.logprobs, offset);
+                    if (echo) {  // the prompt's entries first
+                        append_logprobs(echoed.logprobs, logprobs);
+                        logprobs = std::move(echoed.logprobs);
+                    }
                     for (const TokenLogprobs& l : o.logprobs)
-                        offset += static_cast<int64_t>(model_.tokenizer.token_to_bytes(l.token_id).size());
+                        offset += static_cast<int64_t>(tokenizer.token_to_bytes(l.token_id).size());
                 }
-                ok = write(stream_chunk(gen->endpoint, gen->head, i, o.text_delta, gen->choices[i], false, std::move(logprobs)));
+                const std::string delta = echo ? echoed.text + o.text_delta : o.text_delta;
+                json chunk = stream_chunk(gen->endpoint, gen->head, i, delta, c, false, std::move(logprobs));
+                if (o.prompt_logprobs && shape.prompt_logprobs)
+                    chunk["choices"][0]["prompt_logprobs"] = prompt_logprobs_json(tokenizer, *o.prompt_logprobs, *shape.prompt_logprobs);
+                ok = write(chunk);
             });
             if (!ok || !sink.is_writable()) return false;  // the releaser aborts what is left
             if (gen->remaining == 0) {

@@ -17,11 +17,13 @@ void InputBatch::add_request(const Request& r, uint64_t seed) {
 void InputBatch::remove_request(const std::string& request_id) { states_.erase(request_id); }
 
 void InputBatch::prepare(const SchedulerOutput& out, const KvCacheManager& kv, bool device_sampling,
-                         ModelInput& input) const {
+                         ModelInput& input) {
     input.clear();
     input.logits_to_host = !device_sampling;
+    prompt_rows_.clear();
     for (const ScheduledRequest& s : out.scheduled) {
         const Request& r = *s.request;
+        if (r.sampling_params.prompt_logprobs) add_prompt_rows(s, input);
         input.add_sequence(r.all_token_ids.data(), r.num_computed_tokens, s.num_new_tokens, kv.block_table(r.request_id),
                            kv.block_size(), s.samples);
         if (!s.samples) continue;
@@ -37,6 +39,34 @@ void InputBatch::prepare(const SchedulerOutput& out, const KvCacheManager& kv, b
     for (const PaddingRows& p : out.padding)
         input.add_padding(p.num_tokens, p.context->num_computed_tokens, kv.block_table(p.context->request_id));
     input.finalize();
+}
+
+void InputBatch::add_prompt_rows(const ScheduledRequest& s, ModelInput& input) {
+    const Request& r = *s.request;
+    State& st = states_.at(r.request_id);
+    if (st.prompt_logprobs_sent) return;  // a recompute after preemption: they are out already
+    // Position p's logits score prompt token p + 1; the last prompt position's sample the first output.
+    const int start = r.num_computed_tokens;
+    const int done = static_cast<int>(st.prompt_logprobs.size());
+    if (start > done)
+        throw std::logic_error("request " + r.request_id + " starts at token " + std::to_string(start) +
+                               " but its prompt logprobs reach " + std::to_string(done) +
+                               " (a prefix-cache hit skipped positions whose logits it needs)");
+    const int end = std::min(start + s.num_new_tokens, r.num_prompt_tokens - 1);
+    const int row0 = input.num_tokens() - start;  // the chunk's rows follow the step's rows so far
+    for (int p = done; p < end; ++p) {
+        input.prompt_logits_indices.push_back(row0 + p);
+        prompt_rows_.push_back({&st, r.all_token_ids[p + 1], *r.sampling_params.prompt_logprobs});
+    }
+}
+
+void InputBatch::add_prompt_logits(int first, int n, const float* logits, int vocab) {
+    for (int i = 0; i < n; ++i) {
+        const PromptRow& row = prompt_rows_.at(first + i);
+        row.state->prompt_logprobs.push_back(compute_logprobs(
+            std::span<const float>(logits + static_cast<size_t>(i) * vocab, static_cast<size_t>(vocab)), row.token_id,
+            row.num_top));
+    }
 }
 
 SamplerOutput InputBatch::sample(const SchedulerOutput& out, const StepOutput& step, int vocab) {
@@ -57,6 +87,15 @@ SamplerOutput InputBatch::sample(const SchedulerOutput& out, const StepOutput& s
         auto add = [&](int32_t token) {
             tokens.push_back(token);
             result.logprobs.push_back(p.logprobs ? std::optional(compute_logprobs(raw_, token, *p.logprobs)) : std::nullopt);
+            if (!p.prompt_logprobs || st.prompt_logprobs_sent) return;
+            if (static_cast<int>(st.prompt_logprobs.size()) != r.num_prompt_tokens - 1)
+                throw std::logic_error("request " + r.request_id + " samples with " +
+                                       std::to_string(st.prompt_logprobs.size()) + " of its " +
+                                       std::to_string(r.num_prompt_tokens - 1) + " prompt logprobs");
+            result.prompt_logprobs.resize(tokens.size());
+            result.prompt_logprobs.back() = std::move(st.prompt_logprobs);
+            st.prompt_logprobs = {};
+            st.prompt_logprobs_sent = true;
         };
         // The same question prepare() asked, on the same state: did the device choose this one?
         if (step.sampled_token_ids && device_sampling_row(p, r.num_output_tokens(), st.seed)) {
@@ -75,6 +114,7 @@ SamplerOutput InputBatch::sample(const SchedulerOutput& out, const StepOutput& s
         const std::span<const int32_t> all(r.all_token_ids);
         add(sampler_.sample(l, p, all.first(r.num_prompt_tokens), all.subspan(r.num_prompt_tokens), st.rng));
     }
+    if (!result.prompt_logprobs.empty()) result.prompt_logprobs.resize(tokens.size());
     return result;
 }
 

@@ -20,6 +20,9 @@ struct ModelInput {
     int max_blocks_per_seq = 0;
     std::vector<std::vector<int32_t>> seq_block_tables;  // per sequence, before finalize()
     std::vector<int32_t> logits_indices;   // token rows whose logits are wanted (last token of a sampling seq)
+    // Token rows whose logits give prompt log-probabilities (requests with prompt_logprobs only): the
+    // runner projects them after the step, a buffer of logits rows at a time (ModelRunner::prompt_logits).
+    std::vector<int32_t> prompt_logits_indices;
     // The device sampler's settings, one per logits row; empty: no device sampling (logits only).
     std::vector<SamplingRow> sampling_rows;  // [logits_indices.size()] or empty
     bool logits_to_host = true;              // some row still needs its logits on the host
@@ -36,6 +39,7 @@ struct ModelInput {
         max_blocks_per_seq = 0;
         seq_block_tables.clear();
         logits_indices.clear();
+        prompt_logits_indices.clear();
         sampling_rows.clear();
         logits_to_host = true;
     }

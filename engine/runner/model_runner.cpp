@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <stdexcept>
 
 namespace kvscope {
@@ -185,7 +186,12 @@ int ModelRunner::num_graphs() const {
 
 SamplerOutput ModelRunner::execute(const SchedulerOutput& out, const KvCacheManager& kv) {
     input_batch_.prepare(out, kv, backend_.supports_sampling(), step_input_);
-    return input_batch_.sample(out, execute(step_input_), model_.config.vocab_size);
+    const StepOutput step = execute(step_input_);
+    const int vocab = model_.config.vocab_size;
+    prompt_logits(step_input_, [&](int first, int n, const float* logits) {
+        input_batch_.add_prompt_logits(first, n, logits, vocab);
+    });
+    return input_batch_.sample(out, step, vocab);
 }
 
 StepOutput ModelRunner::execute(const ModelInput& in) {
@@ -294,12 +300,34 @@ void ModelRunner::forward(const AttentionMetadata& meta, int S, bool sample) {
     }
     if (S == 0) return;
     // Only the rows that sample need the final norm and the (large) vocabulary projection.
-    backend_.gather_rows(x_, d_logits_idx_, S, h, xs_);
-    backend_.rms_norm(xs_, final_norm_, S, h, c.rms_norm_eps, xb_);
-    backend_.matmul(xb_, S, lm_head_, nullptr, logits_);
-    if (c.final_logit_softcapping > 0)
-        backend_.softcap(logits_, static_cast<int64_t>(S) * c.vocab_size, c.final_logit_softcapping);
+    project_rows(S);
     if (sample) backend_.sample(logits_, S, c.vocab_size, d_sampling_rows_, d_sampled_);
+}
+
+void ModelRunner::project_rows(int n) {
+    const ModelConfig& c = model_.config;
+    const int h = c.hidden_size;
+    backend_.gather_rows(x_, d_logits_idx_, n, h, xs_);
+    backend_.rms_norm(xs_, final_norm_, n, h, c.rms_norm_eps, xb_);
+    backend_.matmul(xb_, n, lm_head_, nullptr, logits_);
+    if (c.final_logit_softcapping > 0)
+        backend_.softcap(logits_, static_cast<int64_t>(n) * c.vocab_size, c.final_logit_softcapping);
+}
+
+void ModelRunner::prompt_logits(const ModelInput& in, const std::function<void(int, int, const float*)>& take) {
+    const int rows = static_cast<int>(in.prompt_logits_indices.size());
+    const size_t vocab = model_.config.vocab_size;
+    // The logits buffer holds max_num_logits_ rows: a long prompt goes through it in pieces, so asking for
+    // prompt logprobs costs time (the lm_head over every prompt position) but no memory.
+    if (rows > 0 && prompt_logits_host_.size() < static_cast<size_t>(max_num_logits_) * vocab)  // buffers may grow
+        prompt_logits_host_.resize(static_cast<size_t>(max_num_logits_) * vocab);
+    for (int first = 0; first < rows; first += max_num_logits_) {
+        const int n = std::min(max_num_logits_, rows - first);
+        backend_.copy_to_device(d_logits_idx_, in.prompt_logits_indices.data() + first, n * sizeof(int32_t));
+        project_rows(n);
+        backend_.copy_to_host(prompt_logits_host_.data(), logits_, static_cast<size_t>(n) * vocab * sizeof(float));
+        take(first, n, prompt_logits_host_.data());
+    }
 }
 
 int ModelRunner::graph_batch_size(const ModelInput& in) const {

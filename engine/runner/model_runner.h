@@ -26,6 +26,7 @@
 #include "sched/scheduler_output.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -61,6 +62,10 @@ public:
     // Runs the model on a prepared input. Logits come back unless the input has sampling rows and
     // !logits_to_host; token ids come back when it has sampling rows (the backend must support sampling).
     StepOutput execute(const ModelInput& input);
+    // The raw logits of input.prompt_logits_indices' rows, right after execute(input) (they project its
+    // last hidden states): take(first, n, logits [n, vocab]) for consecutive pieces of the rows, each
+    // valid only during the call.
+    void prompt_logits(const ModelInput& input, const std::function<void(int, int, const float*)>& take);
 
     // CUDA graphs for decode steps, when the backend supports them (vLLM's default; off = enforce_eager).
     // max_model_len bounds every context, and so the captured block-table width and attention plan.
@@ -106,6 +111,9 @@ private:
     AttentionMetadata metadata(const ModelInput& in, const int32_t* block_tables, int max_seq_len) const;
     // Every op of the forward pass, from the uploaded inputs to the logits (and sampled ids).
     void forward(const AttentionMetadata& meta, int num_logits, bool sample);
+    // The final norm and lm_head (and soft-capping) of the n hidden rows that d_logits_idx_ names,
+    // into logits_ [n, vocab]; n <= max_num_logits_.
+    void project_rows(int n);
     // The capture size that runs this step as a graph, or 0 to run it op by op.
     int graph_batch_size(const ModelInput& in) const;
     void run_graph(const ModelInput& in, int batch);
@@ -146,6 +154,7 @@ private:
     SamplingRow* d_sampling_rows_ = nullptr;  // [S]
     int32_t* d_sampled_ = nullptr;            // [S]
     std::vector<float> logits_host_;
+    std::vector<float> prompt_logits_host_;  // [S, vocab], allocated at the first prompt_logprobs step
     std::vector<int32_t> sampled_host_;
     InputBatch input_batch_;
     ModelInput step_input_;  // reused: a step allocates nothing

@@ -68,7 +68,8 @@ void ContinuousScheduler::schedule_waiting(SchedulerOutput& out, int& budget) {
     while (!waiting_.empty() && budget > 0 && static_cast<int>(running_.size()) < config_.max_num_seqs) {
         Request* r = waiting_.front();
         ComputedBlocks hits;
-        if (kv_.enable_caching()) hits = kv_.get_computed_blocks(*r);
+        // A request with prompt_logprobs takes no hits (as in vLLM): it needs the logits of every position.
+        if (kv_.enable_caching() && !r->sampling_params.prompt_logprobs) hits = kv_.get_computed_blocks(*r);
         const int cached = hits.num_computed_tokens;
         int n = std::min(r->num_tokens() - cached, budget);
         if (n > 1 && waiting_.size() > 1) n = std::min(n, config_.prefill_chunk_cap());

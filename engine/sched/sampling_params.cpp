@@ -25,6 +25,8 @@ void SamplingParams::validate() const {
     if (n < 1 || n > 64) bad("n must be in [1, 64], got " + std::to_string(n));
     if (logprobs && (*logprobs < 0 || *logprobs > kMaxLogprobs))
         bad("logprobs must be in [0, " + std::to_string(kMaxLogprobs) + "], got " + std::to_string(*logprobs));
+    if (prompt_logprobs && (*prompt_logprobs < 0 || *prompt_logprobs > kMaxLogprobs))
+        bad("prompt_logprobs must be in [0, " + std::to_string(kMaxLogprobs) + "], got " + std::to_string(*prompt_logprobs));
     for (const auto& s : stop)
         if (s.empty()) bad("stop strings must not be empty");
     for (const auto& [id, bias] : logit_bias)

@@ -30,6 +30,10 @@ struct SamplingParams {
     // Log-probabilities of each generated token and of its `logprobs` most likely alternatives (0: the
     // token's own only; unset: none), from the raw logits (runner/logprobs.h).
     std::optional<int> logprobs;
+    // vLLM's prompt_logprobs: for each prompt token after the first, its log-probability given the tokens
+    // before it and the `prompt_logprobs` most likely alternatives there (unset: none). Such a request
+    // takes no prefix-cache hits: the logits of cached positions are never computed.
+    std::optional<int> prompt_logprobs;
 
     // Throws BadInput naming the field and value.
     void validate() const;

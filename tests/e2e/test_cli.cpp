@@ -7,6 +7,7 @@
 #include <QProcess>
 #include <QTemporaryDir>
 #include <nlohmann/json.hpp>
+#include <cmath>
 
 using namespace kvscope;
 using nlohmann::json;
@@ -116,6 +117,48 @@ private slots:
         QCOMPARE(lines[0]["logprobs"], lines[1]["logprobs"]);
         QCOMPARE(lines[0]["output_token_ids"].get<std::vector<int32_t>>(),
                  std::vector<int32_t>(c["continuation_ids"].begin(), c["continuation_ids"].begin() + 20));
+    }
+
+    // --prompt-logprobs K: "prompt_logprobs" [null, [[id, logprob] x K], ...] and "prompt_token_logprobs"
+    // [null, logprob, ...], one entry per prompt token; the same values when the prompt runs in 8-token
+    // chunks with the prefix cache on and two equal prompts (it takes no hits).
+    void generatePromptLogprobs() {
+        const QString gguf = models() + "/stories260K-f32.gguf";
+        const json expected = json::parse(read_file(models() + "/expected.json").toStdString());
+        const auto& c = expected["cases"][1];
+        std::vector<int32_t> prompt = c["prompt_ids"].get<std::vector<int32_t>>();
+        prompt.insert(prompt.end(), c["continuation_ids"].begin(), c["continuation_ids"].begin() + 30);
+        QStringList ids;
+        for (int32_t id : prompt) ids << QString::number(id);
+        const QStringList common = {"generate", "--model", gguf, "--temperature", "0", "--max-tokens", "2", "--json",
+                                    "--prompt-logprobs", "3", "--prompt-ids", ids.join(',')};
+        const Run whole = cli(common);
+        QVERIFY2(whole.code == 0, qPrintable(whole.err));
+        const Run chunked = cli(common + QStringList{"--prompt-ids", ids.join(','), "--max-num-batched-tokens", "8",
+                                                    "--enable-prefix-caching", "--max-num-seqs", "1"});
+        QVERIFY2(chunked.code == 0, qPrintable(chunked.err));
+        const json w = json_lines(whole.out)[0];
+        QCOMPARE(w["prompt_logprobs"].size(), prompt.size());
+        QCOMPARE(w["prompt_token_logprobs"].size(), prompt.size());
+        QVERIFY(w["prompt_logprobs"][0].is_null());
+        QVERIFY(w["prompt_token_logprobs"][0].is_null());
+        QVERIFY(!w.contains("logprobs"));  // only what was asked for
+        // The continuation was greedy: from the case's prompt on, each token is its context's best.
+        for (size_t j = c["prompt_ids"].size(); j < prompt.size(); ++j) {
+            const json& row = w["prompt_logprobs"][j];
+            QCOMPARE(row.size(), size_t(3));
+            QCOMPARE(row[0][0].get<int32_t>(), prompt[j]);
+            QCOMPARE(row[0][1].get<double>(), w["prompt_token_logprobs"][j].get<double>());
+        }
+        for (const json& l : json_lines(chunked.out)) {
+            if (l.contains("summary")) continue;
+            QCOMPARE(l["num_cached_tokens"].get<int>(), 0);
+            for (size_t j = 1; j < prompt.size(); ++j)
+                for (size_t k = 0; k < 3; ++k) {
+                    QCOMPARE(l["prompt_logprobs"][j][k][0], w["prompt_logprobs"][j][k][0]);
+                    QVERIFY(std::fabs(l["prompt_logprobs"][j][k][1].get<double>() - w["prompt_logprobs"][j][k][1].get<double>()) < 1e-5);
+                }
+        }
     }
 
     void info() {
@@ -347,6 +390,10 @@ private slots:
                                          << QStringList{"--prompt-ids", "'' is not a token id"};
         QTest::newRow("logprobs out of range") << generate + QStringList{"--logprobs", "21"}
                                                << QStringList{"--logprobs", "0..20"};
+        QTest::newRow("prompt logprobs negative") << generate + QStringList{"--prompt-logprobs", "-2"}
+                                                  << QStringList{"--prompt-logprobs", "-1..20"};
+        QTest::newRow("prompt logprobs out of range") << generate + QStringList{"--prompt-logprobs", "21"}
+                                                      << QStringList{"--prompt-logprobs", "-1..20"};
     }
     void badFlags() {
         QFETCH(QStringList, args);

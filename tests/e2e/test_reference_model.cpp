@@ -162,6 +162,107 @@ private slots:
         QVERIFY(compared > 100);
     }
 
+    // Prompt log-probabilities (vLLM's prompt_logprobs): each prompt is a reference prompt followed by
+    // part of run.c's continuation, so that every prompt token after the reference prompt has run.c's raw
+    // logits row before it. The values must not depend on how the prompt is computed: in one step, in
+    // chunks of 16 tokens, with the same prompts in the prefix cache (a request with prompt_logprobs takes
+    // no hits: the logits of cached positions are never computed), or preempted and recomputed (the prompt
+    // logprobs come exactly once, with the first token, and are not recomputed).
+    void promptLogprobsMatchRunC_data() {
+        QTest::addColumn<QString>("mode");
+        for (const char* m : {"whole", "chunked", "prefix-cache", "preemption"}) QTest::newRow(m) << QString(m);
+    }
+    void promptLogprobsMatchRunC() {
+        QFETCH(QString, mode);
+        auto model = test::load_stories("gguf");
+        const std::string dir = test::models_dir() + "/reference_logits";
+        const json index = test::read_json(dir + "/index.json");
+        EngineConfig config;
+        config.block_size = 16;
+        config.scheduler.max_model_len = 512;
+        config.num_threads = 2;
+        config.check_invariants = true;
+        config.scheduler.max_num_seqs = 8;  // 8 logits rows: each step's prompt rows go through in many pieces
+        // preemption: 24 blocks of 16 tokens for four requests that grow to 10 blocks each.
+        const int num_continued = mode == "preemption" ? 100 : 150;  // reference tokens appended to the prompt
+        const int max_tokens = mode == "preemption" ? 60 : 1;
+        if (mode == "chunked") config.scheduler.max_num_batched_tokens = 16;
+        if (mode == "prefix-cache") config.scheduler.enable_prefix_caching = true;
+        if (mode == "preemption") config.num_blocks = 24;
+        LlmEngine engine(model, config);
+        std::vector<std::vector<int32_t>> prompts;
+        std::vector<std::vector<float>> refs;
+        for (const auto& entry : index) {
+            auto prompt = entry["prompt_ids"].get<std::vector<int32_t>>();
+            const auto gen = entry["generated_ids"].get<std::vector<int32_t>>();
+            prompt.insert(prompt.end(), gen.begin(), gen.begin() + num_continued);
+            prompts.push_back(std::move(prompt));
+            std::vector<float> ref(gen.size() * 512);
+            std::ifstream f(dir + "/" + entry["file"].get<std::string>(), std::ios::binary);
+            f.read(reinterpret_cast<char*>(ref.data()), static_cast<std::streamsize>(ref.size() * 4));
+            QVERIFY(f.good());
+            refs.push_back(std::move(ref));
+        }
+        SamplingParams p;
+        p.temperature = 0;
+        p.max_tokens = max_tokens;
+        if (mode == "prefix-cache") {  // the same prompts first, without prompt logprobs: their blocks stay cached
+            for (const auto& prompt : prompts) engine.add_request({"", prompt, p, 0, ""});
+            while (engine.has_unfinished_requests()) engine.step();
+        }
+        p.prompt_logprobs = 5;
+        std::vector<std::string> ids;
+        for (const auto& prompt : prompts) ids.push_back(engine.add_request({"", prompt, p, 0, ""}).front());
+        std::map<std::string, std::vector<std::vector<TokenLogprobs>>> got;  // every prompt_logprobs that came
+        std::map<std::string, size_t> outputs_before;  // outputs of the request before its prompt logprobs came
+        std::map<std::string, size_t> num_outputs;
+        while (engine.has_unfinished_requests())
+            for (auto& o : engine.step()) {
+                if (o.prompt_logprobs) {
+                    outputs_before[o.request_id] = num_outputs[o.request_id];
+                    got[o.request_id].push_back(std::move(*o.prompt_logprobs));
+                }
+                ++num_outputs[o.request_id];
+            }
+        int compared = 0, preempted_after_first_token = 0;
+        for (size_t r = 0; r < ids.size(); ++r) {
+            const RequestMetrics m = *engine.request_metrics(ids[r]);
+            QCOMPARE(m.num_cached_tokens, 0);
+            for (double t : m.preemption_times) preempted_after_first_token += !m.token_times.empty() && t > m.token_times.front();
+            QCOMPARE(got[ids[r]].size(), size_t(1));  // once, never again after a recompute
+            QCOMPARE(outputs_before[ids[r]], size_t(0));  // with the first token
+            const auto& lps = got[ids[r]].front();
+            const auto& prompt = prompts[r];
+            QCOMPARE(lps.size(), prompt.size() - 1);  // none for the first token
+            const size_t first = index[r]["prompt_ids"].size();  // prompt[first] is scored by run.c's row 0
+            const auto gen = index[r]["generated_ids"].get<std::vector<int32_t>>();
+            QCOMPARE(engine.request_output_token_ids(ids[r]),
+                     std::vector<int32_t>(gen.begin() + num_continued, gen.begin() + num_continued + max_tokens));
+            for (size_t j = first; j < prompt.size(); ++j) {
+                const TokenLogprobs& l = lps[j - 1];
+                const float* row = refs[r].data() + (j - first) * 512;
+                double mx = *std::max_element(row, row + 512), sum = 0;
+                for (int i = 0; i < 512; ++i) sum += std::exp(row[i] - mx);
+                auto ref_lp = [&](int32_t id) { return row[id] - mx - std::log(sum); };
+                QCOMPARE(l.token_id, prompt[j]);
+                QVERIFY2(std::fabs(l.logprob - ref_lp(prompt[j])) < 1e-4, "prompt token's logprob");
+                QCOMPARE(l.top.size(), size_t(5));
+                QCOMPARE(l.top.front().first, prompt[j]);  // run.c's greedy choice was this token
+                for (const auto& [id, lp] : l.top) QVERIFY2(std::fabs(lp - ref_lp(id)) < 1e-4, "top-5 logprob");
+                ++compared;
+            }
+        }
+        QCOMPARE(compared, 4 * num_continued);
+        if (mode == "prefix-cache") {  // the cache did hold the prompts: a request without prompt logprobs hits
+            SamplingParams plain = p;
+            plain.prompt_logprobs.reset();
+            const std::string id = engine.add_request({"", prompts[0], plain, 0, ""}).front();
+            while (engine.has_unfinished_requests()) engine.step();
+            QVERIFY(engine.request_metrics(id)->num_cached_tokens >= 16 * 9);
+        }
+        if (mode == "preemption") QVERIFY2(preempted_after_first_token > 0, "no request was preempted after its first token");
+    }
+
     // A half-precision KV cache (--kv-cache-dtype float16 / bfloat16) rounds every cached K and V value:
     // the logits move off run.c's by about that rounding, not more, and the greedy token stays the same
     // where run.c's top two logits are clearly apart. The error must also be above zero: the cache

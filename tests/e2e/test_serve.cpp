@@ -266,6 +266,104 @@ private slots:
         QCOMPARE(json::parse(r.body.toStdString())["error"]["param"].get<std::string>(), std::string("logprobs"));
     }
 
+    // Completions' prompt_logprobs (vLLM's extension) and echo with logprobs (OpenAI's legacy): the
+    // engine's own prompt logprobs (runner/input_batch.h), null for the first prompt token; the echoed
+    // text is the prompt's, each text_offset where its token's text begins; streamed in the first chunk.
+    void promptLogprobsAndEcho() {
+        const std::string prompt = "Once upon a time";
+        std::shared_ptr<const Model> model = load_model(model_path().toStdString());
+        const std::vector<int32_t> ids = model->tokenizer.encode(prompt, true);
+        SamplingParams params;
+        params.temperature = 0;
+        params.max_tokens = 3;
+        params.prompt_logprobs = 2;
+        params.logprobs = 2;
+        std::vector<TokenLogprobs> want, want_out;
+        std::string out_text;
+        for (RequestOutput& o : engine_alone(*model, ids, params)) {
+            if (o.prompt_logprobs) want = *o.prompt_logprobs;
+            want_out.insert(want_out.end(), o.logprobs.begin(), o.logprobs.end());
+            out_text += o.text_delta;
+        }
+        QCOMPARE(want.size(), ids.size() - 1);
+        auto near = [](const json& v, float x) { return std::fabs(v.get<double>() - x) < 1e-5; };
+
+        const Reply c = post(port_, "/v1/completions",
+                             {{"prompt", prompt}, {"max_tokens", 3}, {"temperature", 0}, {"prompt_logprobs", 2}});
+        QVERIFY2(c.status == 200, c.body.constData());
+        const json plp = json::parse(c.body.toStdString())["choices"][0]["prompt_logprobs"];
+        QCOMPARE(plp.size(), ids.size());
+        QVERIFY(plp[0].is_null());
+        for (size_t j = 1; j < ids.size(); ++j) {
+            const TokenLogprobs& l = want[j - 1];
+            const json& own = plp[j][std::to_string(ids[j])];
+            QVERIFY(near(own["logprob"], l.logprob));
+            QCOMPARE(own["rank"].get<int>(), l.rank);
+            QCOMPARE(own["decoded_token"].get<std::string>(), model->tokenizer.token_to_bytes(ids[j]));
+            for (size_t k = 0; k < 2; ++k) {
+                const json& e = plp[j][std::to_string(l.top[k].first)];
+                QVERIFY(near(e["logprob"], l.top[k].second));
+                QCOMPARE(e["rank"].get<int>(), int(k) + 1);
+            }
+            QVERIFY(plp[j].size() <= 3);  // the two best and the prompt token (one of them or not)
+        }
+
+        // echo with logprobs, whole and streamed: the same text and the same lists.
+        for (bool stream : {false, true}) {
+            const json body = {{"prompt", prompt}, {"max_tokens", 3}, {"temperature", 0}, {"echo", true},
+                               {"logprobs", 2}, {"stream", stream}};
+            const Reply e = post(port_, "/v1/completions", body);
+            QVERIFY2(e.status == 200, e.body.constData());
+            std::string text;
+            json lp = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()},
+                       {"text_offset", json::array()}};
+            if (stream) {
+                for (const QByteArray& ev : sse_events(e.body)) {
+                    if (ev == "[DONE]") continue;
+                    const json choice = json::parse(ev.toStdString())["choices"][0];
+                    text += choice["text"].get<std::string>();
+                    if (!choice["logprobs"].is_null())
+                        for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
+                            for (const json& v : choice["logprobs"][key]) lp[key].push_back(v);
+                }
+            } else {
+                const json choice = json::parse(e.body.toStdString())["choices"][0];
+                text = choice["text"].get<std::string>();
+                lp = choice["logprobs"];
+            }
+            QCOMPARE(text, prompt + out_text);
+            QCOMPARE(lp["tokens"].size(), ids.size() + 3);
+            QVERIFY(lp["token_logprobs"][0].is_null());
+            QVERIFY(lp["top_logprobs"][0].is_null());
+            for (size_t t = 1; t < ids.size() + 3; ++t) {
+                const TokenLogprobs& l = t < ids.size() ? want[t - 1] : want_out[t - ids.size()];
+                QCOMPARE(lp["tokens"][t].get<std::string>(), model->tokenizer.token_to_bytes(l.token_id));
+                QVERIFY(near(lp["token_logprobs"][t], l.logprob));
+                QCOMPARE(lp["top_logprobs"][t].size(), size_t(2));
+            }
+            // Offsets point into the echoed text: the prompt's words start where the text has them.
+            QCOMPARE(lp["text_offset"][1].get<size_t>(), size_t(0));  // after BOS, which has no text
+            QCOMPARE(text.substr(lp["text_offset"][2].get<size_t>(), 5), std::string(" upon"));
+            QCOMPARE(lp["text_offset"][ids.size()].get<size_t>(), prompt.size());  // the first generated token
+        }
+
+        // echo without logprobs: the text only.
+        const Reply e = post(port_, "/v1/completions", {{"prompt", prompt}, {"max_tokens", 3}, {"temperature", 0}, {"echo", true}});
+        QCOMPARE(json::parse(e.body.toStdString())["choices"][0]["text"].get<std::string>(), prompt + out_text);
+
+        // Bad values: 400 naming the field; -1 is off.
+        for (const json& bad : {json(-2), json(21), json("2")}) {
+            const Reply r = post(port_, "/v1/completions", {{"prompt", "hi"}, {"prompt_logprobs", bad}});
+            QCOMPARE(r.status, 400);
+            QCOMPARE(json::parse(r.body.toStdString())["error"]["param"].get<std::string>(), std::string("prompt_logprobs"));
+        }
+        const Reply off = post(port_, "/v1/completions", {{"prompt", "hi"}, {"prompt_logprobs", -1}, {"max_tokens", 1}});
+        QCOMPARE(off.status, 200);
+        QVERIFY(!json::parse(off.body.toStdString())["choices"][0].contains("prompt_logprobs"));
+        const json chat = {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}, {"prompt_logprobs", 1}};
+        QCOMPARE(post(port_, "/v1/chat/completions", chat).status, 400);
+    }
+
     void metricsArePrometheusText() {
         const Reply r = http(port_, "GET", "/metrics");
         QCOMPARE(r.status, 200);

@@ -52,6 +52,12 @@ private slots:
         QVERIFY_THROWS_EXCEPTION(BadInput, p.validate());
         p.logprobs = 20;
         p.validate();
+        p.prompt_logprobs = 21;
+        QVERIFY_THROWS_EXCEPTION(BadInput, p.validate());
+        p.prompt_logprobs = -1;  // the CLI's and the server's "off" never reaches the engine as a value
+        QVERIFY_THROWS_EXCEPTION(BadInput, p.validate());
+        p.prompt_logprobs = 0;
+        p.validate();
     }
 
     // A logit bias forces a token the model thinks unlikely, under temperature and a repetition penalty:
