@@ -39,8 +39,8 @@ inline const std::vector<XcheckModel>& xcheck_models() {
         // Gemma 2's embedding is its lm_head (llama.cpp knows no other): F16, as the others' lm_head. Its
         // layers carry most of the residual stream (see xcheck_shape) and renormalize every sublayer's
         // output, so llama.cpp's 8-bit rounding of activations shows in full: the 8-bit types sit where
-        // the inputs are normalized (q/k: Q8_0, gate/up: Q4_K), not before v, o and down (1.6e-2 from
-        // exact this way, 3.2e-2 with the others' roles).
+        // the inputs are normalized (q/k: Q8_0, gate/up: Q4_K), not before v, o and down (1.2e-2 from
+        // exact this way, about 3e-2 with the others' roles).
         {"gemma2-f16-q8_0-q4_k", "gemma2", DType::F16, DType::Q8_0, DType::F16, DType::Q4_K, DType::F16},
         {"gemma3-q8_0-f16-q4_k", "gemma3", DType::Q8_0, DType::F16, DType::Q8_0, DType::Q4_K, DType::Q4_K},
         // The HF-directory twins.
@@ -77,8 +77,9 @@ inline RandomModelShape xcheck_shape(const XcheckModel& m) {
         // Two layers, windowed then global (Gemma 2's alternation; Gemma 3's files name the period, 2, in
         // attention.sliding_window_pattern, which llama.cpp reads), and a window of 8 that the 24
         // positions run well past. Gemma multiplies the embedding by sqrt(hidden) and renormalizes each
-        // sublayer's output (about 1 each), so the embedding's scale alone sets the layers' share.
-        s.layers = 2, s.sliding_window = 8, s.sliding_pattern = 2;
+        // sublayer's output (about 1 each), so the embedding's scale alone sets the layers' share. Two
+        // heads and one KV head keep the pair of files near 2 MB.
+        s.layers = 2, s.sliding_window = 8, s.sliding_pattern = 2, s.heads = 2, s.kv_heads = 1;
         if (arch == "gemma2") {
             // Tied: logits of spread about 1.3 and the current token's near 11, soft-capped to 4; scores
             // of spread about 0.6 capped at 1.
