@@ -21,7 +21,7 @@ struct XcheckModel {
     DType embedding, attn_qk, attn_vo, ffn_in, ffn_down;
     // An HF-directory twin: every matrix F16, so a safetensors file holds exactly the GGUF file's values;
     // the test writes the directory from the same seed and compares it with the same llama.cpp figures.
-    // The twins are smaller (hidden 128, tied embeddings) to keep the committed data small.
+    // The twins are smaller (hidden 128; tied embeddings except Gemma 3's) to keep the committed data small.
     bool hf_twin = false;
 };
 
@@ -53,7 +53,7 @@ inline const std::vector<XcheckModel>& xcheck_models() {
     return models;
 }
 
-// One layer of the real layout, with every row length a multiple of 256 (the K-quants' block) and the
+// One layer (two for Gemma) of the real layout, with every row length a multiple of 256 (the K-quants' block) and the
 // stories260K vocabulary (512 tokens, so llama.cpp loads the tokenizer).
 // The scales are chosen for a comparison of two engines that round activations differently: llama.cpp
 // quantizes a matmul's input to 8 bits (Q8_0 per 32, Q8_K per 256 for the K-quants, F16 / BF16 for those
@@ -71,8 +71,9 @@ inline RandomModelShape xcheck_shape(const XcheckModel& m) {
     s.context = 1024;
     s.embedding_std = 4.0f, s.weight_std = 0.05f, s.output_std = 0.125f;
     // Tied random embeddings predict the current token: its own logit is about sqrt(hidden) standard
-    // deviations of the others times the embedding's share of the residual stream. Untied where the
-    // architecture allows; where it does not (Gemma 2), the final soft-cap bounds that logit.
+    // deviations of the others times the embedding's share of the residual stream. So a tied model here
+    // either lets the layers carry most of the stream (the all-F16 twins, whose rounding is small) or, as
+    // Gemma 2 must be tied in llama.cpp, has its final soft-cap bound that logit.
     if (s.gemma()) {
         // Two layers, windowed then global (Gemma 2's alternation; Gemma 3's files name the period, 2, in
         // attention.sliding_window_pattern, which llama.cpp reads), and a window of 8 that the 24
@@ -87,7 +88,7 @@ inline RandomModelShape xcheck_shape(const XcheckModel& m) {
             s.embedding_std = s.output_std = 0.08f;
             s.attn_softcap = 1.0f;
             s.final_softcap = 4.0f;
-        } else {  // the layers add about a fifth; Gemma 3's global base and linear factor, its local base
+        } else {  // the layers add about an eighth; Gemma 3's global base and linear factor, its local base
             s.embedding_std = 1.0f, s.output_std = 0.1f;
             s.rope_theta = 1000000.0f;
             s.rope_local_theta = 10000.0f;
@@ -106,7 +107,7 @@ inline RandomModelShape xcheck_shape(const XcheckModel& m) {
         } else if (arch == "gemma2") {  // scores of spread about 0.3 here
             s.embedding_std = s.output_std = 0.11f;
             s.attn_softcap = 0.5f;
-        } else {
+        } else {  // untied: the embedding about 4 of the stream's 4.5, the logits' spread about 2
             s.embedding_std = 0.35f, s.output_std = 0.18f;
         }
     }
