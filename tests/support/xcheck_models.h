@@ -25,6 +25,9 @@ struct XcheckModel {
     bool hf_twin = false;
 };
 
+// The seed of every file's weights (the committed files were written with it).
+inline constexpr uint64_t kXcheckSeed = 18;
+
 inline const std::vector<XcheckModel>& xcheck_models() {
     static const std::vector<XcheckModel> models = {
         // Every type on llama.
@@ -132,7 +135,7 @@ inline DType xcheck_matrix_type(const XcheckModel& m, const std::string& gguf_na
     return m.ffn_in;
 }
 
-inline void write_xcheck_model(const XcheckModel& m, const std::string& path, uint64_t seed = 18) {
+inline void write_xcheck_model(const XcheckModel& m, const std::string& path, uint64_t seed = kXcheckSeed) {
     // A name without the architecture in it: llama.cpp patches the vocabulary of a model named "phi3" and
     // expects Phi-3's own special tokens there, which the stories260K vocabulary does not have.
     auto rename = [](GgufWriter& w) { w.set_string("general.name", "kvscope-xcheck"); };
@@ -142,7 +145,7 @@ inline void write_xcheck_model(const XcheckModel& m, const std::string& path, ui
 
 // The HF directory (config.json, F16 model.safetensors, tokenizer files) of a twin: the same seed, so the
 // same values as its GGUF file, in HF's layout (rotate-half q/k rows, Gemma's norms as w).
-inline void write_xcheck_hf(const XcheckModel& m, const std::string& dir, uint64_t seed = 18) {
+inline void write_xcheck_hf(const XcheckModel& m, const std::string& dir, uint64_t seed = kXcheckSeed) {
     write_random_hf(dir, xcheck_shape(m), seed, DType::F16);
 }
 
