@@ -5,9 +5,13 @@
 // teacher-forced (one near-tie cannot derail the rest), as one prefill and as a prefill plus one decode
 // step per token, and must give the same greedy token wherever llama.cpp's top-2 gap exceeds 1e-3, and
 // the top-5 log-probabilities within 2e-2.
+// The HF-directory twins (every matrix F16) are also loaded from the Hugging Face directory that the
+// generator writes from the same seed (config.json, model.safetensors, tokenizer files; never committed,
+// written here) and compared with the same figures: the two loaders must agree with llama.cpp alike.
 // KVSCOPE_XCHECK_REFS=DIR adds every DIR/*.json of the same form (its "model" an absolute path or one
 // relative to DIR): the side-by-side check on larger files that are not committed.
 #include "dequantized_twin.h"
+#include "naive_forward.h"
 #include "prefill_logits.h"
 #include "xcheck_models.h"
 
@@ -15,6 +19,7 @@
 #include "runner/logprobs.h"
 
 #include <QDir>
+#include <QTemporaryDir>
 #include <cmath>
 #include <cstring>
 
@@ -94,19 +99,38 @@ private slots:
 
     void sameFiles_data() {
         QTest::addColumn<QString>("ref_path");
-        for (const auto& m : test::xcheck_models())
-            QTest::newRow(m.name.c_str()) << QString::fromStdString(refs_dir() + "/" + m.name + ".json");
+        QTest::addColumn<int>("hf_twin");  // index into xcheck_models() of the twin to load as HF, or -1
+        const auto& models = test::xcheck_models();
+        for (size_t i = 0; i < models.size(); ++i) {
+            const QString ref = QString::fromStdString(refs_dir() + "/" + models[i].name + ".json");
+            QTest::newRow(models[i].name.c_str()) << ref << -1;
+            if (models[i].hf_twin) QTest::newRow((models[i].name + " as HF directory").c_str()) << ref << static_cast<int>(i);
+        }
         if (const char* extra = std::getenv("KVSCOPE_XCHECK_REFS"); extra && *extra) {
             const QDir dir(extra);
             for (const QString& f : dir.entryList({"*.json"}, QDir::Files, QDir::Name))
-                QTest::newRow(qPrintable("extra/" + f)) << dir.filePath(f);
+                QTest::newRow(qPrintable("extra/" + f)) << dir.filePath(f) << -1;
         }
     }
     void sameFiles() {
         QFETCH(QString, ref_path);
+        QFETCH(int, hf_twin);
         const nlohmann::json ref = test::read_json(ref_path);
-        const QString model_path = QFileInfo(ref_path).dir().filePath(QString::fromStdString(ref["model"]));
+        QString model_path = QFileInfo(ref_path).dir().filePath(QString::fromStdString(ref["model"]));
+        QTemporaryDir tmp;
+        if (hf_twin >= 0) {
+            // The same seed writes the same values: the GGUF file written again here must be the committed
+            // one byte for byte (else the directory would not hold what llama.cpp ran), then the directory.
+            const test::XcheckModel& m = test::xcheck_models()[hf_twin];
+            const QString again = tmp.filePath("again.gguf");
+            test::write_xcheck_model(m, again.toStdString());
+            QVERIFY2(test::read_all(again.toStdString()) == test::read_all(model_path.toStdString()),
+                     "the generator no longer writes the committed file: remake the files and their figures together");
+            model_path = tmp.filePath(QString::fromStdString(m.name));
+            test::write_xcheck_hf(m, model_path.toStdString());
+        }
         const auto model = load_model(model_path.toStdString());
+        QCOMPARE(model->format, std::string(hf_twin >= 0 ? "hf" : "gguf"));
         std::vector<int32_t> tokens = ref["prompt_ids"].get<std::vector<int32_t>>();
         const int first = static_cast<int>(tokens.size()) - 1;
         const auto out = ref["output_ids"].get<std::vector<int32_t>>();
@@ -141,6 +165,42 @@ private slots:
         }
     }
 
+    // A third opinion on the twins, shared with neither engine: the plain double forward pass of HF's
+    // modeling code (support/naive_forward.h) over the same values (the matrices rounded to F16 as the
+    // files hold them). llama.cpp's figures match it as they match kvscope, so where all three agree the
+    // Gemma, Qwen3 and Phi-3 semantics are HF's, not a convention the two engines happen to share.
+    void twinsMatchExactForward_data() {
+        QTest::addColumn<int>("index");
+        const auto& models = test::xcheck_models();
+        for (size_t i = 0; i < models.size(); ++i)
+            if (models[i].hf_twin) QTest::newRow(models[i].name.c_str()) << static_cast<int>(i);
+    }
+    void twinsMatchExactForward() {
+        QFETCH(int, index);
+        const test::XcheckModel& m = test::xcheck_models()[index];
+        const nlohmann::json ref = test::read_json(refs_dir() + "/" + m.name + ".json");
+        const test::RandomModelShape s = test::xcheck_shape(m);
+        std::vector<test::RandomTensor> tensors = test::random_tensors(s, test::kXcheckSeed);
+        for (test::RandomTensor& t : tensors)
+            if (t.shape.size() == 2) {  // F16 in both files; norms and factors stay F32
+                const std::vector<uint8_t> f16 = test::encode(t.values, t.shape[1], DType::F16);
+                for (int64_t r = 0; r < t.shape[0]; ++r)
+                    cpu::dequantize_row(DType::F16, f16.data() + r * dtype_row_bytes(DType::F16, t.shape[1]),
+                                        t.values.data() + r * t.shape[1], t.shape[1]);
+            }
+        std::vector<int32_t> tokens = ref["prompt_ids"].get<std::vector<int32_t>>();
+        const size_t first = tokens.size() - 1;
+        const auto out = ref["output_ids"].get<std::vector<int32_t>>();
+        tokens.insert(tokens.end(), out.begin(), out.end() - 1);
+        const std::vector<float> all = test::naive_logits(s, tensors, tokens, 1e-5, s.context);
+        const std::vector<float> rows(all.begin() + first * s.vocab, all.end());
+        const Agreement a = compare(rows, s.vocab, ref);
+        qInfo("%s: llama.cpp vs the double forward pass: greedy agrees at %d/%d, max top-5 |logprob difference| = %.2e",
+              m.name.c_str(), a.agreed, a.decided, a.max_diff);
+        QVERIFY2(a.agreed == a.decided, a.first_disagreement.c_str());
+        QVERIFY2(a.max_diff <= kLogprobTolerance, qPrintable(QString::number(a.max_diff)));
+    }
+
     // The check has teeth: the same comparison, with a dequantizer that reads sub-block 1's scale and
     // min for sub-block 0 and the other way round (a packing slip of the kind a new block type invites)
     // simulated on one Q4_K matrix (gate of qwen3's file), fails by a wide margin. The exact computation
@@ -168,6 +228,49 @@ private slots:
         qInfo("with sub-blocks 0 and 1 swapped: greedy agrees at %d/%d, max top-5 |logprob difference| = %.2e",
               a.agreed, a.decided, a.max_diff);
         QVERIFY(a.max_diff > 5 * kLogprobTolerance);  // measured: 0.23, 12x the tolerance
+    }
+
+    // The Gemma files see Gemma's own features: each one switched off in kvscope alone moves the
+    // log-probabilities past the tolerance, so a loader that dropped a key (a soft-cap, the window, the
+    // local RoPE base, the global layers' factor) would fail sameFiles.
+    void detectsGemmaFeatureOff_data() {
+        QTest::addColumn<QString>("file");
+        QTest::addColumn<QString>("feature");
+        for (const char* f : {"attention soft-cap", "final soft-cap", "sliding window"})
+            QTest::newRow(qPrintable(QString("gemma2, ") + f)) << "gemma2-f16-q8_0-q4_k" << f;
+        for (const char* f : {"sliding window", "local RoPE base", "linear RoPE factor"})
+            QTest::newRow(qPrintable(QString("gemma3, ") + f)) << "gemma3-q8_0-f16-q4_k" << f;
+    }
+    void detectsGemmaFeatureOff() {
+        QFETCH(QString, file);
+        QFETCH(QString, feature);
+        const nlohmann::json ref = test::read_json(refs_dir() + "/" + file.toStdString() + ".json");
+        auto model = load_model(refs_dir() + "/" + file.toStdString() + ".gguf");
+        ModelConfig& c = model->config;
+        if (feature == "attention soft-cap") {
+            QVERIFY(c.attn_logit_softcapping > 0);
+            c.attn_logit_softcapping = 0;
+        } else if (feature == "final soft-cap") {
+            QVERIFY(c.final_logit_softcapping > 0);
+            c.final_logit_softcapping = 0;
+        } else if (feature == "sliding window") {
+            QVERIFY(c.layer_window(0) > 0 && c.layer_window(1) == 0);
+            c.sliding_window = 0;
+        } else if (feature == "local RoPE base") {
+            QVERIFY(c.rope_local_theta > 0 && c.rope_local_theta != c.rope_theta);
+            c.rope_local_theta = c.rope_theta;
+        } else {
+            QCOMPARE(c.rope_scaling.type, std::string("linear"));
+            c.rope_scaling = {};
+        }
+        std::vector<int32_t> tokens = ref["prompt_ids"].get<std::vector<int32_t>>();
+        const int first = static_cast<int>(tokens.size()) - 1;
+        const auto out = ref["output_ids"].get<std::vector<int32_t>>();
+        tokens.insert(tokens.end(), out.begin(), out.end() - 1);
+        const Agreement a = compare(test::prefill_logits(*model, tokens, first), c.vocab_size, ref);
+        qInfo("%s without its %s: greedy agrees at %d/%d, max top-5 |logprob difference| = %.2e", qPrintable(file),
+              qPrintable(feature), a.agreed, a.decided, a.max_diff);
+        QVERIFY(a.max_diff > 2 * kLogprobTolerance);
     }
 };
 

@@ -2,7 +2,8 @@
 // (the table in support/xcheck_models.h: seeded random weights in each architecture's real layout and
 // the weight types named, the stories260K tokenizer) into OUT_DIR, one NAME.gguf each. A test tool, built
 // with the tests and never run by them: tests/data/llamacpp_refs/ holds its output, committed, and
-// llama.cpp's figures computed on exactly those bytes (README.md there says how).
+// llama.cpp's figures computed on exactly those bytes (README.md there says how). The HF directories of
+// the all-F16 twins are not written here: test_llamacpp_xcheck writes them from the same seed.
 #include "xcheck_models.h"
 
 #include <cstdio>
