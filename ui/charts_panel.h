@@ -46,6 +46,7 @@ public:
         QCustomPlot* plot = nullptr;
         bool follow = true;
         bool engineTimeAxis = true;  // x is engine time: rebuild markers are drawn on it
+        bool fromSteps = true;       // drawn from the engine's per-step figures (a remote engine has none)
     };
     const std::vector<Chart>& charts() const { return m_charts; }
     const LatencyHistogramChart& latencyHistogram() const { return *m_histogram; }
@@ -59,6 +60,10 @@ public:
 
     // Every chart says "simulated ..." in its plot while the engine is simulated ("" = a real backend).
     void setSimulationLabel(const QString& label);
+    // While connected to a remote engine, which reports no steps, the step charts say so in the plot
+    // (an export too) instead of standing empty; "" removes the note.
+    void setStepChartsNote(const QString& note);
+    QString stepChartsNote(const QCustomPlot* plot) const;  // "" when the chart has none
 
     int columnCount() const { return m_columns; }
     // As narrow as one column: a scroll area gives the panel its width, and the panel fits its columns.
@@ -113,6 +118,7 @@ private:
         QCPItemText* label;  // owned by the first chart
     };
     std::vector<EventMarker> m_events;
+    std::vector<QCPItemText*> m_notes;  // setStepChartsNote's, one per step chart, owned by its plot
 };
 
 }  // namespace kvscope::ui

@@ -115,6 +115,7 @@ MainWindow::MainWindow(QWidget* parent)
         setWindowTitle(s.simulationLabel.isEmpty() ? QString("kvscope - %1").arg(s.name)
                                                    : QString("kvscope - %1 (%2)").arg(s.name, s.simulationLabel));
         m_charts->setSimulationLabel(s.simulationLabel);
+        m_charts->setStepChartsNote({});
         emit modelReady();
     });
     connect(m_controller, &EngineController::modelLoadFailed, this, [this](const QString& spec, const QString& message) {
@@ -139,6 +140,7 @@ MainWindow::MainWindow(QWidget* parent)
         setWindowTitle(QString("kvscope - %1").arg(t.label()));
         m_tuning->setEnabled(false);
         m_charts->setSimulationLabel({});
+        m_charts->setStepChartsNote(tr("Not reported by a remote engine:\nit publishes no per-step figures\n(its /metrics: the chart above)"));
         m_remoteView->setTarget(t);
         m_blockMap->setVisible(false);
         m_remoteView->setVisible(true);
