@@ -1,7 +1,8 @@
 // ChartsPanel: the live QCustomPlot charts of a session (GUI thread): batch occupancy, tokens per
 // step, KV usage and waste, memory, throughput, per-request latency (scatter and histogram) and the
 // request timeline (one swimlane per request). Fed incrementally from SessionData; replotted by a
-// 33 ms timer with rpQueuedReplot, so data may arrive at any rate.
+// 33 ms timer with rpQueuedReplot, so data may arrive at any rate; a chart out of view (the other tab,
+// scrolled away) is replotted when it is next painted instead.
 // Rebuild events (drain-and-rebuild) are vertical markers on every time chart, labelled on the first
 // without overlap and named on hover.
 // Zoom and pan with the mouse; double-click returns a chart to following the live edge.
@@ -75,6 +76,7 @@ public slots:
 
 protected:
     void resizeEvent(QResizeEvent* event) override;
+    bool eventFilter(QObject* watched, QEvent* event) override;
 
 private:
     void arrangeCharts(int columns);
@@ -118,6 +120,7 @@ private:
         QCPItemText* label;  // owned by the first chart
     };
     std::vector<EventMarker> m_events;
+    std::set<QCustomPlot*> m_stalePlots;  // out of view at the last refresh: replotted when next painted
     std::vector<QCPItemText*> m_notes;  // setStepChartsNote's, one per step chart, owned by its plot
 };
 

@@ -3,7 +3,7 @@
 // block_size, max_num_seqs and the cache dtype mid-run, then loads the real tiny model. Every event the
 // GUI thread delivers is timed (the application's notify), so a stall is printed with its receiver.
 // Speed is not asserted (no timed assertions): the checks are structural. Each chart replots at most once
-// per engine update; no pane, transcript or chart is resized by the engine's updates (a label whose text
+// per engine update, and not at all while out of view (the benchmark tab in front); no pane, transcript or chart is resized by the engine's updates (a label whose text
 // changed its size hint relaid them all out); no QSettings file is written during the session. The
 // StallMonitor's maximum per phase and the slowest events are printed.
 #include "block_map_widget.h"
@@ -19,6 +19,7 @@
 #include <QDateTime>
 #include <QFileInfo>
 #include <QSettings>
+#include <QTabWidget>
 #include <QElapsedTimer>
 #include <QEventLoop>
 #include <QSignalSpy>
@@ -149,7 +150,23 @@ private slots:
             QVERIFY(applied.count() > 0);
         };
         rebuild("rebuild block_size 32", [](EngineConfig& e) { e.block_size = 32; });
-        rebuild("max_num_seqs 2", [](EngineConfig& e) { e.scheduler.max_num_seqs = 2; });
+        // With the benchmark tab in front the charts are out of view: none replots, and each replots once
+        // it is shown again.
+        auto* tabs = window.findChild<QTabWidget*>();
+        QVERIFY(tabs);
+        tabs->setCurrentIndex(1);
+        spin(100);
+        const auto replotsBefore = replots;
+        const int updatesBefore = updates;
+        rebuild("max_num_seqs 2 (charts out of view)", [](EngineConfig& e) { e.scheduler.max_num_seqs = 2; });
+        QVERIFY(updates > updatesBefore);
+        QVERIFY2(replots == replotsBefore, "a chart out of view replotted");
+        tabs->setCurrentIndex(0);
+        spin(200);
+        for (const auto& c : window.chartsPanel()->charts())
+            if (!c.plot->visibleRegion().isEmpty())
+                QVERIFY2(replots[c.name] > replotsBefore.at(c.name), qPrintable(c.name + " did not replot when shown"));
+        resizeCounter.resizes.clear();  // the tab switch laid the charts out; the engine's updates must not
         rebuild("rebuild kv dtype f16", [](EngineConfig& e) { e.kv_cache_dtype = "f16"; });
         QCOMPARE(window.controller()->config().block_size, 32);
 
@@ -166,7 +183,7 @@ private slots:
         }
         for (auto& [k, n] : resizeCounter.resizes) qInfo("resized %4d times: %s", n, qPrintable(k));
         QVERIFY(updates > 0);
-        for (const QString& stable : {"kvscope::ui::ChatPane:ChatPane", "QTextEdit:", "QSplitter:paneSplitter", "QCustomPlot:"})
+        for (const QString& stable : QStringList{"kvscope::ui::ChatPane:ChatPane", "QTextEdit:", "QSplitter:paneSplitter", "QCustomPlot:"})
             QVERIFY2(!resizeCounter.resizes.count(stable), qPrintable(stable + " was resized while the engine ran"));
         const QFileInfo settingsAfter(QSettings().fileName());
         QCOMPARE(settingsAfter.exists() ? settingsAfter.lastModified() : QDateTime(), settingsWritten);
