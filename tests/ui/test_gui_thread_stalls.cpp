@@ -160,12 +160,12 @@ private slots:
         const int updatesBefore = updates;
         rebuild("max_num_seqs 2 (charts out of view)", [](EngineConfig& e) { e.scheduler.max_num_seqs = 2; });
         QVERIFY(updates > updatesBefore);
-        QVERIFY2(replots == replotsBefore, "a chart out of view replotted");
+        const bool quietOutOfView = replots == replotsBefore;  // checked below, after the figures
         tabs->setCurrentIndex(0);
         spin(200);
+        QStringList notReplotted;
         for (const auto& c : window.chartsPanel()->charts())
-            if (!c.plot->visibleRegion().isEmpty())
-                QVERIFY2(replots[c.name] > replotsBefore.at(c.name), qPrintable(c.name + " did not replot when shown"));
+            if (!c.plot->visibleRegion().isEmpty() && replots[c.name] <= replotsBefore.at(c.name)) notReplotted << c.name;
         resizeCounter.resizes.clear();  // the tab switch laid the charts out; the engine's updates must not
         rebuild("rebuild kv dtype f16", [](EngineConfig& e) { e.kv_cache_dtype = "f16"; });
         QCOMPARE(window.controller()->config().block_size, 32);
@@ -183,6 +183,8 @@ private slots:
         }
         for (auto& [k, n] : resizeCounter.resizes) qInfo("resized %4d times: %s", n, qPrintable(k));
         QVERIFY(updates > 0);
+        QVERIFY2(quietOutOfView, "a chart out of view replotted");
+        QVERIFY2(notReplotted.isEmpty(), qPrintable(notReplotted.join(", ") + " did not replot when shown"));
         for (const QString& stable : QStringList{"kvscope::ui::ChatPane:ChatPane", "QTextEdit:", "QSplitter:paneSplitter", "QCustomPlot:"})
             QVERIFY2(!resizeCounter.resizes.count(stable), qPrintable(stable + " was resized while the engine ran"));
         const QFileInfo settingsAfter(QSettings().fileName());
