@@ -3,9 +3,10 @@
 // block_size, max_num_seqs and the cache dtype mid-run, then loads the real tiny model. Every event the
 // GUI thread delivers is timed (the application's notify), so a stall is printed with its receiver.
 // Speed is not asserted (no timed assertions): the checks are structural. Each chart replots at most once
-// per engine update, and not at all while out of view (the benchmark tab in front); no pane, transcript or chart is resized by the engine's updates (a label whose text
-// changed its size hint relaid them all out); no QSettings file is written during the session. The
-// StallMonitor's maximum per phase and the slowest events are printed.
+// per engine update, and not at all while out of view (the benchmark tab in front); no pane, transcript or
+// chart is resized by the engine's updates (a label whose text changed its size hint relaid them all out);
+// no QSettings file is written during the session. The StallMonitor's maximum per phase and the slowest
+// events are printed.
 #include "block_map_widget.h"
 #include "charts_panel.h"
 #include "chat_pane.h"
