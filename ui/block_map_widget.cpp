@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <numeric>
 #include <utility>
 
 namespace kvscope::ui {
@@ -81,6 +83,11 @@ void BlockMapWidget::clearHighlight() {
     update();
 }
 
+QSize BlockMapWidget::minimumSizeHint() const {
+    constexpr int kMinMapHeight = 120;
+    return {200, m_overview.bottom() + 1 + 4 + kMinMapHeight + 4};  // as mapArea() measures
+}
+
 QRect BlockMapWidget::mapArea() const { return rect().adjusted(4, m_overview.bottom() + 1 + 4, -4, -4); }
 
 int BlockMapWidget::visibleBlockCount() const {
@@ -89,7 +96,7 @@ int BlockMapWidget::visibleBlockCount() const {
 }
 
 void BlockMapWidget::layoutLegend() {
-    // Short keys that wrap onto more rows in a narrow map; each key's tooltip says the rest.
+    // Short keys; each key's tooltip says the rest.
     const QFontMetrics fm(legendFont(font()), this);  // this widget's DPI, as its painter measures
     struct Key {
         QString text, tip;
@@ -104,58 +111,62 @@ void BlockMapWidget::layoutLegend() {
             "request's last block is its unfilled slots")},
         {tr("shared"), tr("shared: a white corner marks a block with ref_cnt > 1 (a prefix-cache hit or n > 1)")},
     };
+    // One row of keys and one line of figures at any width: wrapped, they took five lines of a small
+    // window's map (1024x700) and left the blocks 50 px. A key that does not fit whole is elided (its
+    // tooltip says it all): keys that fit an equal share of the row keep their width, the rest share
+    // what is left.
     m_legend.clear();
     const int right = width() - 6;
-    int x = 6, y = 4;
-    for (const Key& k : keys) {
-        const int w = 15 + fm.horizontalAdvance(k.text) + 2;  // + 2: elidedText rounds fractional advances up
-        if (x > 6 && x + w > right) {
-            x = 6;
-            y += kRow;
+    constexpr int kGap = 12;
+    constexpr int kSwatch = 15;  // the swatch and the space after it
+    const int n = int(std::size(keys));
+    std::vector<int> want, given(size_t(n), 0);
+    for (const Key& k : keys) want.push_back(kSwatch + fm.horizontalAdvance(k.text) + 2);  // + 2: elidedText rounds fractional advances up
+    int room = std::max(0, right - 6 - kGap * (n - 1));
+    std::vector<int> pending(std::size(keys));  // keys not yet given their width
+    std::iota(pending.begin(), pending.end(), 0);
+    while (!pending.empty()) {
+        const int share = room / int(pending.size());
+        const auto fits = std::stable_partition(pending.begin(), pending.end(), [&](int i) { return want[size_t(i)] > share; });
+        if (fits == pending.end()) {
+            for (int i : pending) given[size_t(i)] = std::max(share, kSwatch);
+            break;
         }
-        m_legend.push_back({k.text, k.tip, QRect(x, y, std::min(w, right - x), kRow)});
-        x += w + 12;
-    }
-    // The figures are packed onto as few lines as the longest they can be (every figure at the pool's
-    // size) fits, so the layout does not jump as they change.
-    const QStringList longest = totalsSegments(true);
-    m_totalsBreaks.assign(size_t(longest.size()), false);
-    int lines = 1, lineWidth = 0;
-    for (int i = 0; i < longest.size(); ++i) {
-        const int w = fm.horizontalAdvance(longest[i]) + (lineWidth ? fm.horizontalAdvance(kTotalsGap) : 0);
-        if (lineWidth && lineWidth + w > right - 6) {
-            m_totalsBreaks[size_t(i)] = true;
-            ++lines;
-            lineWidth = fm.horizontalAdvance(longest[i]);
-        } else {
-            lineWidth += w;
+        for (auto it = fits; it != pending.end(); ++it) {
+            given[size_t(*it)] = want[size_t(*it)];
+            room -= want[size_t(*it)];
         }
+        pending.erase(fits, pending.end());
     }
-    m_totals = QRect(6, y + kRow, std::max(1, right - 6), lines * kRow);
+    int x = 6;
+    const int y = 4;
+    for (int i = 0; i < n; ++i) {
+        m_legend.push_back({keys[i].text, keys[i].tip, QRect(x, y, std::max(1, std::min(given[size_t(i)], right - x)), kRow)});
+        x = std::min(right, x + given[size_t(i)] + kGap);
+    }
+    m_totals = QRect(6, y + kRow, std::max(1, right - 6), kRow);
     m_legendBottom = m_totals.bottom() + 1 + 2;
     m_overview = QRect(4, m_legendBottom, std::max(1, width() - 8), kOverviewHeight);
 }
 
-QStringList BlockMapWidget::totalsSegments(bool longest) const {
+QStringList BlockMapWidget::totalsSegments() const {
     const KvCacheSnapshot* s = m_snapshot.get();
-    const int big = s ? s->num_blocks : 100000;
-    auto fig = [&](int value) { return longest ? big : value; };
-    const QStringList segments = {
+    if (!s) return {};
+    return {
         tr("%1 blocks x %2 tokens, usage %3%, waste %4%")
-            .arg(fig(s ? s->num_blocks : 0))
-            .arg(fig(s ? s->block_size : 0))
-            .arg(longest ? 100.0 : s ? s->usage * 100 : 0, 0, 'f', 1)
-            .arg(longest ? 100.0 : s ? s->kv_waste * 100 : 0, 0, 'f', 1),
+            .arg(s->num_blocks)
+            .arg(s->block_size)
+            .arg(s->usage * 100, 0, 'f', 1)
+            .arg(s->kv_waste * 100, 0, 'f', 1),
         tr("in use %1, cached-free %2, free %3")
-            .arg(fig(s ? s->num_in_use_blocks : 0))
-            .arg(fig(s ? s->num_cached_free_blocks : 0))
-            .arg(fig(s ? s->num_free_blocks - s->num_cached_free_blocks : 0)),
+            .arg(s->num_in_use_blocks)
+            .arg(s->num_cached_free_blocks)
+            .arg(s->num_free_blocks - s->num_cached_free_blocks),
         // What a cell is, once it is not simply one block.
-        longest || m_perCell > 1 || visibleBlockCount() < big
-            ? tr("view %1-%2, %3/cell").arg(fig(m_first)).arg(fig(m_first + visibleBlockCount() - 1)).arg(fig(m_perCell))
+        m_perCell > 1 || visibleBlockCount() < s->num_blocks
+            ? tr("view %1-%2, %3/cell").arg(m_first).arg(m_first + visibleBlockCount() - 1).arg(m_perCell)
             : QString(),
     };
-    return segments;
 }
 
 void BlockMapWidget::computeLayout() {
@@ -375,17 +386,12 @@ void BlockMapWidget::paintEvent(QPaintEvent*) {
                    p.fontMetrics().elidedText(k.text, Qt::ElideRight, k.rect.width() - 15));
     }
     if (m_snapshot) {
-        const QStringList segments = totalsSegments(false);
-        QStringList lines;
-        for (int i = 0; i < segments.size(); ++i) {
-            if (segments[i].isEmpty()) continue;
-            if (lines.isEmpty() || m_totalsBreaks[size_t(i)]) lines << segments[i];
-            else lines.back() += kTotalsGap + segments[i];
-        }
+        QStringList segments = totalsSegments();
+        segments.removeAll(QString());
+        // One line, elided in a narrow map; its tooltip has every figure.
         p.setPen(palette().color(QPalette::PlaceholderText));
-        for (int i = 0; i < lines.size(); ++i)
-            p.drawText(QRect(m_totals.left(), m_totals.top() + i * kRow, m_totals.width(), kRow), Qt::AlignVCenter | Qt::AlignLeft,
-                       p.fontMetrics().elidedText(lines[i], Qt::ElideRight, m_totals.width()));
+        p.drawText(m_totals, Qt::AlignVCenter | Qt::AlignLeft,
+                   p.fontMetrics().elidedText(segments.join(kTotalsGap), Qt::ElideRight, m_totals.width()));
         // Where the detail view is: the rest of the strip dimmed, a frame around the view.
         const QRect frame = overviewFrame();
         if (m_count > 0) {

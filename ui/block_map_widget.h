@@ -54,7 +54,7 @@ public:
     // The overview strip (the whole pool, left to right) and, inside it, the detail view's frame.
     QRect overviewRect() const { return m_overview; }
     QRect overviewFrame() const;
-    // The legend's keys as laid out at the current width (wrapped onto as many rows as they need).
+    // The legend's keys as laid out at the current width: one row, a key elided when the row is too narrow.
     struct LegendKey {
         QString text;
         QString toolTip;  // the full explanation the short text stands for
@@ -62,10 +62,14 @@ public:
     };
     const std::vector<LegendKey>& legendKeys() const { return m_legend; }
     QRect totalsRect() const { return m_totals; }
+    // Where the cells are drawn: below the legend, the figures and the overview strip.
+    QRect mapArea() const;
     // How long the last full render of the image took (for the frame-rate figures).
     double lastRenderMs() const { return m_renderMs; }
 
-    QSize minimumSizeHint() const override { return {200, 140}; }
+    // Tall enough for the legend, the figures, the strip and 120 px of cells (a 1024x700 window gave the
+    // cells 50 px once).
+    QSize minimumSizeHint() const override;
     QSize sizeHint() const override { return {640, 320}; }
 
 public slots:
@@ -97,11 +101,10 @@ private:
     void viewChanged();  // after zoom or pan: new layout, new image
     void centerOn(int block);
     int overviewBlockAt(int x) const;
-    QRect mapArea() const;
     QString legendToolTip(const QPoint& pos) const;
     // The figures under the keys: the pool, the block counts, the view (empty when it is the whole pool
-    // a block a cell); `longest` puts every figure at the pool's size, for the layout.
-    QStringList totalsSegments(bool longest) const;
+    // a block a cell).
+    QStringList totalsSegments() const;
 
     std::shared_ptr<const KvCacheSnapshot> m_snapshot;
     ColorProvider m_colorOf;
@@ -111,8 +114,7 @@ private:
     QElapsedTimer m_sincePaint;  // since the last frame
     double m_renderMs = 0;
     int m_legendBottom = 40;  // the legend rows and the totals lines end here
-    QRect m_totals;           // the figures under the keys, on one to three lines
-    std::vector<bool> m_totalsBreaks;  // per totalsSegments() entry: it starts a new line
+    QRect m_totals;           // the figures under the keys, on one line
     QRect m_overview;
     std::vector<LegendKey> m_legend;
     int m_cell = 1;  // cell size in device-independent pixels

@@ -83,9 +83,11 @@ ChartsPanel::ChartsPanel(SessionData* session, QWidget* parent)
     p->yAxis->setRange(latencyRange());  // three decades until the first latency arrives
     p->xAxis->setLabel(tr("finish time (s); dashed p50, dotted p99"));
     m_charts.back().engineTimeAxis = false;  // x is request finish time: the step charts carry the markers
+    m_charts.back().fromSteps = false;
 
     Chart* chart = &addChart("latency_histogram", tr("Latency histogram"), tr("requests"), 3, 0);
     chart->engineTimeAxis = false;
+    chart->fromSteps = false;
     m_histogramPlot = chart->plot;
     m_histogram = std::make_unique<LatencyHistogramChart>(
         m_histogramPlot, std::vector<LatencyHistogramChart::Metric>{{"TTFT", m_ttft->pen().color()},
@@ -94,6 +96,7 @@ ChartsPanel::ChartsPanel(SessionData* session, QWidget* parent)
     Theme::styleChart(m_histogramPlot);  // the axis rects it added
 
     p = addChart("request_timeline", tr("Request timeline"), tr("request"), 3, 1).plot;
+    m_charts.back().fromSteps = false;  // one lane per request, from the requests' own times
     m_timeline = new RequestTimelinePlot(p->xAxis, p->yAxis);
     m_timeline->removeFromLegend();  // its legend is the phase key: the lane colour is the request's
     p->legend->setWrap(3);           // five keys: two rows, so none is cut off in a narrow chart
@@ -176,6 +179,7 @@ ChartsPanel::~ChartsPanel() = default;
 
 ChartsPanel::Chart& ChartsPanel::addChart(const QString& name, const QString& title, const QString& yLabel, int row, int col) {
     auto* plot = new QCustomPlot(this);
+    plot->installEventFilter(this);  // its paints: a chart that went stale out of view replots (eventFilter)
     plot->setMinimumSize(280, 140);  // four rows of charts still fit a 900-pixel-high window
     plot->setNoAntialiasingOnDrag(true);
     plot->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
@@ -393,7 +397,8 @@ void ChartsPanel::reset() {
         for (int i = 0; i < c.plot->graphCount(); ++i) c.plot->graph(i)->data()->clear();
         for (int i = c.plot->itemCount() - 1; i >= 0; --i) {
             QCPAbstractItem* item = c.plot->item(i);
-            if (isSimulationWatermark(item)) continue;  // the engine's, not the data's
+            // The engine's, not the data's.
+            if (isSimulationWatermark(item) || std::find(m_notes.begin(), m_notes.end(), item) != m_notes.end()) continue;
             if (std::find(m_percentileLines.begin(), m_percentileLines.end(), item) == m_percentileLines.end() &&
                 !m_histogram->ownsItem(item))
                 c.plot->removeItem(item);
@@ -415,6 +420,31 @@ void ChartsPanel::reset() {
 void ChartsPanel::setSimulationLabel(const QString& label) {
     for (Chart& c : m_charts) setSimulationWatermark(c.plot, label);
     markDirty();
+}
+
+void ChartsPanel::setStepChartsNote(const QString& note) {
+    for (QCPItemText* t : m_notes) t->parentPlot()->removeItem(t);
+    m_notes.clear();
+    if (!note.isEmpty()) {
+        for (Chart& c : m_charts) {
+            if (!c.fromSteps) continue;
+            auto* text = new QCPItemText(c.plot);
+            text->position->setType(QCPItemPosition::ptAxisRectRatio);
+            text->position->setCoords(0.5, 0.5);
+            text->setPositionAlignment(Qt::AlignCenter);
+            text->setTextAlignment(Qt::AlignCenter);
+            text->setText(note);
+            text->setColor(c.plot->xAxis->labelColor());  // the theme's, as restyle() keeps it
+            m_notes.push_back(text);
+        }
+    }
+    markDirty();
+}
+
+QString ChartsPanel::stepChartsNote(const QCustomPlot* plot) const {
+    for (const QCPItemText* t : m_notes)
+        if (t->parentPlot() == plot) return t->text();
+    return {};
 }
 
 void ChartsPanel::refresh() {
@@ -466,8 +496,22 @@ void ChartsPanel::refresh() {
             if (c.name == "latency") c.plot->yAxis->setRange(latencyRange());
             else if (c.name != "kv") c.plot->yAxis->setRange(0, std::max(1.0, top * 1.12));
         }
-        c.plot->replot(QCustomPlot::rpQueuedReplot);
+        // Out of view, the replot waits for the chart's next paint (eventFilter): at 1024x700 most of the
+        // grid is scrolled away, and a replot costs the GUI thread milliseconds per chart.
+        if (c.plot->visibleRegion().isEmpty()) m_stalePlots.insert(c.plot);
+        else c.plot->replot(QCustomPlot::rpQueuedReplot);
     }
+}
+
+bool ChartsPanel::eventFilter(QObject* watched, QEvent* event) {
+    // A stale chart coming into view paints its old buffer once, then its replot follows at once.
+    if (event->type() == QEvent::Paint) {
+        if (auto it = m_stalePlots.find(qobject_cast<QCustomPlot*>(watched)); it != m_stalePlots.end()) {
+            (*it)->replot(QCustomPlot::rpQueuedReplot);
+            m_stalePlots.erase(it);
+        }
+    }
+    return QWidget::eventFilter(watched, event);
 }
 
 QCPRange ChartsPanel::latencyRange() const {
@@ -485,11 +529,13 @@ QCPRange ChartsPanel::latencyRange() const {
 
 void ChartsPanel::replotNow() {
     refresh();
+    m_stalePlots.clear();
     for (Chart& c : m_charts) c.plot->replot(QCustomPlot::rpImmediateRefresh);
 }
 
 void ChartsPanel::restyle() {
     for (Chart& c : m_charts) Theme::styleChart(c.plot);
+    for (QCPItemText* t : m_notes) t->setColor(t->parentPlot()->xAxis->labelColor());
     markDirty();
 }
 

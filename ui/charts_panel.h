@@ -1,7 +1,8 @@
 // ChartsPanel: the live QCustomPlot charts of a session (GUI thread): batch occupancy, tokens per
 // step, KV usage and waste, memory, throughput, per-request latency (scatter and histogram) and the
 // request timeline (one swimlane per request). Fed incrementally from SessionData; replotted by a
-// 33 ms timer with rpQueuedReplot, so data may arrive at any rate.
+// 33 ms timer with rpQueuedReplot, so data may arrive at any rate; a chart out of view (the other tab,
+// scrolled away) is replotted when it is next painted instead.
 // Rebuild events (drain-and-rebuild) are vertical markers on every time chart, labelled on the first
 // without overlap and named on hover.
 // Zoom and pan with the mouse; double-click returns a chart to following the live edge.
@@ -46,6 +47,7 @@ public:
         QCustomPlot* plot = nullptr;
         bool follow = true;
         bool engineTimeAxis = true;  // x is engine time: rebuild markers are drawn on it
+        bool fromSteps = true;       // drawn from the engine's per-step figures (a remote engine has none)
     };
     const std::vector<Chart>& charts() const { return m_charts; }
     const LatencyHistogramChart& latencyHistogram() const { return *m_histogram; }
@@ -59,6 +61,10 @@ public:
 
     // Every chart says "simulated ..." in its plot while the engine is simulated ("" = a real backend).
     void setSimulationLabel(const QString& label);
+    // While connected to a remote engine, which reports no steps, the step charts say so in the plot
+    // (an export too) instead of standing empty; "" removes the note.
+    void setStepChartsNote(const QString& note);
+    QString stepChartsNote(const QCustomPlot* plot) const;  // "" when the chart has none
 
     int columnCount() const { return m_columns; }
     // As narrow as one column: a scroll area gives the panel its width, and the panel fits its columns.
@@ -70,6 +76,7 @@ public slots:
 
 protected:
     void resizeEvent(QResizeEvent* event) override;
+    bool eventFilter(QObject* watched, QEvent* event) override;
 
 private:
     void arrangeCharts(int columns);
@@ -113,6 +120,8 @@ private:
         QCPItemText* label;  // owned by the first chart
     };
     std::vector<EventMarker> m_events;
+    std::set<QCustomPlot*> m_stalePlots;  // out of view at the last refresh: replotted when next painted
+    std::vector<QCPItemText*> m_notes;  // setStepChartsNote's, one per step chart, owned by its plot
 };
 
 }  // namespace kvscope::ui

@@ -111,10 +111,11 @@ MainWindow::MainWindow(QWidget* parent)
                                       s.tokenizer)
                                  .arg(s.loadSeconds, 0, 'f', 2)
                                  .arg(s.kvCacheDtype));
-        QSettings().setValue("lastModel", s.spec);
+        m_lastModel = s.spec;  // saved by closeEvent
         setWindowTitle(s.simulationLabel.isEmpty() ? QString("kvscope - %1").arg(s.name)
                                                    : QString("kvscope - %1 (%2)").arg(s.name, s.simulationLabel));
         m_charts->setSimulationLabel(s.simulationLabel);
+        m_charts->setStepChartsNote({});
         emit modelReady();
     });
     connect(m_controller, &EngineController::modelLoadFailed, this, [this](const QString& spec, const QString& message) {
@@ -139,12 +140,13 @@ MainWindow::MainWindow(QWidget* parent)
         setWindowTitle(QString("kvscope - %1").arg(t.label()));
         m_tuning->setEnabled(false);
         m_charts->setSimulationLabel({});
+        m_charts->setStepChartsNote(tr("Not reported by a remote engine:\nit publishes no per-step figures\n(its /metrics: the chart above)"));
         m_remoteView->setTarget(t);
         m_blockMap->setVisible(false);
         m_remoteView->setVisible(true);
-        // The URL and the model for the next dialog; never the key.
-        QSettings().setValue("remote/url", t.baseUrl);
-        QSettings().setValue("remote/model", t.model);
+        // The URL and the model for the next dialog (saved by closeEvent); never the key.
+        m_remoteUrl = t.baseUrl;
+        m_remoteModel = t.model;
         updateStatus();
         emit modelReady();
     });
@@ -462,6 +464,9 @@ void MainWindow::restoreSettings() {
     resize(size().boundedTo(screen.size()));
     restoreState(s.value("windowState").toByteArray());
     m_darkTheme = s.value("darkTheme", true).toBool();
+    m_lastModel = s.value("lastModel").toString();
+    m_remoteUrl = s.value("remote/url").toString();
+    m_remoteModel = s.value("remote/model").toString();
     if (auto* a = findChild<QAction*>("darkThemeAction")) a->setChecked(m_darkTheme);
 }
 
@@ -470,6 +475,11 @@ void MainWindow::closeEvent(QCloseEvent* event) {
     s.setValue("geometry", saveGeometry());
     s.setValue("windowState", saveState());
     s.setValue("darkTheme", m_darkTheme);
+    if (!m_lastModel.isEmpty()) s.setValue("lastModel", m_lastModel);
+    if (!m_remoteUrl.isEmpty()) {
+        s.setValue("remote/url", m_remoteUrl);
+        s.setValue("remote/model", m_remoteModel);
+    }
     event->accept();
 }
 
@@ -487,8 +497,7 @@ void MainWindow::openModelPicker() {
 }
 
 void MainWindow::openConnectDialog() {
-    QSettings settings;
-    ConnectDialog dialog(settings.value("remote/url").toString(), settings.value("remote/model").toString(), this);
+    ConnectDialog dialog(m_remoteUrl, m_remoteModel, this);
     if (dialog.exec() == QDialog::Accepted) connectToEndpoint(dialog.connection());
 }
 

@@ -1,6 +1,7 @@
 #include "script_runner.h"
 
 #include "bench_spec.h"
+#include "charts_panel.h"
 #include "benchmark_panel.h"
 #include "chat_pane.h"
 #include "engine_controller.h"
@@ -193,6 +194,8 @@ bool ScriptRunner::runAction(const QJsonObject& a) {
         QDir dir(m_outputDir.isEmpty() ? QDir::currentPath() : m_outputDir);
         dir.mkpath(".");
         const QString file = dir.filePath(a.value("file").toString("screenshot.png"));
+        // Charts that were out of view replot when painted, a frame late: the picture has them current.
+        m_window->chartsPanel()->replotNow();
         QImage image = m_window->grab().toImage();
         if (a.contains("width")) image = image.scaledToWidth(a.value("width").toInt(), Qt::SmoothTransformation);
         if (a.value("indexed").toBool()) image = image.convertToFormat(QImage::Format_Indexed8, Qt::ThresholdDither);

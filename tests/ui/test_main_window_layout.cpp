@@ -3,6 +3,7 @@
 // sibling widgets overlap, none lies outside its parent (unless it scrolls there) and none is squeezed
 // below its minimum size hint; with the chart tab shown, and with the benchmark tab. ctest runs it at a
 // scale factor of 1 and of 2. Set KVSCOPE_TEST_SCREENSHOTS=DIR to keep a PNG of every case.
+#include "block_map_widget.h"
 #include "chat_pane.h"
 #include "engine_controller.h"
 #include "main_window.h"
@@ -153,6 +154,10 @@ private slots:
         QVERIFY(table);
         QVERIFY2(table->width() >= 300 && table->height() >= 100, qPrintable(nameOf(table)));
         for (ChatPane* pane : window.panes()) QVERIFY(pane->isVisible());
+        // The block map's cells get a usable height, not a strip under the legend (50 px at 1024x700 once).
+        const QRect map = window.blockMap()->mapArea();
+        qInfo("block map %dx%d, its cells %dx%d", window.blockMap()->width(), window.blockMap()->height(), map.width(), map.height());
+        QVERIFY2(map.height() >= 120, qPrintable(QString("the block map's cells are %1 px tall").arg(map.height())));
     }
 };
 

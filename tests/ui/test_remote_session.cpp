@@ -6,6 +6,7 @@
 #include "bench_results_model.h"
 #include "benchmark_panel.h"
 #include "block_map_widget.h"
+#include "charts_panel.h"
 #include "chat_pane.h"
 #include "connect_dialog.h"
 #include "engine_controller.h"
@@ -25,6 +26,7 @@
 #include <QTcpServer>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <qcustomplot.h>
 
 using namespace kvscope;
 using namespace kvscope::ui;
@@ -153,6 +155,15 @@ private slots:
         QVERIFY(!c->serverSamples().empty());
         QVERIFY2(window.remoteServerView()->gauge()->format().startsWith("KV cache usage"),
                  qPrintable(window.remoteServerView()->gauge()->format()));
+        // The step charts (occupancy, tokens, KV, memory, throughput) get no data from a remote engine and
+        // say so in the plot; the request charts (latency, histogram, timeline) show the requests.
+        int noted = 0;
+        for (const auto& chart : window.chartsPanel()->charts()) {
+            const bool note = window.chartsPanel()->stepChartsNote(chart.plot).startsWith("Not reported by a remote engine");
+            QVERIFY2(note == chart.fromSteps, qPrintable(chart.name));
+            noted += note;
+        }
+        QCOMPARE(noted, 5);
 
         // Both panes got replies from the server, streamed, with client-side TTFT.
         QCOMPARE(window.panes().size(), 2);
@@ -236,6 +247,8 @@ private slots:
         QVERIFY(window.blockMap()->isVisible());
         QVERIFY(!window.remoteServerView()->isVisible());
         QVERIFY(!statusText(c->status()).startsWith("remote"));
+        for (const auto& chart : window.chartsPanel()->charts())
+            QVERIFY2(window.chartsPanel()->stepChartsNote(chart.plot).isEmpty(), qPrintable(chart.name));
         ChatPane* pane = window.panes().front();
         pane->sendText("Again");
         QTRY_VERIFY_WITH_TIMEOUT(c->isIdle() && !pane->isBusy(), 60000);
