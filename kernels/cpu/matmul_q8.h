@@ -22,4 +22,29 @@ namespace KVSCOPE_CPU_NAMESPACE {
 void matmul_q8_0(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<std::vector<BlockQ8_0>>& unpacked,
                  const float* x, int n, const WeightView& w, float* out);
 
+// Per 256 activation values (8 blocks of 32), what the K types' dots need beside the BlockQ8Acts: the 8
+// scales d_x side by side, d_x * sum(q_x) per block (Q4_K / Q5_K mins) and, per 4 bytes (one int32 lane of
+// a 32-byte dot), -32 * sum(q_x) (Q6_K stores q + 32 unsigned).
+struct alignas(32) ActSumsQ8 {
+    float d[8];
+    float dsum[8];
+    int32_t minus32_lane_sums[8][8];
+};
+
+// The same for Q4_K, Q5_K and Q6_K weights (quant.h matmul_runs_k_int8), read straight from their blocks:
+// per sub-block of 32 (Q6_K: two of 16) the exact int32 dot of the unsigned stored values with x's int8
+// values, times d_x and the sub-block scale, accumulated in F32; Q4_K / Q5_K subtract dmin * m * d_x *
+// sum(q_x) per sub-block, Q6_K its offset of 32 inside the int32 dot. Batch invariant as matmul_q8_0.
+// A K-type block of 256 weights decoded (prefill decodes a tile's rows once for every x tile): per group
+// of 32 the stored values as unsigned bytes and the scale of each int32 lane of its dot; the groups' mins.
+struct alignas(32) DecodedKBlock {
+    uint8_t q[8][32];
+    float lane_scale[8][8];
+    float min[8];
+};
+
+// x [n, w.cols]; out [n, w.rows]; xq, sums, decoded (one per pool thread): scratch
+void matmul_q8_k(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<ActSumsQ8>& sums,
+                 std::vector<std::vector<DecodedKBlock>>& decoded, const float* x, int n, const WeightView& w, float* out);
+
 }  // namespace KVSCOPE_CPU_NAMESPACE

@@ -36,17 +36,6 @@ void dequantize_q8_0(const BlockQ8_0* __restrict blocks, float* __restrict dst, 
     }
 }
 
-// The 6-bit scale and min of sub-block j (0..7) of a Q4_K or Q5_K block, as ggml packs them.
-inline void q4k_scale_min(int j, const uint8_t* q, uint8_t& sc, uint8_t& m) {
-    if (j < 4) {
-        sc = q[j] & 63;
-        m = q[j + 4] & 63;
-    } else {
-        sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-        m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-}
-
 // The inverse: 8 6-bit scales and mins into 12 bytes.
 void pack_scale_min_k4(const uint8_t ls[8], const uint8_t lm[8], uint8_t out[12]) {
     std::memset(out, 0, 12);
