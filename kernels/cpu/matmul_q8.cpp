@@ -589,7 +589,7 @@ void matmul_q8_k(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<ActS
     if (sums.size() < static_cast<size_t>(n * nb8)) sums.resize(static_cast<size_t>(n * nb8));
     pool.run(n, [&](int64_t t, int) {
         BlockQ8Act* q = xq.data() + t * nb;
-        quantize_activations_q8(x + t * K, q, K);
+        quantize_activations_q8_k(x + t * K, q, K);
         for (int64_t b = 0; b < nb; ++b) {
             ActSumsQ8& a = sums[t * nb8 + b / 8];
             int32_t total = 0;

@@ -31,7 +31,8 @@ struct alignas(32) ActSumsQ8 {
     int32_t minus32_lane_sums[8][8];
 };
 
-// The same for Q4_K, Q5_K and Q6_K weights (quant.h matmul_runs_k_int8), read straight from their blocks:
+// The same for Q4_K, Q5_K and Q6_K weights (quant.h matmul_runs_k_int8), read straight from their blocks,
+// with activations quantized as llama.cpp does for them (quantize_activations_q8_k: one scale per 256):
 // per sub-block of 32 (Q6_K: two of 16) the exact int32 dot of the unsigned stored values with x's int8
 // values, times d_x and the sub-block scale, accumulated in F32; Q4_K / Q5_K subtract dmin * m * d_x *
 // sum(q_x) per sub-block, Q6_K its offset of 32 inside the int32 dot. Batch invariant as matmul_q8_0.

@@ -731,4 +731,21 @@ void quantize_activations_q8(const float* src, BlockQ8Act* dst, int64_t n) {
     }
 }
 
+void quantize_activations_q8_k(const float* src, BlockQ8Act* dst, int64_t n) {
+    for (int64_t b = 0; b < n / 256; ++b) {
+        const float* x = src + b * 256;
+        float m = 0;  // the value of largest magnitude, its sign kept (the first one on a tie)
+        for (int j = 0; j < 256; ++j)
+            if (std::fabs(x[j]) > std::fabs(m)) m = x[j];
+        const float iscale = m != 0 ? -127.0f / m : 0.0f, d = m != 0 ? 1.0f / iscale : 0.0f;
+        for (int g = 0; g < 8; ++g) {
+            BlockQ8Act& out = dst[b * 8 + g];
+            out.d = d;
+            // The product rounded first, then to the nearest even integer (|q| <= 127: |x| <= |m|).
+            for (int j = 0; j < 32; ++j)
+                out.qs[j] = static_cast<int8_t>(std::min(127.0f, std::nearbyint(x[32 * g + j] * iscale)));
+        }
+    }
+}
+
 }  // namespace KVSCOPE_CPU_NAMESPACE

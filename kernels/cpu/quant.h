@@ -55,4 +55,18 @@ struct BlockQ8Act {
 // dst[0 .. n / 32) from src[0 .. n); n a multiple of 32.
 void quantize_activations_q8(const float* src, BlockQ8Act* dst, int64_t n);
 
+// The activations of the K types' int8 dots (matmul_runs_k_int8), as llama.cpp quantizes them for those
+// weights (its Q8_K): one scale per 256 values, d = m / -127 for the value m of largest magnitude, q = x / d
+// rounded to nearest even; written as 8 BlockQ8Act per 256 values that share d. Rounding the activations
+// as llama.cpp does keeps greedy outputs on the same side of its near-ties. n a multiple of 256.
+void quantize_activations_q8_k(const float* src, BlockQ8Act* dst, int64_t n);
+
+// The activation quantizer the int8 path uses for weights of type t (a matmul_quantizes_activations type).
+inline void quantize_activations_for(DType t, const float* src, BlockQ8Act* dst, int64_t n) {
+    if (matmul_runs_k_int8(t))
+        quantize_activations_q8_k(src, dst, n);
+    else
+        quantize_activations_q8(src, dst, n);
+}
+
 }  // namespace KVSCOPE_CPU_NAMESPACE
