@@ -226,17 +226,16 @@ void tile_rows_nw(const BlockQ8Act* x, int n, int64_t nb, const BlockQ8_0* w, in
 // groups' mins (Q4_K / Q5_K: value = scale * q - min; Q6_K: value = scale * (q - 32), no mins). A block's
 // scales are decoded once, 8 (or 16) at a time; each group then costs a dot, a conversion and two multiplies.
 
-// The 8 6-bit scales and mins of a Q4_K / Q5_K block as bytes (q4k_scale_min for all j at once, in 32-bit
-// words): sc[0..8) and m[0..8).
-inline void q4k_scales_mins(const uint8_t* packed, uint8_t sc[8], uint8_t m[8]) {
-    uint32_t u[3], out[4];
+// The 8 6-bit scales and mins of a Q4_K / Q5_K block (q4k_scale_min for all j at once, in 32-bit words):
+// byte j of sc and of m is sub-block j's. Kept in registers: bytes stored in pieces and read back as one
+// word stall on store forwarding.
+inline void q4k_scales_mins(const uint8_t* packed, uint64_t& sc, uint64_t& m) {
+    uint32_t u[3];
     std::memcpy(u, packed, 12);
-    out[0] = u[0] & 0x3f3f3f3f;
-    out[1] = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
-    out[2] = u[1] & 0x3f3f3f3f;
-    out[3] = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
-    std::memcpy(sc, out, 8);
-    std::memcpy(m, out + 2, 8);
+    const uint32_t sc_lo = u[0] & 0x3f3f3f3f, sc_hi = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
+    const uint32_t m_lo = u[1] & 0x3f3f3f3f, m_hi = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
+    sc = sc_lo | (uint64_t{sc_hi} << 32);
+    m = m_lo | (uint64_t{m_hi} << 32);
 }
 
 // Q4_K and Q5_K (Bits 4 or 5): one scale per group, a min per group.
@@ -245,26 +244,31 @@ struct QKAffineDecoder {
     using Block = B;
     static constexpr bool kMins = true, kOffset32 = false;
     const Block& blk;
-    alignas(32) float scale[8];
-    alignas(32) float min[8];
+#if defined(__AVX2__)
+    // In registers: scalar reads of a vector just stored stall on store forwarding (they held Q4_K
+    // decode below Q6_K's speed).
+    __m256 scale, min;
     explicit QKAffineDecoder(const Block& b) : blk(b) {
-        uint8_t sc[8], m[8];
+        uint64_t sc, m;
+        q4k_scales_mins(b.scales, sc, m);
+        auto widen = [](uint64_t bytes) {
+            return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(bytes))));
+        };
+        scale = _mm256_mul_ps(_mm256_set1_ps(f16_scale(b.d)), widen(sc));
+        min = _mm256_mul_ps(_mm256_set1_ps(f16_scale(b.dmin)), widen(m));
+    }
+#else
+    float scale[8], min[8];
+    explicit QKAffineDecoder(const Block& b) : blk(b) {
+        uint64_t sc, m;
         q4k_scales_mins(b.scales, sc, m);
         const float d = f16_scale(b.d), dmin = f16_scale(b.dmin);
-#if defined(__AVX2__)
-        auto widen = [](const uint8_t* v) {
-            int64_t bytes;
-            std::memcpy(&bytes, v, 8);
-            return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes)));
-        };
-        _mm256_store_ps(scale, _mm256_mul_ps(_mm256_set1_ps(d), widen(sc)));
-        _mm256_store_ps(min, _mm256_mul_ps(_mm256_set1_ps(dmin), widen(m)));
-#else
-        for (int j = 0; j < 8; ++j) scale[j] = d * static_cast<float>(sc[j]), min[j] = dmin * static_cast<float>(m[j]);
-#endif
+        for (int j = 0; j < 8; ++j)
+            scale[j] = d * static_cast<float>((sc >> (8 * j)) & 0xFF), min[j] = dmin * static_cast<float>((m >> (8 * j)) & 0xFF);
     }
     float lane_scale(int j, int) const { return scale[j]; }
     float group_min(int j) const { return min[j]; }
+#endif
     int value(int j, int i) const {
         const int lo = (blk.qs[32 * (j / 2) + i] >> (4 * (j % 2))) & 0xF;
         if constexpr (Bits == 5)
@@ -284,8 +288,8 @@ struct QKAffineDecoder {
             return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
         }
     }
-    __m256 lane_scales(int j) const { return _mm256_set1_ps(scale[j]); }
-    __m256 mins() const { return _mm256_load_ps(min); }
+    __m256 lane_scales(int j) const { return _mm256_permutevar8x32_ps(scale, _mm256_set1_epi32(j)); }
+    __m256 mins() const { return min; }
 #endif
 };
 using Q4KDecoder = QKAffineDecoder<BlockQ4_K, 4>;
@@ -296,19 +300,23 @@ struct Q6KDecoder {
     using Block = BlockQ6_K;
     static constexpr bool kMins = false, kOffset32 = true;
     const Block& blk;
-    alignas(32) float scale[16];  // d * scales[i]: the halves of 16 in value order
+#if defined(__AVX2__)
+    __m256 scale[2];  // d * scales[i]: the halves of 16 in value order, in registers (see QKAffineDecoder)
+    explicit Q6KDecoder(const Block& b) : blk(b) {
+        const __m256 d = _mm256_set1_ps(f16_scale(b.d));
+        const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+        scale[0] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s)));
+        scale[1] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(s, 8))));
+    }
+#else
+    float scale[16];  // d * scales[i]: the halves of 16 in value order
     explicit Q6KDecoder(const Block& b) : blk(b) {
         const float d = f16_scale(b.d);
-#if defined(__AVX2__)
-        const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
-        _mm256_store_ps(scale, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s))));
-        _mm256_store_ps(scale + 8, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(s, 8)))));
-#else
         for (int i = 0; i < 16; ++i) scale[i] = d * static_cast<float>(b.scales[i]);
-#endif
     }
     float lane_scale(int j, int lane) const { return scale[2 * j + lane / 4]; }
     float group_min(int) const { return 0.0f; }
+#endif
     int value(int j, int i) const {
         const int half = j / 4, quarter = j % 4;
         return ((blk.ql[64 * half + 32 * (quarter % 2) + i] >> (4 * (quarter / 2))) & 0xF) |
@@ -324,9 +332,8 @@ struct Q6KDecoder {
         return _mm256_or_si256(l4, _mm256_slli_epi16(h2, 4));
     }
     __m256 lane_scales(int j) const {  // scale[2j] in lanes 0-3, scale[2j + 1] in lanes 4-7
-        const __m256 eight = _mm256_load_ps(scale + 8 * (j / 4));
         const int p = 2 * (j % 4);
-        return _mm256_permutevar8x32_ps(eight, _mm256_setr_epi32(p, p, p, p, p + 1, p + 1, p + 1, p + 1));
+        return _mm256_permutevar8x32_ps(scale[j / 4], _mm256_setr_epi32(p, p, p, p, p + 1, p + 1, p + 1, p + 1));
     }
     __m256 mins() const { return _mm256_setzero_ps(); }
 #endif
@@ -383,9 +390,12 @@ void decode_rows(const uint8_t* src, size_t row_bytes, int nw, int64_t nb8, Deco
 #else
                 for (int i = 0; i < 32; ++i) out.q[j][i] = static_cast<uint8_t>(dec.value(j, i));
                 for (int l = 0; l < 8; ++l) out.lane_scale[j][l] = dec.lane_scale(j, l);
-#endif
                 out.min[j] = dec.group_min(j);
+#endif
             }
+#if defined(__AVX2__)
+            _mm256_store_ps(out.min, dec.mins());
+#endif
         }
 }
 
