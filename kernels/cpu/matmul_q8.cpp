@@ -220,11 +220,13 @@ void tile_rows_nw(const BlockQ8Act* x, int n, int64_t nb, const BlockQ8_0* w, in
 }
 
 // ---- Q4_K, Q5_K, Q6_K straight from their blocks (matmul_q8_k). A 256-value block is 8 groups of 32
-// values, group j lined up with activation block 8b + j. A decoder gives group j's stored values as
-// unsigned bytes (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63), the F32 scale of each int32 lane of a 32-byte dot
-// (lanes 0-3 hold values 0-15, lanes 4-7 values 16-31: Q6_K scales each half of 16 apart) and the 8
-// groups' mins (Q4_K / Q5_K: value = scale * q - min; Q6_K: value = scale * (q - 32), no mins). A block's
-// scales are decoded once, 8 (or 16) at a time; each group then costs a dot, a conversion and two multiplies.
+// values, group j lined up with activation block 8b + j; the activations share one scale d_x per 256
+// (quantize_activations_q8_k), so a block's whole dot stays in integers, as llama.cpp's does: per group
+// the int32 dot of the stored unsigned values with x's int8 values (4 bytes per lane: lanes 0-3 hold values
+// 0-15, lanes 4-7 values 16-31; Q6_K's offset of 32 enters as the dot's start), times the group's integer
+// scale in each lane (Q6_K: one per half of 16), summed over the 8 groups; then once per block, in F32,
+// times d_w * d_x. Q4_K / Q5_K subtract dmin * d_x * sum_j m_j * sum(q_x of group j), also in integers.
+// The int32 sums are exact (at most 8 * 4 * 32 * 127 * 128 < 2^24 in magnitude, so exact in F32 too).
 
 // The 8 6-bit scales and mins of a Q4_K / Q5_K block (q4k_scale_min for all j at once, in 32-bit words):
 // byte j of sc and of m is sub-block j's. Kept in registers: bytes stored in pieces and read back as one
@@ -238,37 +240,18 @@ inline void q4k_scales_mins(const uint8_t* packed, uint64_t& sc, uint64_t& m) {
     m = m_lo | (uint64_t{m_hi} << 32);
 }
 
-// Q4_K and Q5_K (Bits 4 or 5): one scale per group, a min per group.
+// Q4_K and Q5_K (Bits 4 or 5): one scale and one min per group.
 template <class B, int Bits>
 struct QKAffineDecoder {
     using Block = B;
     static constexpr bool kMins = true, kOffset32 = false;
     const Block& blk;
-#if defined(__AVX2__)
-    // In registers: scalar reads of a vector just stored stall on store forwarding (they held Q4_K
-    // decode below Q6_K's speed).
-    __m256 scale, min;
-    explicit QKAffineDecoder(const Block& b) : blk(b) {
-        uint64_t sc, m;
-        q4k_scales_mins(b.scales, sc, m);
-        auto widen = [](uint64_t bytes) {
-            return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(bytes))));
-        };
-        scale = _mm256_mul_ps(_mm256_set1_ps(f16_scale(b.d)), widen(sc));
-        min = _mm256_mul_ps(_mm256_set1_ps(f16_scale(b.dmin)), widen(m));
-    }
-#else
-    float scale[8], min[8];
-    explicit QKAffineDecoder(const Block& b) : blk(b) {
-        uint64_t sc, m;
-        q4k_scales_mins(b.scales, sc, m);
-        const float d = f16_scale(b.d), dmin = f16_scale(b.dmin);
-        for (int j = 0; j < 8; ++j)
-            scale[j] = d * static_cast<float>((sc >> (8 * j)) & 0xFF), min[j] = dmin * static_cast<float>((m >> (8 * j)) & 0xFF);
-    }
-    float lane_scale(int j, int) const { return scale[j]; }
-    float group_min(int j) const { return min[j]; }
-#endif
+    uint64_t sc, m;  // byte j: group j's 6-bit scale, min
+    explicit QKAffineDecoder(const Block& b) : blk(b) { q4k_scales_mins(b.scales, sc, m); }
+    float d() const { return f16_scale(blk.d); }
+    float dmin() const { return f16_scale(blk.dmin); }
+    int32_t lane_iscale(int j, int) const { return static_cast<int32_t>((sc >> (8 * j)) & 0xFF); }
+    int32_t group_imin(int j) const { return static_cast<int32_t>((m >> (8 * j)) & 0xFF); }
     int value(int j, int i) const {
         const int lo = (blk.qs[32 * (j / 2) + i] >> (4 * (j % 2))) & 0xF;
         if constexpr (Bits == 5)
@@ -288,35 +271,25 @@ struct QKAffineDecoder {
             return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
         }
     }
-    __m256 lane_scales(int j) const { return _mm256_permutevar8x32_ps(scale, _mm256_set1_epi32(j)); }
-    __m256 mins() const { return min; }
+    __m256i lane_iscales(int j) const { return _mm256_set1_epi32(lane_iscale(j, 0)); }
+    __m256i imins() const {  // the 8 mins as int32 lanes
+        return _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(m)));
+    }
 #endif
 };
 using Q4KDecoder = QKAffineDecoder<BlockQ4_K, 4>;
 using Q5KDecoder = QKAffineDecoder<BlockQ5_K, 5>;
 
-// Q6_K: a scale per 16 values; group j = 4 * half + quarter, as dequantize_q6_k walks the block.
+// Q6_K: an int8 scale per 16 values; group j = 4 * half + quarter, as dequantize_q6_k walks the block.
 struct Q6KDecoder {
     using Block = BlockQ6_K;
     static constexpr bool kMins = false, kOffset32 = true;
     const Block& blk;
-#if defined(__AVX2__)
-    __m256 scale[2];  // d * scales[i]: the halves of 16 in value order, in registers (see QKAffineDecoder)
-    explicit Q6KDecoder(const Block& b) : blk(b) {
-        const __m256 d = _mm256_set1_ps(f16_scale(b.d));
-        const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
-        scale[0] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s)));
-        scale[1] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(s, 8))));
-    }
-#else
-    float scale[16];  // d * scales[i]: the halves of 16 in value order
-    explicit Q6KDecoder(const Block& b) : blk(b) {
-        const float d = f16_scale(b.d);
-        for (int i = 0; i < 16; ++i) scale[i] = d * static_cast<float>(b.scales[i]);
-    }
-    float lane_scale(int j, int lane) const { return scale[2 * j + lane / 4]; }
-    float group_min(int) const { return 0.0f; }
-#endif
+    explicit Q6KDecoder(const Block& b) : blk(b) {}
+    float d() const { return f16_scale(blk.d); }
+    float dmin() const { return 0.0f; }
+    int32_t lane_iscale(int j, int lane) const { return blk.scales[2 * j + lane / 4]; }
+    int32_t group_imin(int) const { return 0; }
     int value(int j, int i) const {
         const int half = j / 4, quarter = j % 4;
         return ((blk.ql[64 * half + 32 * (quarter % 2) + i] >> (4 * (quarter / 2))) & 0xF) |
@@ -331,17 +304,16 @@ struct Q6KDecoder {
         const __m256i h2 = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(2 * quarter)), _mm256_set1_epi8(3));
         return _mm256_or_si256(l4, _mm256_slli_epi16(h2, 4));
     }
-    __m256 lane_scales(int j) const {  // scale[2j] in lanes 0-3, scale[2j + 1] in lanes 4-7
-        const int p = 2 * (j % 4);
-        return _mm256_permutevar8x32_ps(scale[j / 4], _mm256_setr_epi32(p, p, p, p, p + 1, p + 1, p + 1, p + 1));
+    __m256i lane_iscales(int j) const {  // scales[2j] in lanes 0-3, scales[2j + 1] in lanes 4-7
+        return _mm256_set_m128i(_mm_set1_epi32(blk.scales[2 * j + 1]), _mm_set1_epi32(blk.scales[2 * j]));
     }
-    __m256 mins() const { return _mm256_setzero_ps(); }
+    __m256i imins() const { return _mm256_setzero_si256(); }
 #endif
 };
 
 // Where a tile reads its weight blocks: straight from the rows (decode: each block is used once), or from
 // blocks decoded once into scratch (more x rows: every x tile reuses them). Both give the tile the same
-// values, lane scales and mins, so a row's result does not depend on which one served it.
+// integers and scales, so a row's result does not depend on which one served it.
 template <class Dec>
 struct DirectRows {
     using Decoder = Dec;
@@ -356,14 +328,16 @@ struct DirectRows {
 template <class Dec>
 struct DecodedBlockView {
     static constexpr bool kMins = Dec::kMins, kOffset32 = Dec::kOffset32;
-    const DecodedKBlock& d;
-    float lane_scale(int j, int lane) const { return d.lane_scale[j][lane]; }
-    float group_min(int j) const { return d.min[j]; }
-    int value(int j, int i) const { return d.q[j][i]; }
+    const DecodedKBlock& k;
+    float d() const { return k.d; }
+    float dmin() const { return k.dmin; }
+    int32_t lane_iscale(int j, int lane) const { return k.iscale[j][lane]; }
+    int32_t group_imin(int j) const { return k.imin[j]; }
+    int value(int j, int i) const { return k.q[j][i]; }
 #if defined(__AVX2__)
-    __m256i values(int j) const { return _mm256_load_si256(reinterpret_cast<const __m256i*>(d.q[j])); }
-    __m256 lane_scales(int j) const { return _mm256_load_ps(d.lane_scale[j]); }
-    __m256 mins() const { return _mm256_load_ps(d.min); }
+    __m256i values(int j) const { return _mm256_load_si256(reinterpret_cast<const __m256i*>(k.q[j])); }
+    __m256i lane_iscales(int j) const { return _mm256_load_si256(reinterpret_cast<const __m256i*>(k.iscale[j])); }
+    __m256i imins() const { return _mm256_load_si256(reinterpret_cast<const __m256i*>(k.imin)); }
 #endif
 };
 
@@ -383,19 +357,17 @@ void decode_rows(const uint8_t* src, size_t row_bytes, int nw, int64_t nb8, Deco
         for (int64_t b = 0; b < nb8; ++b) {
             const Dec dec(reinterpret_cast<const typename Dec::Block*>(src + r * row_bytes)[b]);
             DecodedKBlock& out = dst[r * nb8 + b];
+            out.d = dec.d();
+            out.dmin = dec.dmin();
             for (int j = 0; j < 8; ++j) {
 #if defined(__AVX2__)
                 _mm256_store_si256(reinterpret_cast<__m256i*>(out.q[j]), dec.values(j));
-                _mm256_store_ps(out.lane_scale[j], dec.lane_scales(j));
 #else
                 for (int i = 0; i < 32; ++i) out.q[j][i] = static_cast<uint8_t>(dec.value(j, i));
-                for (int l = 0; l < 8; ++l) out.lane_scale[j][l] = dec.lane_scale(j, l);
-                out.min[j] = dec.group_min(j);
 #endif
+                for (int l = 0; l < 8; ++l) out.iscale[j][l] = dec.lane_iscale(j, l);
+                out.imin[j] = dec.group_imin(j);
             }
-#if defined(__AVX2__)
-            _mm256_store_ps(out.min, dec.mins());
-#endif
         }
 }
 
@@ -418,18 +390,23 @@ inline float hsum8(__m256 v) {
     h = _mm_add_ps(h, _mm_movehl_ps(h, h));
     return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
 }
+inline int32_t hsum8_i32(__m256i v) {
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    h = _mm_add_epi32(h, _mm_unpackhi_epi64(h, h));
+    return _mm_cvtsi128_si32(_mm_add_epi32(h, _mm_shuffle_epi32(h, 1)));
+}
 
-// out[t * ldo + r] for t < MX, r < NW. Per group: the 8-lane int32 dot (Q6_K: of q - 32, the offset
-// entering as the accumulator's start), to F32, times the lane scales times d_x, accumulated in block and
-// group order; per block the 8 groups' mins times d_x * sum(q_x) in 8 more lanes; both summed by a fixed
-// tree and subtracted. Every output takes exactly these steps in this order, whatever MX, NW and the
-// source: batch invariant.
+// out[t * ldo + r] for t < MX, r < NW. Per block: the exact integer sum in 8 lanes, to F32, times d_w *
+// d_x, accumulated in block order; the mins' exact integer sum times dmin * d_x in a scalar F32 sum; the
+// lanes summed by a fixed tree, the mins subtracted. Every output takes exactly these steps in this order,
+// whatever MX, NW and the source: batch invariant.
 template <class Src, int MX, int NW>
 void tile_k(const BlockQ8Act* x, const ActSumsQ8* xs, int64_t nb8, const Src& src, float* out, int64_t ldo) {
     using Dec = typename Src::Decoder;
-    __m256 acc[MX][NW], macc[MX][NW];
+    __m256 acc[MX][NW];
+    float macc[MX][NW];
     for (int t = 0; t < MX; ++t)
-        for (int r = 0; r < NW; ++r) acc[t][r] = _mm256_setzero_ps(), macc[t][r] = _mm256_setzero_ps();
+        for (int r = 0; r < NW; ++r) acc[t][r] = _mm256_setzero_ps(), macc[t][r] = 0.0f;
     for (int64_t b = 0; b < nb8; ++b) {
         for (int r = 0; r < NW; ++r) {
             // Decode streams the weights once: fetch the next tile's rows a tile ahead, as matmul_q8_0.
@@ -437,48 +414,60 @@ void tile_k(const BlockQ8Act* x, const ActSumsQ8* xs, int64_t nb8, const Src& sr
                 if (const void* next = src.next_tile(r, b, NW))
                     for (int off = 0; off < 256; off += 64) __builtin_prefetch(static_cast<const char*>(next) + off);
             const Dec dec = src.block(r, b);
+            const float dw = dec.d();
             for (int t = 0; t < MX; ++t) {
                 const BlockQ8Act* xb = x + (t * nb8 + b) * 8;
                 const ActSumsQ8& a = xs[t * nb8 + b];
+                __m256i isum = _mm256_setzero_si256();
                 for (int j = 0; j < 8; ++j) {
                     const __m256i init = Dec::kOffset32
                         ? _mm256_load_si256(reinterpret_cast<const __m256i*>(a.minus32_lane_sums[j]))
                         : _mm256_setzero_si256();
                     const __m256i dot = dot_u8s8(init, dec.values(j), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[j].qs)));
-                    acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dec.lane_scales(j), _mm256_set1_ps(a.d[j])), acc[t][r]);
+                    isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(dot, dec.lane_iscales(j)));
                 }
-                if constexpr (Dec::kMins) macc[t][r] = _mm256_fmadd_ps(dec.mins(), _mm256_load_ps(a.dsum), macc[t][r]);
+                acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(dw * xb[0].d), acc[t][r]);
+                if constexpr (Dec::kMins) {
+                    const int32_t mins = hsum8_i32(_mm256_mullo_epi32(dec.imins(), _mm256_load_si256(reinterpret_cast<const __m256i*>(a.isum))));
+                    macc[t][r] = std::fma(dec.dmin() * xb[0].d, static_cast<float>(mins), macc[t][r]);
+                }
             }
         }
     }
     for (int t = 0; t < MX; ++t)
-        for (int r = 0; r < NW; ++r) out[t * ldo + r] = hsum8(acc[t][r]) - (Dec::kMins ? hsum8(macc[t][r]) : 0.0f);
+        for (int r = 0; r < NW; ++r) out[t * ldo + r] = hsum8(acc[t][r]) - macc[t][r];
 }
 
 #else
 
-// Portable version: the same lanes and steps in scalar code (multiply, then add: no FMA here).
+// Portable version: the same integers per lane and the same float steps (multiply, then add: no FMA here).
 template <class Src, int MX, int NW>
 void tile_k(const BlockQ8Act* x, const ActSumsQ8* xs, int64_t nb8, const Src& src, float* out, int64_t ldo) {
     using Dec = typename Src::Decoder;
     for (int t = 0; t < MX; ++t)
         for (int r = 0; r < NW; ++r) {
-            float acc[8] = {}, macc[8] = {};
+            float acc[8] = {}, macc = 0;
             for (int64_t b = 0; b < nb8; ++b) {
                 const Dec dec = src.block(r, b);
                 const BlockQ8Act* xb = x + (t * nb8 + b) * 8;
                 const ActSumsQ8& a = xs[t * nb8 + b];
+                int32_t isum[8] = {};
                 for (int j = 0; j < 8; ++j)
                     for (int l = 0; l < 8; ++l) {
                         int32_t dot = Dec::kOffset32 ? a.minus32_lane_sums[j][l] : 0;
                         for (int i = 4 * l; i < 4 * l + 4; ++i) dot += dec.value(j, i) * int32_t{xb[j].qs[i]};
-                        acc[l] += static_cast<float>(dot) * (dec.lane_scale(j, l) * a.d[j]);
+                        isum[l] += dot * dec.lane_iscale(j, l);
                     }
-                if constexpr (Dec::kMins)
-                    for (int j = 0; j < 8; ++j) macc[j] += dec.group_min(j) * a.dsum[j];
+                const float scale = dec.d() * xb[0].d;
+                for (int l = 0; l < 8; ++l) acc[l] += static_cast<float>(isum[l]) * scale;
+                if constexpr (Dec::kMins) {
+                    int32_t mins = 0;
+                    for (int j = 0; j < 8; ++j) mins += dec.group_imin(j) * a.isum[j];
+                    macc += dec.dmin() * xb[0].d * static_cast<float>(mins);
+                }
             }
-            auto sum8 = [](const float* v) { return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7])); };
-            out[t * ldo + r] = sum8(acc) - (Dec::kMins ? sum8(macc) : 0.0f);
+            const float* v = acc;
+            out[t * ldo + r] = (((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]))) - macc;
         }
 }
 
@@ -608,8 +597,7 @@ void matmul_q8_k(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<ActS
                 a.minus32_lane_sums[b % 8][l] = -32 * lane;
                 total += lane;
             }
-            a.d[b % 8] = q[b].d;
-            a.dsum[b % 8] = q[b].d * static_cast<float>(total);
+            a.isum[b % 8] = total;
         }
     });
     switch (w.dtype) {
