@@ -1,6 +1,8 @@
 // kvscope-kernel-bench: times the CPU backend's matmul for every weight dtype at SmolLM2-135M's shapes
-// (decode n=1: GB/s of weight bytes; prefill n=512: GFLOP/s), one layer's matmuls by batch size (cached,
-// and streamed from memory over 30 layers), and paged attention decode (GB/s of K/V read).
+// (decode n=1: GB/s of weight bytes; prefill n=512: GFLOP/s), the decode roofline (single-row GEMV GB/s
+// over weights streamed from memory, beside the read bandwidth measured in the same run), one layer's
+// matmuls by batch size (cached, and streamed from memory over 30 layers), and paged attention decode
+// (GB/s of K/V read).
 // A benchmark, not a test: correctness is test_backend_ops' job. Median of repeats.
 //   kvscope-kernel-bench [--threads N] [--min-time SECONDS]
 #include "command_line/command_line.h"
@@ -75,6 +77,66 @@ int main(int argc, char** argv) {
     std::mt19937 rng(1234);
     std::printf("kvscope kernel bench: cpu backend (kernels %s), %d threads, median of repeats (>= %.2f s each)\n\n",
                 describe_cpu_kernel_set(backend.kernel_set()).c_str(), threads, min_time);
+
+    // ---- the decode roofline: single-row GEMV (n = 1) over weights that stream from memory, as a decode
+    // step's matmuls do, beside the read bandwidth of the same threads measured in the same run. A decode
+    // step cannot beat bytes of weights / bandwidth; "% bw" says how near each type's GEMV comes.
+    {
+        constexpr size_t kStreamBytes = size_t{256} << 20;  // well past the caches
+        ThreadPool pool(threads);
+        // Read bandwidth: the threads sum slices of a buffer in 64-byte vectors (4 independent chains:
+        // no dependency stalls; a scalar loop measured well below what the F32 GEMV reads), every byte once
+        // per pass.
+        typedef uint64_t v8u64 __attribute__((vector_size(64)));
+        std::vector<uint64_t> buf(kStreamBytes / 8, 1);
+        // In 16 parts per thread, as the GEMV's tasks: on a shared machine a descheduled thread's part is
+        // taken by the others instead of holding up the pass.
+        const int parts = threads * 16;
+        std::vector<uint64_t> sink(parts);
+        const double t_bw = median_seconds([&] {
+            const size_t per = buf.size() / parts / 32 * 32;
+            pool.run(parts, [&](int64_t part, int) {
+                const uint64_t* p = buf.data() + part * per;
+                v8u64 a[4] = {};
+                for (size_t i = 0; i < per; i += 32)
+                    for (int j = 0; j < 4; ++j) {
+                        v8u64 v;
+                        std::memcpy(&v, p + i + 8 * j, sizeof v);
+                        a[j] += v;
+                    }
+                const v8u64 total = (a[0] + a[1]) + (a[2] + a[3]);
+                uint64_t sum = 0;
+                for (int j = 0; j < 8; ++j) sum += total[j];
+                sink[part] = sum;
+            });
+        }, min_time);
+        const double bandwidth = static_cast<double>(kStreamBytes) / t_bw / 1e9;
+        std::printf("decode roofline  read bandwidth (%d threads, %zu MiB): %.1f GB/s\n", threads, kStreamBytes >> 20,
+                    bandwidth);
+        std::printf("single-row GEMV x[1, K] @ w[N, K]^T, K = N = 2048, copies of w streamed (%zu MiB of each type)\n",
+                    kStreamBytes >> 20);
+        std::printf("%-8s | %10s %8s %8s\n", "weights", "GB/s", "% bw", "us/MiB");
+        const int K = 2048, N = 2048;
+        const std::vector<float> wf = random_floats(rng, static_cast<size_t>(N) * K);
+        const std::vector<float> x = random_floats(rng, K);
+        std::vector<float> out(N);
+        for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+            const size_t row_bytes = dtype_row_bytes(dt, K), bytes = row_bytes * N;
+            const size_t copies = (kStreamBytes + bytes - 1) / bytes;
+            std::vector<uint8_t> w(bytes * copies);
+            for (int r = 0; r < N; ++r) quantize_row(dt, wf.data() + static_cast<size_t>(r) * K, w.data() + r * row_bytes, K);
+            for (size_t c = 1; c < copies; ++c) std::memcpy(w.data() + c * bytes, w.data(), bytes);
+            std::vector<WeightView> views;
+            for (size_t c = 0; c < copies; ++c) views.push_back(backend.repack_matmul_weight({w.data() + c * bytes, dt, N, K}));
+            const double t = median_seconds([&] {
+                for (const WeightView& v : views) backend.matmul(x.data(), 1, v, nullptr, out.data());
+            }, min_time);
+            const double gbs = static_cast<double>(bytes * copies) / t / 1e9;
+            std::printf("%-8s | %10.1f %7.0f%% %8.1f\n", dtype_name(dt).data(), gbs, 100.0 * gbs / bandwidth,
+                        t * 1e6 / (static_cast<double>(bytes * copies) / (1 << 20)));
+        }
+        std::printf("\n");
+    }
 
     // ---- matmul at SmolLM2-135M's shapes: hidden 576, 9 q heads / 3 kv heads of 64, MLP 1536, vocab 49152.
     struct Shape {

@@ -96,6 +96,23 @@ int main(int argc, char** argv) {
         }
         report(("pp" + std::to_string(pp)).c_str(), pp_rates);
         report(("tg" + std::to_string(tg)).c_str(), tg_rates);
+        // The decode roofline: a tg step streams every matrix once (the lm head in full; the embedding
+        // lookup reads one row) and the KV cache of its context; bytes per token x tokens/s is the read
+        // rate achieved, to compare with kvscope-kernel-bench's bandwidth figure.
+        const ModelWeights& w = model->weights;
+        double matrix_bytes = static_cast<double>(w.lm_head.rows) * dtype_row_bytes(w.lm_head.dtype, w.lm_head.cols);
+        double kv_bytes = 0;
+        for (const LayerWeights& L : w.layers) {
+            for (const WeightView* v : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
+                matrix_bytes += static_cast<double>(v->rows) * dtype_row_bytes(v->dtype, v->cols);
+            // K and V of the context, averaged over the tg steps (step i attends to i + 1 positions)
+            kv_bytes += 2.0 * dtype_row_bytes(kv_dtype, L.wk.rows) * (tg + 1) / 2.0;
+        }
+        double tg_mean = 0;
+        for (double r : tg_rates) tg_mean += r / tg_rates.size();
+        std::printf("tg bytes/token: %.1f MB (matrices %.1f MB + KV %.2f MB): %.1f GB/s read at %.2f t/s\n",
+                    (matrix_bytes + kv_bytes) / 1e6, matrix_bytes / 1e6, kv_bytes / 1e6,
+                    (matrix_bytes + kv_bytes) * tg_mean / 1e9, tg_mean);
     } catch (const BadInput& e) {
         std::fprintf(stderr, "kvscope-model-bench: error: %s\n", e.what());
         return 2;

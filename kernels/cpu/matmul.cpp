@@ -176,7 +176,9 @@ void matmul(ThreadPool& pool, MatmulScratch& scratch, const float* x, int n, con
     const int64_t N = w.rows;
     if (w.layout == WeightLayout::panels16) {
         matmul_panels(pool, x, n, w, out);
-    } else if (matmul_quantizes_activations(w.dtype)) {
+    } else if (matmul_runs_k_int8(w.dtype)) {
+        matmul_q8_k(pool, scratch.activations_q8, scratch.activation_sums, scratch.decoded_k, x, n, w, out);
+    } else if (unpacks_to_q8_0(w.dtype)) {
         matmul_q8_0(pool, scratch.activations_q8, scratch.unpacked_q8, x, n, w, out);
     } else {
         matmul_dot_tiles(pool, scratch, x, n, w, out);

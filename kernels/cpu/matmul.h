@@ -10,13 +10,14 @@
 // are converted in registers as they stream from memory; with more, each weight tile is converted
 // (F32: copied) once to F32 in per-thread scratch and reused by every x tile; past 64 rows (prefill) a task
 // converts all its weight rows once and reuses them for each 64-row x chunk. Parallel over weight rows.
-// Other block-quantized weights (Q4_1, Q5_1, the K types, IQ4_XS) are always dequantized a tile at a
-// time into scratch, then dotted as F32. Q8_0, Q4_0, Q5_0 and IQ4_NL weights take the int8 path of matmul_q8.h instead, and weights the backend repacked at load
+// Other block-quantized weights (Q4_1, Q5_1, Q2_K, Q3_K, IQ4_XS) are always dequantized a tile at a
+// time into scratch, then dotted as F32. Q8_0, Q4_0, Q5_0, IQ4_NL, Q4_K, Q5_K and Q6_K weights take the int8 paths of matmul_q8.h instead, and weights the backend repacked at load
 // (WeightLayout::panels16: what the engine uses for F32/F16/BF16) the outer-product path of panel_matmul.h.
 #pragma once
 
 #include "backend.h"
 #include "cpu/kernel_set.h"
+#include "cpu/matmul_q8.h"
 #include "cpu/quant.h"
 #include "cpu/thread_pool.h"
 
@@ -30,6 +31,8 @@ struct MatmulScratch {
     std::vector<std::vector<float>> per_thread;  // dequantized weight tiles
     std::vector<BlockQ8Act> activations_q8;      // int8 path (Q8_0 ...): the quantized x rows
     std::vector<std::vector<BlockQ8_0>> unpacked_q8;  // int8 path, Q4_0 / Q5_0 / IQ4_NL: a weight tile per thread
+    std::vector<ActSumsQ8> activation_sums;           // int8 path, K types: the x blocks' sums
+    std::vector<std::vector<DecodedKBlock>> decoded_k; // int8 path, K types: a weight tile per thread, decoded
 };
 
 void matmul(ThreadPool& pool, MatmulScratch& scratch, const float* x, int n, const WeightView& w,

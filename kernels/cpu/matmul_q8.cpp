@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
 
 namespace KVSCOPE_CPU_NAMESPACE {
 
@@ -216,6 +219,315 @@ void tile_rows_nw(const BlockQ8Act* x, int n, int64_t nb, const BlockQ8_0* w, in
         with_constant<kTileX>(n - t, [&](auto MX) { tile<MX(), NW>(x + t * nb, nb, w, wstride, out + t * ldo, ldo); });
 }
 
+// ---- Q4_K, Q5_K, Q6_K straight from their blocks (matmul_q8_k). A 256-value block is 8 groups of 32
+// values, group j lined up with activation block 8b + j; the activations share one scale d_x per 256
+// (quantize_activations_q8_k), so a block's whole dot stays in integers, as llama.cpp's does: per group
+// the int32 dot of the stored unsigned values with x's int8 values (4 bytes per lane: lanes 0-3 hold values
+// 0-15, lanes 4-7 values 16-31; Q6_K's offset of 32 enters as the dot's start), times the group's integer
+// scale in each lane (Q6_K: one per half of 16), summed over the 8 groups; then once per block, in F32,
+// times d_w * d_x. Q4_K / Q5_K subtract dmin * d_x * sum_j m_j * sum(q_x of group j), also in integers.
+// The int32 sums are exact (at most 8 * 4 * 32 * 127 * 128 < 2^24 in magnitude, so exact in F32 too).
+
+// The 8 6-bit scales and mins of a Q4_K / Q5_K block (q4k_scale_min for all j at once, in 32-bit words):
+// byte j of sc and of m is sub-block j's. Kept in registers: bytes stored in pieces and read back as one
+// word stall on store forwarding.
+inline void q4k_scales_mins(const uint8_t* packed, uint64_t& sc, uint64_t& m) {
+    uint32_t u[3];
+    std::memcpy(u, packed, 12);
+    const uint32_t sc_lo = u[0] & 0x3f3f3f3f, sc_hi = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
+    const uint32_t m_lo = u[1] & 0x3f3f3f3f, m_hi = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
+    sc = sc_lo | (uint64_t{sc_hi} << 32);
+    m = m_lo | (uint64_t{m_hi} << 32);
+}
+
+// Q4_K and Q5_K (Bits 4 or 5): one scale and one min per group.
+template <class B, int Bits>
+struct QKAffineDecoder {
+    using Block = B;
+    static constexpr bool kMins = true, kOffset32 = false;
+    const Block& blk;
+    uint64_t sc, m;  // byte j: group j's 6-bit scale, min
+    explicit QKAffineDecoder(const Block& b) : blk(b) { q4k_scales_mins(b.scales, sc, m); }
+    float d() const { return f16_scale(blk.d); }
+    float dmin() const { return f16_scale(blk.dmin); }
+    int32_t lane_iscale(int j, int) const { return static_cast<int32_t>((sc >> (8 * j)) & 0xFF); }
+    int32_t group_imin(int j) const { return static_cast<int32_t>((m >> (8 * j)) & 0xFF); }
+    int value(int j, int i) const {
+        const int lo = (blk.qs[32 * (j / 2) + i] >> (4 * (j % 2))) & 0xF;
+        if constexpr (Bits == 5)
+            return lo | (((blk.qh[i] >> j) & 1) << 4);
+        else
+            return lo;
+    }
+#if defined(__AVX2__)
+    __m256i values(int j) const {
+        const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * (j / 2)));
+        const __m256i lo = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(bytes, 4) : bytes, _mm256_set1_epi8(0x0F));
+        if constexpr (Bits == 4) {
+            return lo;
+        } else {  // Q5_K: bit j of each qh byte to bit 4 (a 16-bit shift by j <= 7 leaves each byte's bit j at bit 0)
+            const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh));
+            const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(j)), _mm256_set1_epi8(1));
+            return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+        }
+    }
+    __m256i lane_iscales(int j) const { return _mm256_set1_epi32(lane_iscale(j, 0)); }
+    __m256i imins() const {  // the 8 mins as int32 lanes
+        return _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(m)));
+    }
+#endif
+};
+using Q4KDecoder = QKAffineDecoder<BlockQ4_K, 4>;
+using Q5KDecoder = QKAffineDecoder<BlockQ5_K, 5>;
+
+// Q6_K: an int8 scale per 16 values; group j = 4 * half + quarter, as dequantize_q6_k walks the block.
+struct Q6KDecoder {
+    using Block = BlockQ6_K;
+    static constexpr bool kMins = false, kOffset32 = true;
+    const Block& blk;
+    explicit Q6KDecoder(const Block& b) : blk(b) {}
+    float d() const { return f16_scale(blk.d); }
+    float dmin() const { return 0.0f; }
+    int32_t lane_iscale(int j, int lane) const { return blk.scales[2 * j + lane / 4]; }
+    int32_t group_imin(int) const { return 0; }
+    int value(int j, int i) const {
+        const int half = j / 4, quarter = j % 4;
+        return ((blk.ql[64 * half + 32 * (quarter % 2) + i] >> (4 * (quarter / 2))) & 0xF) |
+               (((blk.qh[32 * half + i] >> (2 * quarter)) & 3) << 4);
+    }
+#if defined(__AVX2__)
+    __m256i values(int j) const {
+        const int half = j / 4, quarter = j % 4;
+        const __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * half + 32 * (quarter % 2)));
+        const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * half));
+        const __m256i l4 = _mm256_and_si256(quarter / 2 ? _mm256_srli_epi16(l, 4) : l, _mm256_set1_epi8(0x0F));
+        const __m256i h2 = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(2 * quarter)), _mm256_set1_epi8(3));
+        return _mm256_or_si256(l4, _mm256_slli_epi16(h2, 4));
+    }
+    __m256i lane_iscales(int j) const {  // scales[2j] in lanes 0-3, scales[2j + 1] in lanes 4-7
+        return _mm256_set_m128i(_mm_set1_epi32(blk.scales[2 * j + 1]), _mm_set1_epi32(blk.scales[2 * j]));
+    }
+    __m256i imins() const { return _mm256_setzero_si256(); }
+#endif
+};
+
+// Where a tile reads its weight blocks: straight from the rows (decode: each block is used once), or from
+// blocks decoded once into scratch (more x rows: every x tile reuses them). Both give the tile the same
+// integers and scales, so a row's result does not depend on which one served it.
+template <class Dec>
+struct DirectRows {
+    using Decoder = Dec;
+    const uint8_t* base;
+    size_t row_bytes;
+    Dec block(int r, int64_t b) const { return Dec(reinterpret_cast<const typename Dec::Block*>(base + r * row_bytes)[b]); }
+    const void* next_tile(int r, int64_t b, int nw) const {  // block b of row r + nw: the prefetch target
+        return reinterpret_cast<const typename Dec::Block*>(base + (r + nw) * row_bytes) + b;
+    }
+};
+
+template <class Dec>
+struct DecodedBlockView {
+    static constexpr bool kMins = Dec::kMins, kOffset32 = Dec::kOffset32;
+    const DecodedKBlock& k;
+    float d() const { return k.d; }
+    float dmin() const { return k.dmin; }
+    int32_t lane_iscale(int j, int lane) const { return k.iscale[j][lane]; }
+    int32_t group_imin(int j) const { return k.imin[j]; }
+    int value(int j, int i) const { return k.q[j][i]; }
+#if defined(__AVX2__)
+    __m256i values(int j) const { return _mm256_load_si256(reinterpret_cast<const __m256i*>(k.q[j])); }
+    __m256i lane_iscales(int j) const { return _mm256_load_si256(reinterpret_cast<const __m256i*>(k.iscale[j])); }
+    __m256i imins() const { return _mm256_load_si256(reinterpret_cast<const __m256i*>(k.imin)); }
+#endif
+};
+
+template <class Dec>
+struct DecodedRows {
+    using Decoder = DecodedBlockView<Dec>;
+    const DecodedKBlock* base;
+    int64_t blocks_per_row;
+    DecodedBlockView<Dec> block(int r, int64_t b) const { return {base[r * blocks_per_row + b]}; }
+    const void* next_tile(int, int64_t, int) const { return nullptr; }
+};
+
+// Rows [0, nw) of src (row_bytes apart), nb8 blocks each, decoded into dst[r * nb8 + b].
+template <class Dec>
+void decode_rows(const uint8_t* src, size_t row_bytes, int nw, int64_t nb8, DecodedKBlock* dst) {
+    for (int r = 0; r < nw; ++r)
+        for (int64_t b = 0; b < nb8; ++b) {
+            const Dec dec(reinterpret_cast<const typename Dec::Block*>(src + r * row_bytes)[b]);
+            DecodedKBlock& out = dst[r * nb8 + b];
+            out.d = dec.d();
+            out.dmin = dec.dmin();
+            for (int j = 0; j < 8; ++j) {
+#if defined(__AVX2__)
+                _mm256_store_si256(reinterpret_cast<__m256i*>(out.q[j]), dec.values(j));
+#else
+                for (int i = 0; i < 32; ++i) out.q[j][i] = static_cast<uint8_t>(dec.value(j, i));
+#endif
+                for (int l = 0; l < 8; ++l) out.iscale[j][l] = dec.lane_iscale(j, l);
+                out.imin[j] = dec.group_imin(j);
+            }
+        }
+}
+
+#if defined(__AVX2__)
+
+// acc + the int32 dots of unsigned bytes u with signed bytes s, 4 bytes per lane: exact (AVX2's pmaddubsw
+// pairs stay below int16's limit: u <= 63, |s| <= 127), so VNNI and AVX2 give the same sums.
+inline __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpbusd_epi32(acc, u, s);
+#elif defined(__AVXVNNI__)
+    return _mm256_dpbusd_avx_epi32(acc, u, s);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+#endif
+}
+
+inline float hsum8(__m256 v) {
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+}
+inline int32_t hsum8_i32(__m256i v) {
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    h = _mm_add_epi32(h, _mm_unpackhi_epi64(h, h));
+    return _mm_cvtsi128_si32(_mm_add_epi32(h, _mm_shuffle_epi32(h, 1)));
+}
+
+// out[t * ldo + r] for t < MX, r < NW. Per block: the exact integer sum in 8 lanes, to F32, times d_w *
+// d_x, accumulated in block order; the mins' exact integer sum times dmin * d_x in a scalar F32 sum; the
+// lanes summed by a fixed tree, the mins subtracted. Every output takes exactly these steps in this order,
+// whatever MX, NW and the source: batch invariant.
+template <class Src, int MX, int NW>
+void tile_k(const BlockQ8Act* x, const ActSumsQ8* xs, int64_t nb8, const Src& src, float* out, int64_t ldo) {
+    using Dec = typename Src::Decoder;
+    __m256 acc[MX][NW];
+    float macc[MX][NW];
+    for (int t = 0; t < MX; ++t)
+        for (int r = 0; r < NW; ++r) acc[t][r] = _mm256_setzero_ps(), macc[t][r] = 0.0f;
+    for (int64_t b = 0; b < nb8; ++b) {
+        for (int r = 0; r < NW; ++r) {
+            // Decode streams the weights once: fetch the next tile's rows a tile ahead, as matmul_q8_0.
+            if constexpr (MX == 1)
+                if (const void* next = src.next_tile(r, b, NW))
+                    for (int off = 0; off < 256; off += 64) __builtin_prefetch(static_cast<const char*>(next) + off);
+            const Dec dec = src.block(r, b);
+            const float dw = dec.d();
+            for (int t = 0; t < MX; ++t) {
+                const BlockQ8Act* xb = x + (t * nb8 + b) * 8;
+                const ActSumsQ8& a = xs[t * nb8 + b];
+                __m256i isum = _mm256_setzero_si256();
+                for (int j = 0; j < 8; ++j) {
+                    const __m256i init = Dec::kOffset32
+                        ? _mm256_load_si256(reinterpret_cast<const __m256i*>(a.minus32_lane_sums[j]))
+                        : _mm256_setzero_si256();
+                    const __m256i dot = dot_u8s8(init, dec.values(j), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[j].qs)));
+                    isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(dot, dec.lane_iscales(j)));
+                }
+                acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(dw * xb[0].d), acc[t][r]);
+                if constexpr (Dec::kMins) {
+                    const int32_t mins = hsum8_i32(_mm256_mullo_epi32(dec.imins(), _mm256_load_si256(reinterpret_cast<const __m256i*>(a.isum))));
+                    macc[t][r] = std::fma(dec.dmin() * xb[0].d, static_cast<float>(mins), macc[t][r]);
+                }
+            }
+        }
+    }
+    for (int t = 0; t < MX; ++t)
+        for (int r = 0; r < NW; ++r) out[t * ldo + r] = hsum8(acc[t][r]) - macc[t][r];
+}
+
+#else
+
+// Portable version: the same integers per lane and the same float steps (multiply, then add: no FMA here).
+template <class Src, int MX, int NW>
+void tile_k(const BlockQ8Act* x, const ActSumsQ8* xs, int64_t nb8, const Src& src, float* out, int64_t ldo) {
+    using Dec = typename Src::Decoder;
+    for (int t = 0; t < MX; ++t)
+        for (int r = 0; r < NW; ++r) {
+            float acc[8] = {}, macc = 0;
+            for (int64_t b = 0; b < nb8; ++b) {
+                const Dec dec = src.block(r, b);
+                const BlockQ8Act* xb = x + (t * nb8 + b) * 8;
+                const ActSumsQ8& a = xs[t * nb8 + b];
+                int32_t isum[8] = {};
+                for (int j = 0; j < 8; ++j)
+                    for (int l = 0; l < 8; ++l) {
+                        int32_t dot = Dec::kOffset32 ? a.minus32_lane_sums[j][l] : 0;
+                        for (int i = 4 * l; i < 4 * l + 4; ++i) dot += dec.value(j, i) * int32_t{xb[j].qs[i]};
+                        isum[l] += dot * dec.lane_iscale(j, l);
+                    }
+                const float scale = dec.d() * xb[0].d;
+                for (int l = 0; l < 8; ++l) acc[l] += static_cast<float>(isum[l]) * scale;
+                if constexpr (Dec::kMins) {
+                    int32_t mins = 0;
+                    for (int j = 0; j < 8; ++j) mins += dec.group_imin(j) * a.isum[j];
+                    macc += dec.dmin() * xb[0].d * static_cast<float>(mins);
+                }
+            }
+            const float* v = acc;
+            out[t * ldo + r] = (((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]))) - macc;
+        }
+}
+
+#endif
+
+constexpr int kTileXK = 4, kTileWK = 2, kDecodeWK = 4;
+
+template <class Dec>
+void matmul_k_rows(ThreadPool& pool, const BlockQ8Act* xq, const ActSumsQ8* xs,
+                   std::vector<std::vector<DecodedKBlock>>& decoded, int n, const WeightView& w, float* out) {
+    const int64_t K = w.cols, N = w.rows, nb = K / 32, nb8 = K / 256;
+    const size_t row_bytes = dtype_row_bytes(w.dtype, K);
+    const auto* rows = static_cast<const uint8_t*>(w.data);
+    const int tile_w = n == 1 ? kDecodeWK : kTileWK;
+    const int64_t num_tiles = (N + tile_w - 1) / tile_w;
+    const int64_t tiles_per_task = std::max<int64_t>(1, num_tiles / (pool.size() * 8));
+    const int64_t num_tasks = (num_tiles + tiles_per_task - 1) / tiles_per_task;
+    constexpr int kChunkX = 64;  // activation rows that stay in L2 while the task's weight rows pass
+    if (n > 1) {  // per-thread room for one tile's rows decoded
+        if (decoded.size() < static_cast<size_t>(pool.size())) decoded.resize(pool.size());
+        for (auto& d : decoded)
+            if (d.size() < static_cast<size_t>(kTileWK * nb8)) d.resize(static_cast<size_t>(kTileWK * nb8));
+    }
+    pool.run(num_tasks, [&](int64_t task, int thread) {
+        const int64_t end = std::min(num_tiles, (task + 1) * tiles_per_task);
+        for (int x0 = 0; x0 < n; x0 += kChunkX) {
+            const int nx = std::min(kChunkX, n - x0);
+            for (int64_t tile_index = task * tiles_per_task; tile_index < end; ++tile_index) {
+                const int64_t r0 = tile_index * tile_w;
+                const int nw = static_cast<int>(std::min<int64_t>(tile_w, N - r0));
+                const BlockQ8Act* x = xq + static_cast<size_t>(x0) * nb;
+                const ActSumsQ8* s = xs + static_cast<size_t>(x0) * nb8;
+                const uint8_t* wr = rows + r0 * row_bytes;
+                float* o = out + static_cast<size_t>(x0) * N + r0;
+                if (n == 1) {  // each block once: decoded in registers
+                    const DirectRows<Dec> direct{wr, row_bytes};
+                    if (nw == kDecodeWK)
+                        tile_k<DirectRows<Dec>, 1, kDecodeWK>(x, s, nb8, direct, o, N);
+                    else
+                        with_constant<kDecodeWK>(nw, [&](auto NW) { tile_k<DirectRows<Dec>, 1, NW()>(x, s, nb8, direct, o, N); });
+                    continue;
+                }
+                // Several x rows: the tile's weight rows decoded once, then every x tile reads them.
+                DecodedKBlock* g = decoded[thread].data();
+                decode_rows<Dec>(wr, row_bytes, nw, nb8, g);
+                const DecodedRows<Dec> rows_d{g, nb8};
+                with_constant<kTileWK>(nw, [&](auto NW) {
+                    int t = 0;
+                    for (; t + kTileXK <= nx; t += kTileXK)
+                        tile_k<DecodedRows<Dec>, kTileXK, NW()>(x + t * nb, s + t * nb8, nb8, rows_d, o + t * N, N);
+                    if (t < nx)
+                        with_constant<kTileXK>(nx - t, [&](auto MX) {
+                            tile_k<DecodedRows<Dec>, MX(), NW()>(x + t * nb, s + t * nb8, nb8, rows_d, o + t * N, N);
+                        });
+                });
+            }
+        }
+    });
+}
+
 }  // namespace
 
 void matmul_q8_0(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<std::vector<BlockQ8_0>>& unpacked,
@@ -263,6 +575,37 @@ void matmul_q8_0(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<std:
             }
         }
     });
+}
+
+}  // namespace KVSCOPE_CPU_NAMESPACE
+
+namespace KVSCOPE_CPU_NAMESPACE {
+
+void matmul_q8_k(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<ActSumsQ8>& sums,
+                 std::vector<std::vector<DecodedKBlock>>& decoded, const float* x, int n, const WeightView& w, float* out) {
+    const int64_t K = w.cols, nb = K / 32, nb8 = K / 256;
+    if (xq.size() < static_cast<size_t>(n * nb)) xq.resize(static_cast<size_t>(n * nb));
+    if (sums.size() < static_cast<size_t>(n * nb8)) sums.resize(static_cast<size_t>(n * nb8));
+    pool.run(n, [&](int64_t t, int) {
+        BlockQ8Act* q = xq.data() + t * nb;
+        quantize_activations_q8_k(x + t * K, q, K);
+        for (int64_t b = 0; b < nb; ++b) {
+            ActSumsQ8& a = sums[t * nb8 + b / 8];
+            int32_t total = 0;
+            for (int l = 0; l < 8; ++l) {
+                const int32_t lane = q[b].qs[4 * l] + q[b].qs[4 * l + 1] + q[b].qs[4 * l + 2] + q[b].qs[4 * l + 3];
+                a.minus32_lane_sums[b % 8][l] = -32 * lane;
+                total += lane;
+            }
+            a.isum[b % 8] = total;
+        }
+    });
+    switch (w.dtype) {
+    case DType::Q4_K: matmul_k_rows<Q4KDecoder>(pool, xq.data(), sums.data(), decoded, n, w, out); break;
+    case DType::Q5_K: matmul_k_rows<Q5KDecoder>(pool, xq.data(), sums.data(), decoded, n, w, out); break;
+    case DType::Q6_K: matmul_k_rows<Q6KDecoder>(pool, xq.data(), sums.data(), decoded, n, w, out); break;
+    default: throw std::invalid_argument("matmul_q8_k: " + std::string(dtype_name(w.dtype)) + " is not a K type");
+    }
 }
 
 }  // namespace KVSCOPE_CPU_NAMESPACE

@@ -22,4 +22,32 @@ namespace KVSCOPE_CPU_NAMESPACE {
 void matmul_q8_0(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<std::vector<BlockQ8_0>>& unpacked,
                  const float* x, int n, const WeightView& w, float* out);
 
+// Per 256 activation values (8 blocks of 32, one shared d_x), what the K types' dots need beside the
+// BlockQ8Acts: sum(q_x) per block (Q4_K / Q5_K mins) and, per 4 bytes (one int32 lane of a 32-byte dot),
+// -32 * sum(q_x) (Q6_K stores q + 32 unsigned).
+struct alignas(32) ActSumsQ8 {
+    int32_t isum[8];
+    int32_t minus32_lane_sums[8][8];
+};
+
+// The same for Q4_K, Q5_K and Q6_K weights (quant.h matmul_runs_k_int8), read straight from their blocks,
+// with activations quantized as llama.cpp does for them (quantize_activations_q8_k: one scale per 256):
+// per block of 256 the exact integer sum over its sub-blocks of (int32 dot of the unsigned stored values
+// with x's int8 values) times the sub-block's integer scale, then times d_w * d_x in F32; Q4_K / Q5_K
+// subtract dmin * d_x * sum of m times sum(q_x), Q6_K its offset of 32 inside the dots. Batch invariant as
+// matmul_q8_0.
+// A K-type block of 256 weights decoded (prefill decodes a tile's rows once for every x tile): per group
+// of 32 the stored values as unsigned bytes and the integer scale of each int32 lane of its dot, the
+// groups' integer mins, and the block's F32 d and dmin.
+struct alignas(32) DecodedKBlock {
+    uint8_t q[8][32];
+    int32_t iscale[8][8];
+    int32_t imin[8];
+    float d, dmin;
+};
+
+// x [n, w.cols]; out [n, w.rows]; xq, sums, decoded (one per pool thread): scratch
+void matmul_q8_k(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<ActSumsQ8>& sums,
+                 std::vector<std::vector<DecodedKBlock>>& decoded, const float* x, int n, const WeightView& w, float* out);
+
 }  // namespace KVSCOPE_CPU_NAMESPACE

@@ -36,17 +36,6 @@ void dequantize_q8_0(const BlockQ8_0* __restrict blocks, float* __restrict dst, 
     }
 }
 
-// The 6-bit scale and min of sub-block j (0..7) of a Q4_K or Q5_K block, as ggml packs them.
-inline void q4k_scale_min(int j, const uint8_t* q, uint8_t& sc, uint8_t& m) {
-    if (j < 4) {
-        sc = q[j] & 63;
-        m = q[j + 4] & 63;
-    } else {
-        sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-        m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-}
-
 // The inverse: 8 6-bit scales and mins into 12 bytes.
 void pack_scale_min_k4(const uint8_t ls[8], const uint8_t lm[8], uint8_t out[12]) {
     std::memset(out, 0, 12);
@@ -738,6 +727,23 @@ void quantize_activations_q8(const float* src, BlockQ8Act* dst, int64_t n) {
         for (int j = 0; j < 32; ++j) {
             const float v = std::fma(x[j], id, 12582912.0f) - 12582912.0f;
             dst[b].qs[j] = static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
+        }
+    }
+}
+
+void quantize_activations_q8_k(const float* src, BlockQ8Act* dst, int64_t n) {
+    for (int64_t b = 0; b < n / 256; ++b) {
+        const float* x = src + b * 256;
+        float m = 0;  // the value of largest magnitude, its sign kept (the first one on a tie)
+        for (int j = 0; j < 256; ++j)
+            if (std::fabs(x[j]) > std::fabs(m)) m = x[j];
+        const float iscale = m != 0 ? -127.0f / m : 0.0f, d = m != 0 ? 1.0f / iscale : 0.0f;
+        for (int g = 0; g < 8; ++g) {
+            BlockQ8Act& out = dst[b * 8 + g];
+            out.d = d;
+            // The product rounded first, then to the nearest even integer (|q| <= 127: |x| <= |m|).
+            for (int j = 0; j < 32; ++j)
+                out.qs[j] = static_cast<int8_t>(std::min(127.0f, std::nearbyint(x[32 * g + j] * iscale)));
         }
     }
 }

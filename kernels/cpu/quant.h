@@ -21,13 +21,30 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n);
 // Weight types whose blocks are 32 int8 values times one F16 scale once unpacked (Q8_0 as stored; Q4_0,
 // Q5_0 and IQ4_NL: q - 8, q - 16 and the IQ4_NL level are int8): the matmul runs them through the int8
 // dot products of matmul_q8.h, so their activations are quantized (as llama.cpp's dots do).
-constexpr bool matmul_quantizes_activations(DType t) {
+constexpr bool unpacks_to_q8_0(DType t) {
     return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0 || t == DType::IQ4_NL;
 }
+// Q4_K, Q5_K and Q6_K run int8 dot products too, straight from their blocks (matmul_q8.h's matmul_q8_k):
+// their values are small unsigned integers times per-sub-block scales (minus a min), and the sub-blocks
+// line up with the activations' blocks of 32. Dequantizing them to F32 and multiplying in F32 left
+// single-row decode compute-bound at a fraction of the memory bandwidth.
+constexpr bool matmul_runs_k_int8(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
+constexpr bool matmul_quantizes_activations(DType t) { return unpacks_to_q8_0(t) || matmul_runs_k_int8(t); }
 
-// dst[0 .. n / 32) = the blocks of a row of such a type as Q8_0 blocks with the same values (exactly
+// dst[0 .. n / 32) = the blocks of a row of an unpacks_to_q8_0 type as Q8_0 blocks with the same values (exactly
 // what dequantize_row gives, as d * q). n a multiple of 32.
 void unpack_row_q8_0(DType type, const void* src, BlockQ8_0* dst, int64_t n);
+
+// The 6-bit scale and min of sub-block j (0..7) of a Q4_K or Q5_K block, as ggml packs them in 12 bytes q.
+inline void q4k_scale_min(int j, const uint8_t* q, uint8_t& sc, uint8_t& m) {
+    if (j < 4) {
+        sc = q[j] & 63;
+        m = q[j + 4] & 63;
+    } else {
+        sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
 
 // An activation row quantized for the int8 dot products of Q8_0 weights (as llama.cpp does): per 32
 // values an F32 scale d = max|x| / 127 and q = x / d rounded to nearest even, in [-127, 127].
@@ -37,5 +54,19 @@ struct BlockQ8Act {
 };
 // dst[0 .. n / 32) from src[0 .. n); n a multiple of 32.
 void quantize_activations_q8(const float* src, BlockQ8Act* dst, int64_t n);
+
+// The activations of the K types' int8 dots (matmul_runs_k_int8), as llama.cpp quantizes them for those
+// weights (its Q8_K): one scale per 256 values, d = m / -127 for the value m of largest magnitude, q = x / d
+// rounded to nearest even; written as 8 BlockQ8Act per 256 values that share d. Rounding the activations
+// as llama.cpp does keeps greedy outputs on the same side of its near-ties. n a multiple of 256.
+void quantize_activations_q8_k(const float* src, BlockQ8Act* dst, int64_t n);
+
+// The activation quantizer the int8 path uses for weights of type t (a matmul_quantizes_activations type).
+inline void quantize_activations_for(DType t, const float* src, BlockQ8Act* dst, int64_t n) {
+    if (matmul_runs_k_int8(t))
+        quantize_activations_q8_k(src, dst, n);
+    else
+        quantize_activations_q8(src, dst, n);
+}
 
 }  // namespace KVSCOPE_CPU_NAMESPACE

@@ -22,7 +22,7 @@ void matmul_ref(const float* x, int n, const WeightView& w, const float* bias, f
         xq.resize(static_cast<size_t>(n) * K);
         std::vector<BlockQ8Act> blocks(K / 32);
         for (int t = 0; t < n; ++t) {
-            quantize_activations_q8(x + static_cast<size_t>(t) * K, blocks.data(), K);
+            quantize_activations_for(w.dtype, x + static_cast<size_t>(t) * K, blocks.data(), K);
             for (int64_t k = 0; k < K; ++k) xq[t * K + k] = blocks[k / 32].d * blocks[k / 32].qs[k % 32];
         }
         x = xq.data();

@@ -186,15 +186,18 @@ private slots:
         QVERIFY(e > 0);  // the copy really is quantized
         // Tight: the same model with every matrix dequantized to F32 up front (the F32 paths) gives the
         // logits of the quantized one (the block-type paths: embedding lookup, dequantizing matmul) up
-        // to F32 summation order. The int8 path's types (their activations are quantized too) against a
-        // twin in Q8_0 blocks of the same values instead: exactly.
+        // to F32 summation order. The int8 path's types (their activations are quantized too) that unpack
+        // to Q8_0 against a twin in Q8_0 blocks of the same values instead: exactly. Q4_K, Q5_K and Q6_K
+        // also quantize activations but no Q8_0 block holds their values: against the F32 twin they differ
+        // by the activations' int8 rounding alone (their kernels' exact check is test_backend_ops').
         auto twin = load_model(dir.filePath("q.gguf").toStdString());
-        const bool int8 = cpu::matmul_quantizes_activations(DType(dtype));
-        test::convert_matrices(twin->weights, int8 ? DType::Q8_0 : DType::F32);
+        const bool unpacks = cpu::unpacks_to_q8_0(DType(dtype));
+        const bool int8_activations = cpu::matmul_quantizes_activations(DType(dtype));
+        test::convert_matrices(twin->weights, unpacks ? DType::Q8_0 : DType::F32);
         const double t = rel_l2(test::prefill_logits(*q, sequence(), 0), test::prefill_logits(*twin, sequence(), 0));
         qInfo("%s: relative L2 difference from its %s twin = %.3g", std::string(dtype_name(DType(dtype))).c_str(),
-              int8 ? "Q8_0" : "F32", t);
-        QVERIFY(int8 ? t == 0 : t < 1e-5);
+              unpacks ? "Q8_0" : "F32", t);
+        QVERIFY(unpacks ? t == 0 : t < (int8_activations ? 3e-2 : 1e-5));
         if (dtype == int(DType::F16) || dtype == int(DType::BF16)) {  // HF checkpoints in the same type
             test::write_random_hf(dir.filePath("hf").toStdString(), s, 9, static_cast<DType>(dtype));
             auto hf = load_model(dir.filePath("hf").toStdString());

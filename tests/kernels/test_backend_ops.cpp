@@ -328,6 +328,64 @@ private slots:
             }
     }
 
+    // ---- Q4_K / Q5_K / Q6_K x int8 activations (the int8 dots straight from their blocks): blocks of random
+    // bytes (every stored value, 6-bit scale and min, Q6_K's int8 scales -128..127 included), at one x row
+    // (weights decoded in registers) and several (decoded once per tile), N odd (a decode tiling's short
+    // last tile), against the reference and, for the activation quantization's own error, F32 activations.
+    void matmul_k_int8_data() {
+        QTest::addColumn<int>("dtype");
+        QTest::addColumn<int>("n");
+        for (DType dt : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
+            for (int n : {1, 6}) QTest::addRow("%s n=%d", dtype_name(dt).data(), n) << static_cast<int>(dt) << n;
+    }
+    void matmul_k_int8() {
+        QFETCH(int, dtype);
+        QFETCH(int, n);
+        Subject& s = subject();
+        const DType dt = static_cast<DType>(dtype);
+        if (!s.first().supports(dt)) QSKIP("no K-type weights here");
+        std::mt19937_64 rng(case_seed(seed_));
+        const int K = 256 * 3, N = 11;
+        const size_t row_bytes = dtype_row_bytes(dt, K), block_bytes = row_bytes / (K / 256);
+        std::vector<uint8_t> bytes(row_bytes * N);
+        for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
+        // The F16 super-block scales (d, and dmin where there is one) finite and of a plausible size.
+        const std::vector<size_t> f16_at = dt == DType::Q6_K ? std::vector<size_t>{block_bytes - 2}  // d last
+                                                             : std::vector<size_t>{0, 2};            // d, dmin first
+        for (size_t off = 0; off < bytes.size(); off += block_bytes)
+            for (size_t at : f16_at) {
+                const uint16_t h = f32_to_f16(std::ldexp(1.0f + static_cast<float>(rng() % 1000) / 1000, -12));
+                std::memcpy(bytes.data() + off + at, &h, 2);
+            }
+        const WeightView stored{bytes.data(), dt, N, K};
+        const std::vector<float> x = random_floats(rng, static_cast<size_t>(n) * K);
+        std::vector<float> ref(static_cast<size_t>(n) * N);
+        matmul_ref(x.data(), n, stored, nullptr, ref.data());
+        Backend& b = *s.backends.back();
+        const WeightView w = b.upload_weight(stored);
+        const DeviceVector<float> x_d(s.first(), x), out_d(s.first(), std::vector<float>(ref.size(), kNaN));
+        b.matmul(x_d.data(), n, w, nullptr, out_d.data());
+        const std::vector<float> out = out_d.download();
+        double ref_max = 0;
+        for (float r : ref) ref_max = std::max(ref_max, static_cast<double>(std::fabs(r)));
+        const Diff d = diff(out.data(), ref.data(), static_cast<int64_t>(out.size()));
+        QVERIFY2(d.within(1e-5 * ref_max, 1e-11), describe(d, out, ref, s.who(b)));
+        if (!s.cpu) return;
+        // Against F32 activations: each product's x is off by at most d_x / 2 = max|x| / 254 per 256 values.
+        std::vector<float> w_f32(static_cast<size_t>(N) * K);
+        for (int r = 0; r < N; ++r) dequantize_row(dt, bytes.data() + r * row_bytes, w_f32.data() + static_cast<size_t>(r) * K, K);
+        for (int t = 0; t < n; ++t)
+            for (int r = 0; r < N; ++r) {
+                double sum = 0, bound = 0;
+                for (int k = 0; k < K; ++k) {
+                    sum += static_cast<double>(x[t * K + k]) * w_f32[static_cast<size_t>(r) * K + k];
+                    bound += std::fabs(w_f32[static_cast<size_t>(r) * K + k]) / 254.0;  // |x| <= 1
+                }
+                QVERIFY2(std::fabs(out[t * N + r] - sum) <= bound * 1.01 + 1e-6,
+                         qPrintable(QString("row %1 col %2: %3 vs %4, bound %5").arg(t).arg(r).arg(out[t * N + r]).arg(sum).arg(bound)));
+            }
+    }
+
     // ---- paged attention + write_kv: random block tables over thousands of blocks, GQA, decode, chunked
     // prefill and long contexts, F32 and half-precision caches.
     void paged_attention_data() {

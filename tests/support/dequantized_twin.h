@@ -1,5 +1,5 @@
 // A model's matrices replaced by copies of the same values in another layout: F32 (dequantized), or Q8_0
-// blocks (for the types matmul_quantizes_activations names). Such a twin runs the same numbers through
+// blocks (for the types unpacks_to_q8_0 names). Such a twin runs the same numbers through
 // other kernels: the F32 twin of a quantized model is its exact computation, with no rounding of
 // activations, against which the block-type paths (here or in another engine) are measured.
 #pragma once
