@@ -102,6 +102,16 @@ KVSCOPE_HOST_DEVICE float q8_activation(float v, float amax) {
     return mul_rn(d, q);
 }
 
+// v as the K types' int8 matmul path sees it (cpu/quant.h quantize_activations_q8_k, llama.cpp's Q8_K):
+// d * q with iscale = -127 / m and d = 1 / iscale, for m the value of largest magnitude (its sign kept) over
+// v's block of 256, and q = v * iscale rounded to nearest even and capped at 127.
+KVSCOPE_HOST_DEVICE float q8k_activation(float v, float m) {
+    if (m == 0.0f) return 0.0f;
+    const float iscale = div_rn(-127.0f, m), d = div_rn(1.0f, iscale);
+    // + 0 turns rintf's -0 into +0, as the CPU's int8 q = 0 is: d * q must then carry d's sign only.
+    return mul_rn(d, fminf(add_rn(rintf(mul_rn(v, iscale)), 0.0f), 127.0f));
+}
+
 // Value j (0..31) of a 32-block's nibbles: low nibble of qs[j] for j < 16, high nibble of qs[j - 16] above.
 KVSCOPE_HOST_DEVICE int nibble32(const uint8_t* qs, int j) { return j < 16 ? qs[j] & 0xF : qs[j - 16] >> 4; }
 // Bit j (0..31) of a little-endian u32 stored as 4 bytes.

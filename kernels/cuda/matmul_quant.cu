@@ -30,6 +30,33 @@ static __global__ void quantize_activations_kernel(const float* __restrict__ x, 
 // grid (ceil(N / kWarps), ceil(n / kRowsPerWarp)), block kWarps * 32.
 //   x [n, K] F32; w [N, row_bytes] of Q::Block; bias [N] or null; out [n, N] F32
 // Warp w of block (bx, by): weight row bx * kWarps + w, x rows by * kRowsPerWarp + [0, kRowsPerWarp).
+// Warp-per-256-values, grid-stride, for the K types (cpu::matmul_runs_k_int8): x [count] F32 -> xq [count]
+// F32 (count a multiple of 256). m is the value of largest magnitude, the first one on a tie as on the CPU,
+// so each lane carries its best (|x|, index) and the warp keeps the larger, then the lower index.
+static __global__ void quantize_activations_k_kernel(const float* __restrict__ x, int64_t count, float* __restrict__ xq) {
+    const int lane = threadIdx.x % kWarpSize;
+    const int64_t groups = count / 256;
+    const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x / kWarpSize;
+    for (int64_t g = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / kWarpSize; g < groups; g += stride) {
+        const float* xg = x + g * 256;
+        float best = -1.0f;
+        int at = 0;
+        for (int i = 0; i < 8; ++i) {
+            const int j = lane + 32 * i;
+            const float a = fabsf(xg[j]);
+            if (a > best) best = a, at = j;  // j rises within a lane: ties keep the first
+        }
+#pragma unroll
+        for (int o = kWarpSize / 2; o > 0; o >>= 1) {
+            const float b = __shfl_xor_sync(0xffffffffu, best, o);
+            const int bj = __shfl_xor_sync(0xffffffffu, at, o);
+            if (b > best || (b == best && bj < at)) best = b, at = bj;
+        }
+        const float m = xg[at];
+        for (int i = 0; i < 8; ++i) xq[g * 256 + lane + 32 * i] = q8k_activation(xg[lane + 32 * i], m);
+    }
+}
+
 template <class Q>
 static __global__ void __launch_bounds__(kWarps * kWarpSize)
     matmul_quant_kernel(const float* __restrict__ x, int n, int K, const uint8_t* __restrict__ w, int64_t row_bytes,
@@ -72,9 +99,15 @@ void matmul_quant(const float* x, int n, const WeightView& w, const float* bias,
     if (cpu::matmul_quantizes_activations(w.dtype)) {
         if (!scratch) throw std::invalid_argument("cuda matmul: quantized activations need scratch");
         const int64_t count = static_cast<int64_t>(n) * K;
-        quantize_activations_kernel<<<grid_for(count, kQuantThreads), kQuantThreads, 0, stream>>>(x, count,
-                                                                                                  static_cast<float*>(scratch));
-        CUDA_CHECK_LAUNCH("quantize_activations_kernel");
+        if (cpu::matmul_runs_k_int8(w.dtype)) {  // one warp per 256 values
+            quantize_activations_k_kernel<<<grid_for(count / 8, kQuantThreads), kQuantThreads, 0, stream>>>(
+                x, count, static_cast<float*>(scratch));
+            CUDA_CHECK_LAUNCH("quantize_activations_k_kernel");
+        } else {
+            quantize_activations_kernel<<<grid_for(count, kQuantThreads), kQuantThreads, 0, stream>>>(
+                x, count, static_cast<float*>(scratch));
+            CUDA_CHECK_LAUNCH("quantize_activations_kernel");
+        }
         x = static_cast<const float*>(scratch);
     }
     const dim3 grid(static_cast<unsigned>(ceil_div(N, kWarps)), static_cast<unsigned>(ceil_div(n, kRowsPerWarp)));

@@ -120,6 +120,35 @@ private slots:
         }
     }
 
+    // The K types' activations (one signed extreme per 256 values, llama.cpp's Q8_K) on the device equal
+    // cpu::quantize_activations_q8_k bit for bit, ties of magnitude and of rounding included.
+    void q8k_activation_equals_cpu() {
+        std::mt19937_64 rng(test::case_seed(seed_));
+        const int n = 256 * 16;
+        std::vector<float> x = test::random_floats(rng, n, -3.0f, 3.0f);
+        // Block 0: m = -127 (so iscale = 1) and halves that round to even; +127 later ties in magnitude.
+        const float ties[] = {-127.0f, 2.5f, -3.5f, 0.5f, -0.5f, 1.5f, 126.5f, -126.5f, 127.0f, -0.25f};
+        std::copy(std::begin(ties), std::end(ties), x.begin());
+        std::fill(x.begin() + 256, x.begin() + 512, 0.0f);     // block 1: all zero
+        std::fill(x.begin() + 512, x.begin() + 768, -1e-30f);  // block 2: tiny, all equal
+        x[768 + 5] = 2.0f, x[768 + 200] = -2.0f;                // block 3: the first of a +-tie wins
+        std::vector<cpu::BlockQ8Act> blocks(n / 32);
+        cpu::quantize_activations_q8_k(x.data(), blocks.data(), n);
+        for (int b = 0; b < n / 256; ++b) {
+            float m = 0;
+            for (int j = 0; j < 256; ++j)
+                if (std::fabs(x[b * 256 + j]) > std::fabs(m)) m = x[b * 256 + j];
+            for (int j = 0; j < 256; ++j) {
+                const cpu::BlockQ8Act& blk = blocks[(b * 256 + j) / 32];
+                const float want = blk.d * blk.qs[j % 32];
+                const float got = cuda::q8k_activation(x[b * 256 + j], m);
+                QVERIFY2(std::memcmp(&got, &want, 4) == 0,
+                         qPrintable(QString("x[%1] = %2: %3, CPU %4").arg(b * 256 + j).arg(x[b * 256 + j], 0, 'g', 9)
+                                        .arg(got, 0, 'g', 9).arg(want, 0, 'g', 9)));
+            }
+        }
+    }
+
     void plain_types_are_not_visited() {
         for (DType t : {DType::F32, DType::F16, DType::BF16}) {
             bool threw = false;
