@@ -150,6 +150,11 @@ void LlmEngine::build_pool(const EngineConfig& c) {
         kv_ = std::make_unique<KvCacheManager>(num_blocks, c.block_size, caching);
     else
         kv_->reset(num_blocks, c.block_size);
+    // The naive baseline reserves max_model_len up front and its padding rows read from position 0: it
+    // never frees; the snapshot still marks the blocks the windows left behind.
+    const ModelConfig& m = model_->config;
+    kv_->set_sliding_window(m.sliding_window, m.all_layers_windowed() && c.mode == BatchingMode::PAGED &&
+                                                  c.free_outside_window);
     const int max_tokens = c.scheduler.max_num_batched_tokens;
     const int max_logits = std::min(c.scheduler.max_num_seqs, max_tokens);
     if (!runner_)
@@ -182,6 +187,7 @@ void LlmEngine::reconfigure(const EngineConfig& next) {
     const DType next_kv_dtype = resolve_kv_dtype(next);
     const bool rebuild = next.block_size != config_.block_size || next.kv_cache_memory != config_.kv_cache_memory ||
                          next.num_blocks != config_.num_blocks || next.mode != config_.mode ||
+                         next.free_outside_window != config_.free_outside_window ||
                          next_kv_dtype != kv_cache_dtype() ||
                          next.scheduler.enable_prefix_caching != config_.scheduler.enable_prefix_caching;
     if (!rebuild) {

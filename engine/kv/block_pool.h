@@ -37,7 +37,8 @@ public:
     // evicted first). Cached ones keep their hash: they stay findable until evicted.
     void free_blocks(std::span<KvCacheBlock* const> ordered_blocks);
     // Makes blocks[num_cached_blocks, num_full_blocks) findable under request.block_hashes[i]
-    // (which must cover num_full_blocks). No-op when caching is off.
+    // (which must cover num_full_blocks); null entries (freed behind a sliding window) are skipped.
+    // No-op when caching is off.
     void cache_full_blocks(const Request& request, std::span<KvCacheBlock* const> blocks,
                            int num_cached_blocks, int num_full_blocks, int block_size);
     // The cached block for this hash, or nullptr. Counts one query (and one hit when found).
