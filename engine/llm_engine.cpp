@@ -236,8 +236,14 @@ void LlmEngine::check_fits_pool(const std::string& id, int prompt_len, int max_t
     // reserves max_model_len slots.
     const int max_len = c.scheduler.max_model_len;
     const int64_t longest = std::min<int64_t>(max_len, static_cast<int64_t>(prompt_len) + max_tokens);
-    const int64_t need = c.mode == BatchingMode::NAIVE ? (max_len + c.block_size - 1) / c.block_size
-                                           : (longest + c.block_size - 1) / c.block_size;
+    int64_t need = c.mode == BatchingMode::NAIVE ? (max_len + c.block_size - 1) / c.block_size
+                                     : (longest + c.block_size - 1) / c.block_size;
+    // Where blocks behind the window are freed, a step's chunk of up to max_num_batched_tokens queries
+    // reads keys from window - 1 before its first one: that many tokens, plus one block of misalignment.
+    const ModelConfig& m = model_->config;
+    if (c.mode == BatchingMode::PAGED && c.free_outside_window && m.all_layers_windowed())
+        need = std::min<int64_t>(
+            need, (m.sliding_window - 1 + c.scheduler.max_num_batched_tokens + c.block_size - 1) / c.block_size + 1);
     if (need > num_blocks)
         throw BadInput("request " + id + ": needs " + std::to_string(need) + " KV blocks of " +
                        std::to_string(c.block_size) + " tokens" + (c.mode == BatchingMode::NAIVE ? " (naive mode reserves max_model_len)" : "") +
