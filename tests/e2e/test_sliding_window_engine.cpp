@@ -80,6 +80,7 @@ std::vector<std::vector<int32_t>> prompts() {
 struct Run {
     std::vector<std::vector<int32_t>> outputs;
     int64_t num_preemptions = 0;
+    int64_t num_steps = 0;
     int max_blocks_held = 0;
     bool free_count_rose_while_running = false;  // a step ended with more free blocks, nothing finished
 };
@@ -103,6 +104,7 @@ Run run(const EngineConfig& c, const std::vector<std::vector<int32_t>>& ps, int 
     }
     for (const auto& id : ids) r.outputs.push_back(engine.request_output_token_ids(id));
     r.num_preemptions = engine.scheduler().num_preemptions();
+    r.num_steps = step;
     if (engine.kv_cache_manager().num_free_blocks() != engine.num_blocks()) qFatal("blocks leaked");
     return r;
 }
@@ -157,11 +159,16 @@ private slots:
         const Run kept = run(config(400, false), ps, 48);
         const Run roomy = run(config(400, true), ps, 48);
         const Run tight = run(config(24, true), ps, 48);
-        qInfo("blocks held at most: %d without freeing, %d with, %d in a pool of 24 (%lld preemptions)",
-              kept.max_blocks_held, roomy.max_blocks_held, tight.max_blocks_held,
-              static_cast<long long>(tight.num_preemptions));
+        const Run tight_kept = run(config(24, false), ps, 48);
+        qInfo("pool of 400 blocks: at most %d blocks held without freeing, %d with", kept.max_blocks_held,
+              roomy.max_blocks_held);
+        qInfo("pool of 24 blocks: %lld preemptions and %lld steps without freeing, %lld and %lld with",
+              static_cast<long long>(tight_kept.num_preemptions), static_cast<long long>(tight_kept.num_steps),
+              static_cast<long long>(tight.num_preemptions), static_cast<long long>(tight.num_steps));
         QCOMPARE(roomy.outputs, kept.outputs);
         QCOMPARE(tight.outputs, kept.outputs);
+        QCOMPARE(tight_kept.outputs, kept.outputs);
+        QVERIFY(tight.num_preemptions < tight_kept.num_preemptions);
         for (const auto& o : kept.outputs) QCOMPARE(static_cast<int>(o.size()), 48);
         QVERIFY(roomy.max_blocks_held < kept.max_blocks_held);
         QVERIFY(tight.num_preemptions > 0);  // the tight pool really reused and recomputed
