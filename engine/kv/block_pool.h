@@ -1,6 +1,7 @@
 // BlockPool: every KV block of the cache, created up front, with ref counts, the LRU free queue and
 // the prefix cache (map from a full block's chained hash to the block), like vLLM v1's BlockPool.
-// Unlike vLLM, block 0 is an ordinary block (no reserved "null block": there is no padding use here).
+// Unlike vLLM, block 0 is an ordinary block (no reserved "null block": there is no padding use here;
+// a table entry freed behind a sliding window holds KvCacheManager::kNullBlockId instead).
 // Thread affinity: engine thread only; reached by the scheduler only through KvCacheManager.
 #pragma once
 
