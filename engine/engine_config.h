@@ -44,6 +44,9 @@ struct EngineConfig {
     uint64_t seed = 0;            // seeds requests without their own seed
     bool enforce_eager = false;   // run every step op by op: no CUDA graphs for decode steps (vLLM's name)
     bool check_invariants = false;  // check scheduler and pool invariants after every step (tests)
+    // Where every layer of the model is windowed (Mistral 7B v0.1), free the blocks a running request has
+    // left behind its sliding window (vLLM does); off keeps them until the request ends (tests compare).
+    bool free_outside_window = true;
 
     // Throws BadInput naming the knob and value.
     void validate() const;

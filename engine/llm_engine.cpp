@@ -150,6 +150,11 @@ void LlmEngine::build_pool(const EngineConfig& c) {
         kv_ = std::make_unique<KvCacheManager>(num_blocks, c.block_size, caching);
     else
         kv_->reset(num_blocks, c.block_size);
+    // The naive baseline reserves max_model_len up front and its padding rows read from position 0: it
+    // never frees; the snapshot still marks the blocks the windows left behind.
+    const ModelConfig& m = model_->config;
+    kv_->set_sliding_window(m.sliding_window, m.all_layers_windowed() && c.mode == BatchingMode::PAGED &&
+                                                  c.free_outside_window);
     const int max_tokens = c.scheduler.max_num_batched_tokens;
     const int max_logits = std::min(c.scheduler.max_num_seqs, max_tokens);
     if (!runner_)
@@ -182,6 +187,7 @@ void LlmEngine::reconfigure(const EngineConfig& next) {
     const DType next_kv_dtype = resolve_kv_dtype(next);
     const bool rebuild = next.block_size != config_.block_size || next.kv_cache_memory != config_.kv_cache_memory ||
                          next.num_blocks != config_.num_blocks || next.mode != config_.mode ||
+                         next.free_outside_window != config_.free_outside_window ||
                          next_kv_dtype != kv_cache_dtype() ||
                          next.scheduler.enable_prefix_caching != config_.scheduler.enable_prefix_caching;
     if (!rebuild) {
@@ -230,8 +236,14 @@ void LlmEngine::check_fits_pool(const std::string& id, int prompt_len, int max_t
     // reserves max_model_len slots.
     const int max_len = c.scheduler.max_model_len;
     const int64_t longest = std::min<int64_t>(max_len, static_cast<int64_t>(prompt_len) + max_tokens);
-    const int64_t need = c.mode == BatchingMode::NAIVE ? (max_len + c.block_size - 1) / c.block_size
-                                           : (longest + c.block_size - 1) / c.block_size;
+    int64_t need = c.mode == BatchingMode::NAIVE ? (max_len + c.block_size - 1) / c.block_size
+                                     : (longest + c.block_size - 1) / c.block_size;
+    // Where blocks behind the window are freed, a step's chunk of up to max_num_batched_tokens queries
+    // reads keys from window - 1 before its first one: that many tokens, plus one block of misalignment.
+    const ModelConfig& m = model_->config;
+    if (c.mode == BatchingMode::PAGED && c.free_outside_window && m.all_layers_windowed())
+        need = std::min<int64_t>(
+            need, (m.sliding_window - 1 + c.scheduler.max_num_batched_tokens + c.block_size - 1) / c.block_size + 1);
     if (need > num_blocks)
         throw BadInput("request " + id + ": needs " + std::to_string(need) + " KV blocks of " +
                        std::to_string(c.block_size) + " tokens" + (c.mode == BatchingMode::NAIVE ? " (naive mode reserves max_model_len)" : "") +

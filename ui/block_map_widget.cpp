@@ -26,6 +26,8 @@ const QColor kFree(0x3a, 0x3e, 0x45);
 const QColor kCachedOld(0x1f, 0x5a, 0x5a);
 const QColor kCachedNew(0x3c, 0xc8, 0xbe);
 const QColor kInUseKey(0x4e, 0x9a, 0xf0);
+// In use but behind the sliding window of every holder: no windowed layer reads it again.
+const QColor kOutsideWindow(0x8c, 0x6e, 0xb4);
 const QRgb kUnowned = qRgb(0x9a, 0x9e, 0xa6);
 
 QRgb mix(QColor a, QColor b, double t) {
@@ -38,6 +40,9 @@ QFont legendFont(const QFont& base) {
     if (f.pointSizeF() > 0) f.setPointSizeF(f.pointSizeF() * 0.9);
     return f;
 }
+// Whether the snapshot's model has a sliding window (and so the legend its key).
+bool hasWindow(const KvCacheSnapshot* s) { return s && s->sliding_window > 0 && !s->outside_window.empty(); }
+bool outsideWindow(const KvCacheSnapshot& s, int b) { return !s.outside_window.empty() && s.outside_window[size_t(b)]; }
 }  // namespace
 
 BlockMapWidget::BlockMapWidget(QWidget* parent) : QWidget(parent), m_repaintTimer(this) {
@@ -56,9 +61,12 @@ BlockMapWidget::BlockMapWidget(QWidget* parent) : QWidget(parent), m_repaintTime
 
 void BlockMapWidget::setSnapshot(std::shared_ptr<const KvCacheSnapshot> snapshot) {
     const bool relayout = !m_snapshot || !snapshot || snapshot->num_blocks != m_snapshot->num_blocks;
+    const bool newLegend = hasWindow(m_snapshot.get()) != hasWindow(snapshot.get());
     m_snapshot = std::move(snapshot);
     if (relayout) {
         m_first = m_count = 0;  // a new pool: its whole
+        computeLayout();
+    } else if (newLegend) {
         computeLayout();
     }
     m_dirty = true;
@@ -110,6 +118,11 @@ void BlockMapWidget::layoutLegend() {
          tr("in use: held by running requests, in the owner's colour (its pane's colour); the darker part of a "
             "request's last block is its unfilled slots")},
         {tr("shared"), tr("shared: a white corner marks a block with ref_cnt > 1 (a prefix-cache hit or n > 1)")},
+        {tr("behind window"),
+         tr("behind the sliding window: in use, but every request holding it has moved more than the model's "
+            "sliding window past it, so no windowed layer reads it again. Only global layers still do (Gemma); "
+            "where every layer is windowed (Mistral) the engine frees such blocks instead. Shown for models "
+            "with a sliding window")},
     };
     // One row of keys and one line of figures at any width: wrapped, they took five lines of a small
     // window's map (1024x700) and left the blocks 50 px. A key that does not fit whole is elided (its
@@ -119,11 +132,11 @@ void BlockMapWidget::layoutLegend() {
     const int right = width() - 6;
     constexpr int kGap = 12;
     constexpr int kSwatch = 15;  // the swatch and the space after it
-    const int n = int(std::size(keys));
+    const int n = hasWindow(m_snapshot.get()) ? 5 : 4;  // the window's key only for models with a window
     std::vector<int> want, given(size_t(n), 0);
-    for (const Key& k : keys) want.push_back(kSwatch + fm.horizontalAdvance(k.text) + 2);  // + 2: elidedText rounds fractional advances up
+    for (int i = 0; i < n; ++i) want.push_back(kSwatch + fm.horizontalAdvance(keys[i].text) + 2);  // + 2: elidedText rounds fractional advances up
     int room = std::max(0, right - 6 - kGap * (n - 1));
-    std::vector<int> pending(std::size(keys));  // keys not yet given their width
+    std::vector<int> pending(size_t(n));  // keys not yet given their width
     std::iota(pending.begin(), pending.end(), 0);
     while (!pending.empty()) {
         const int share = room / int(pending.size());
@@ -223,6 +236,7 @@ QColor BlockMapWidget::blockColor(int b) const {
         return QColor(mix(kCachedOld, kCachedNew, std::clamp(double(s.eviction_order[size_t(b)]) / span, 0.0, 1.0)));
     }
     case KvBlockState::IN_USE: {
+        if (outsideWindow(s, b)) return kOutsideWindow;
         const auto owners = s.owner_indices(b);
         if (owners.empty() || !m_colorOf) return QColor(kUnowned);
         return m_colorOf(QString::fromStdString(s.request_ids[size_t(owners.front())]));
@@ -255,7 +269,7 @@ void BlockMapWidget::renderImage() {
     const QRect area = mapArea();
     const int x0 = int(area.left() * dpr), y0 = int(area.top() * dpr);
     const int span = std::max(1, s.num_free_blocks - 1);
-    const QRgb freeRgb = kFree.rgb(), sharedMark = qRgb(255, 255, 255);
+    const QRgb freeRgb = kFree.rgb(), sharedMark = qRgb(255, 255, 255), behindRgb = kOutsideWindow.rgb();
     const int cells = (visibleBlockCount() + m_perCell - 1) / m_perCell;
     for (int cell = 0; cell < cells; ++cell) {
         const int px = x0 + (cell % m_cols) * cellPx, py = y0 + (cell / m_cols) * cellPx;
@@ -264,12 +278,14 @@ void BlockMapWidget::renderImage() {
         if (m_perCell > 1) {
             // A run of blocks: in use (first owner's colour), cached-free (mean age), free, left to right in
             // proportion; any state present gets at least a pixel column.
-            int inUse = 0, cached = 0;
+            int inUse = 0, behind = 0, cached = 0;
             double age = 0;
             QRgb owner = kUnowned;
             bool ownerFound = false;
             for (int b = first; b < last; ++b) {
-                if (s.state[size_t(b)] == KvBlockState::IN_USE) {
+                if (s.state[size_t(b)] == KvBlockState::IN_USE && outsideWindow(s, b)) {
+                    ++behind;
+                } else if (s.state[size_t(b)] == KvBlockState::IN_USE) {
                     ++inUse;
                     const int32_t begin = s.owner_offsets[size_t(b)];
                     if (!ownerFound && begin < s.owner_offsets[size_t(b) + 1]) {
@@ -283,11 +299,13 @@ void BlockMapWidget::renderImage() {
             }
             const int count = last - first;
             auto width = [&](int k) { return k == 0 ? 0 : std::max(1, int(std::lround(double(inner) * k / count))); };
-            const int useEnd = std::min(inner, width(inUse)), cachedEnd = std::min(inner, useEnd + width(cached));
+            const int useEnd = std::min(inner, width(inUse)), behindEnd = std::min(inner, useEnd + width(behind));
+            const int cachedEnd = std::min(inner, behindEnd + width(cached));
             const QRgb cachedRgb = cached ? mix(kCachedOld, kCachedNew, age / cached) : freeRgb;
             for (int y = 0; y < inner; ++y) {
                 auto* line = reinterpret_cast<QRgb*>(m_image.scanLine(py + y)) + px;
-                for (int x = 0; x < inner; ++x) line[x] = x < useEnd ? owner : x < cachedEnd ? cachedRgb : freeRgb;
+                for (int x = 0; x < inner; ++x)
+                    line[x] = x < useEnd ? owner : x < behindEnd ? behindRgb : x < cachedEnd ? cachedRgb : freeRgb;
             }
             continue;
         }
@@ -303,6 +321,7 @@ void BlockMapWidget::renderImage() {
         case KvBlockState::IN_USE: {
             const int32_t begin = s.owner_offsets[size_t(b)];
             c = begin < s.owner_offsets[size_t(b) + 1] ? ownerRgb[size_t(s.owners[size_t(begin)])] : kUnowned;
+            if (outsideWindow(s, b)) c = behindRgb;
             rest = QColor(c).darker(260).rgb();
             if (s.block_size > 0 && s.tokens_filled[size_t(b)] < s.block_size)
                 filledPx = std::max(1, inner * s.tokens_filled[size_t(b)] / s.block_size);
@@ -375,7 +394,7 @@ void BlockMapWidget::paintEvent(QPaintEvent*) {
     for (size_t i = 0; i < m_legend.size(); ++i) {
         const LegendKey& k = m_legend[i];
         const QRect swatch(k.rect.left(), k.rect.top() + 3, 11, 11);
-        p.fillRect(swatch, i == 0 ? kFree : i == 1 ? kCachedNew : kInUseKey);
+        p.fillRect(swatch, i == 0 ? kFree : i == 1 ? kCachedNew : i == 4 ? kOutsideWindow : kInUseKey);
         if (i == 3) {  // shared: the white corner on an in-use swatch
             p.setPen(Qt::NoPen);
             p.setBrush(Qt::white);
@@ -456,7 +475,11 @@ QString BlockMapWidget::describeBlock(int b) const {
     switch (s.state[size_t(b)]) {
     case KvBlockState::FREE: state = tr("free"); break;
     case KvBlockState::CACHED_FREE: state = tr("cached-free (evictable, position %1 in the LRU queue)").arg(s.eviction_order[size_t(b)]); break;
-    case KvBlockState::IN_USE: state = tr("in use"); break;
+    case KvBlockState::IN_USE:
+        state = !outsideWindow(s, b)     ? tr("in use")
+                : s.frees_outside_window ? tr("in use, behind the sliding window of every holder (read by no layer)")
+                                         : tr("in use, behind the sliding window of every holder (read by global layers only)");
+        break;
     }
     QStringList owners;
     for (const auto& id : s.owner_ids(b)) owners << QString::fromStdString(id);

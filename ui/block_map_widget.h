@@ -6,8 +6,9 @@
 // it shows the whole pool with a frame where the detail view is (click or drag it to move there);
 // a double click or 0 shows the whole pool again. Free blocks are dark, cached-free (evictable)
 // blocks teal by age in the LRU queue, in-use blocks in their owner's colour with the last block's fill
-// shown and shared blocks (ref_cnt > 1) marked. Hover names a block's owners; a selected request's
-// block table is traced in order. Repaints at most every 30 ms and within 30 ms of a new snapshot.
+// shown and shared blocks (ref_cnt > 1) marked; blocks behind every holder's sliding window in a colour
+// of their own (a legend key for models with a window). Hover names a block's owners; a selected
+// request's block table is traced in order. Repaints at most every 30 ms and within 30 ms of a new snapshot.
 #pragma once
 
 #include "kv/kv_cache_snapshot.h"

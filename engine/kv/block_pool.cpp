@@ -62,6 +62,7 @@ void BlockPool::cache_full_blocks(const Request& request, std::span<KvCacheBlock
                                std::to_string(num_full_blocks));
     for (int i = num_cached_blocks; i < num_full_blocks; ++i) {
         KvCacheBlock* b = blocks[size_t(i)];
+        if (!b) continue;             // freed behind a sliding window (it was cached before, if ever)
         if (b->block_hash) continue;  // a prefix hit: already the cached block
         BlockHash h = request.block_hashes[size_t(i)];
         if (cached_block_hash_to_block_.try_emplace(h, b).second) b->block_hash = h;

@@ -1,6 +1,7 @@
 // BlockPool: every KV block of the cache, created up front, with ref counts, the LRU free queue and
 // the prefix cache (map from a full block's chained hash to the block), like vLLM v1's BlockPool.
-// Unlike vLLM, block 0 is an ordinary block (no reserved "null block": there is no padding use here).
+// Unlike vLLM, block 0 is an ordinary block (no reserved "null block": there is no padding use here;
+// a table entry freed behind a sliding window holds KvCacheManager::kNullBlockId instead).
 // Thread affinity: engine thread only; reached by the scheduler only through KvCacheManager.
 #pragma once
 
@@ -37,7 +38,8 @@ public:
     // evicted first). Cached ones keep their hash: they stay findable until evicted.
     void free_blocks(std::span<KvCacheBlock* const> ordered_blocks);
     // Makes blocks[num_cached_blocks, num_full_blocks) findable under request.block_hashes[i]
-    // (which must cover num_full_blocks). No-op when caching is off.
+    // (which must cover num_full_blocks); null entries (freed behind a sliding window) are skipped.
+    // No-op when caching is off.
     void cache_full_blocks(const Request& request, std::span<KvCacheBlock* const> blocks,
                            int num_cached_blocks, int num_full_blocks, int block_size);
     // The cached block for this hash, or nullptr. Counts one query (and one hit when found).

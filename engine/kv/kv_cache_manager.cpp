@@ -5,6 +5,7 @@
 #include "kv/block_hash.h"
 
 #include <algorithm>
+#include <span>
 #include <stdexcept>
 #include <unordered_set>
 
@@ -63,23 +64,71 @@ int KvCacheManager::num_blocks_beyond(int num_held, const Request& request, int 
     return std::max(0, cdiv(num_tokens, block_size_) - num_held - int(new_computed.block_ids.size()));
 }
 
-// Hit blocks with ref_cnt 0 sit in the free queue: touching them takes them out of it.
-int KvCacheManager::num_evictable_hits(const ComputedBlocks& new_computed) const {
+void KvCacheManager::set_sliding_window(int sliding_window, bool free_outside_window) {
+    if (sliding_window < 0) throw std::invalid_argument("KvCacheManager: sliding_window must be >= 0");
+    for (const auto& [id, rb] : requests_)
+        if (!rb.blocks.empty())
+            throw std::logic_error("KvCacheManager::set_sliding_window: request " + id + " still holds blocks");
+    sliding_window_ = sliding_window;
+    free_outside_window_ = free_outside_window && sliding_window > 0;
+}
+
+// vLLM's remove_skipped_blocks: the first key the next query reads is num_computed_tokens + 1 - window.
+int KvCacheManager::num_skipped_blocks(int num_computed_tokens) const {
+    if (sliding_window_ <= 0) return 0;
+    return std::max(0, num_computed_tokens + 1 - sliding_window_) / block_size_;
+}
+
+int KvCacheManager::num_skipped_at_allocate(const Request& request, const ComputedBlocks& new_computed) const {
+    return free_outside_window_ ? num_skipped_blocks(request.num_computed_tokens + new_computed.num_computed_tokens) : 0;
+}
+
+// Hit blocks with ref_cnt 0 sit in the free queue: touching them takes them out of it. Hits behind the
+// window are never touched.
+int KvCacheManager::num_evictable_hits(const ComputedBlocks& new_computed, int first_useful) const {
     int n = 0;
-    for (int32_t id : new_computed.block_ids) n += block_pool().block(id).ref_cnt == 0;
+    for (size_t i = size_t(std::max(0, first_useful)); i < new_computed.block_ids.size(); ++i)
+        n += block_pool().block(new_computed.block_ids[i]).ref_cnt == 0;
+    return n;
+}
+
+int KvCacheManager::num_reclaimable(const std::string& request_id, int num_skipped) const {
+    auto it = requests_.find(request_id);
+    if (it == requests_.end()) return 0;
+    const RequestBlocks& rb = it->second;
+    int n = 0;
+    for (int i = rb.num_freed_blocks; i < std::min(num_skipped, int(rb.blocks.size())); ++i)
+        n += rb.blocks[size_t(i)]->ref_cnt == 1;
     return n;
 }
 
 int KvCacheManager::num_blocks_to_allocate(const Request& request, int num_new_tokens,
                                            const ComputedBlocks& new_computed, int num_lookahead_tokens) const {
+    const int num_skipped = num_skipped_at_allocate(request, new_computed);
     return num_blocks_needed(request, num_new_tokens, new_computed, num_lookahead_tokens) +
-           num_evictable_hits(new_computed);
+           num_evictable_hits(new_computed, num_skipped) - num_reclaimable(request.request_id, num_skipped);
 }
 
 bool KvCacheManager::can_fit(const Request& request, int num_new_tokens,
                              const ComputedBlocks& new_computed, int num_lookahead_tokens) const {
     return num_blocks_to_allocate(request, num_new_tokens, new_computed, num_lookahead_tokens) <=
            pool_->num_free_blocks();
+}
+
+// Blocks wholly before the window go back to the pool tail first, as free() orders a whole table, so a
+// prompt's first blocks (the likeliest prefix hits) are evicted last; cached ones stay findable by their
+// hash until evicted (a later request with the same prefix can still hit them).
+void KvCacheManager::free_skipped_blocks(RequestBlocks& rb, int num_skipped) {
+    num_skipped = std::min(num_skipped, int(rb.blocks.size()));
+    if (num_skipped <= rb.num_freed_blocks) return;
+    std::vector<KvCacheBlock*> freed;
+    for (int i = num_skipped - 1; i >= rb.num_freed_blocks; --i) {
+        freed.push_back(rb.blocks[size_t(i)]);
+        rb.blocks[size_t(i)] = nullptr;
+        rb.block_ids[size_t(i)] = kNullBlockId;
+    }
+    pool_->free_blocks(freed);
+    rb.num_freed_blocks = num_skipped;
 }
 
 // The scheduler calls this once per running request per step, so it looks the request up once and
@@ -89,22 +138,29 @@ bool KvCacheManager::allocate_slots(Request& request, int num_new_tokens, const 
     if (num_new_tokens < 0) throw std::invalid_argument("allocate_slots: num_new_tokens < 0");
     std::vector<KvCacheBlock*> hits = resolve_hits(request, new_computed);
     auto it = requests_.find(request.request_id);
+    const int num_skipped = num_skipped_at_allocate(request, new_computed);
+    if (it != requests_.end()) free_skipped_blocks(it->second, num_skipped);
     const int num_held = it == requests_.end() ? 0 : int(it->second.blocks.size());
     const int num_new_blocks = num_blocks_beyond(num_held, request, num_new_tokens, new_computed, num_lookahead_tokens);
-    if (num_new_blocks + num_evictable_hits(new_computed) > pool_->num_free_blocks()) return false;  // can_fit
+    if (num_new_blocks + num_evictable_hits(new_computed, num_skipped) > pool_->num_free_blocks()) return false;  // can_fit
     if (it == requests_.end()) it = requests_.try_emplace(request.request_id).first;
     RequestBlocks& rb = it->second;
+    // Hits behind the window enter the table as null entries: nothing will read them.
+    const size_t num_null_hits = std::min(hits.size(), size_t(num_skipped));
+    std::span<KvCacheBlock* const> useful_hits = std::span(hits).subspan(num_null_hits);
     // Touch before taking new blocks, or get_new_blocks could evict a hit.
-    pool_->touch(hits);
+    pool_->touch(useful_hits);
     auto append = [&rb](KvCacheBlock* b) {
         rb.blocks.push_back(b);
-        rb.block_ids.push_back(b->block_id);
+        rb.block_ids.push_back(b ? b->block_id : kNullBlockId);
     };
-    for (KvCacheBlock* b : hits) append(b);
+    for (size_t i = 0; i < hits.size(); ++i) append(i < num_null_hits ? nullptr : hits[i]);
+    if (num_null_hits > 0) rb.num_freed_blocks = int(num_null_hits);
     if (num_new_blocks > 0)
         for (KvCacheBlock* b : pool_->get_new_blocks(num_new_blocks)) append(b);
     if (!hits.empty()) rb.num_cached_blocks = int(hits.size());
     const int num_computed = request.num_computed_tokens + new_computed.num_computed_tokens;
+    rb.num_computed_at_allocate = num_computed;
     record_fill(rb, num_computed + num_new_tokens);
     if (enable_caching()) cache_blocks(request, rb, std::min(num_computed + num_new_tokens, request.num_tokens()));
     return true;
@@ -132,7 +188,7 @@ std::vector<KvCacheBlock*> KvCacheManager::resolve_hits(const Request& request, 
 // Tokens per block for the blocks whose fill changed: from the block of the old fill level onwards.
 void KvCacheManager::record_fill(RequestBlocks& rb, int num_filled_tokens) {
     const int first = std::min(rb.num_filled_tokens, num_filled_tokens) / block_size_;
-    for (int i = first; i < int(rb.blocks.size()); ++i)
+    for (int i = std::max(first, rb.num_freed_blocks); i < int(rb.blocks.size()); ++i)
         tokens_filled_[size_t(rb.block_ids[size_t(i)])] =
             std::clamp(num_filled_tokens - i * block_size_, 0, block_size_);
     rb.num_filled_tokens = num_filled_tokens;
@@ -156,7 +212,9 @@ void KvCacheManager::cache_blocks(Request& request, RequestBlocks& rb, int num_t
 void KvCacheManager::free(const Request& request) {
     auto it = requests_.find(request.request_id);
     if (it == requests_.end()) return;
-    std::vector<KvCacheBlock*> tail_first(it->second.blocks.rbegin(), it->second.blocks.rend());
+    std::vector<KvCacheBlock*> tail_first;
+    for (auto b = it->second.blocks.rbegin(); b != it->second.blocks.rend(); ++b)
+        if (*b) tail_first.push_back(*b);  // entries freed behind the window are null
     pool_->free_blocks(tail_first);
     requests_.erase(it);
 }
@@ -249,6 +307,7 @@ void KvCacheManager::snapshot_into(KvCacheSnapshot& s) const {
     pool_->free_block_queue().for_each_free(
         [&](const KvCacheBlock& b) { s.eviction_order[size_t(b.block_id)] = position++; });
     fill_owners(s, num_owner_entries);
+    mark_outside_window(s);
     s.num_free_blocks = num_free_blocks();
     s.num_cached_free_blocks = num_cached_free;
     s.num_in_use_blocks = num_in_use;
@@ -258,6 +317,22 @@ void KvCacheManager::snapshot_into(KvCacheSnapshot& s) const {
     s.usage = usage();
     s.kv_waste = s.num_reserved_slots ? 1.0 - double(num_filled) / double(s.num_reserved_slots) : 0.0;
     s.prefix_cache_stats = prefix_cache_stats();
+}
+
+// An in-use block is behind the window when no holder's next query reads it: clear the mark on every
+// entry at or after a holder's first read block. O(table entries).
+void KvCacheManager::mark_outside_window(KvCacheSnapshot& s) const {
+    s.sliding_window = sliding_window_;
+    s.frees_outside_window = free_outside_window_;
+    s.outside_window.resize(size_t(s.num_blocks));
+    for (int b = 0; b < s.num_blocks; ++b) s.outside_window[size_t(b)] = s.state[size_t(b)] == KvBlockState::IN_USE;
+    for (const auto& [id, rb] : requests_) {
+        const int first_read = num_skipped_blocks(rb.num_filled_tokens);
+        for (size_t i = size_t(first_read); i < rb.block_ids.size(); ++i) s.outside_window[size_t(rb.block_ids[i])] = 0;
+    }
+    int n = 0;
+    for (uint8_t m : s.outside_window) n += m;
+    s.num_outside_window_blocks = n;
 }
 
 // Compressed owner rows. On entry owner_offsets[b + 1] is the START of block b's row; writing an
@@ -270,7 +345,7 @@ void KvCacheManager::fill_owners(KvCacheSnapshot& s, int32_t num_owner_entries) 
     s.owners.resize(size_t(num_owner_entries));
     for (size_t r = 0; r < s.request_ids.size(); ++r)
         for (int32_t id : requests_.at(s.request_ids[r]).block_ids)
-            s.owners[size_t(s.owner_offsets[size_t(id) + 1]++)] = int32_t(r);
+            if (id != kNullBlockId) s.owners[size_t(s.owner_offsets[size_t(id) + 1]++)] = int32_t(r);
 }
 
 // ---- invariants: each check returns "" or the first violation it finds ----
@@ -282,7 +357,7 @@ std::string block_str(int32_t block_id) { return "block " + std::to_string(block
 }  // namespace
 
 std::string KvCacheManager::check_invariants() const {
-    for (std::string e : {check_free_queue(), check_tables(), check_prefix_cache()})
+    for (std::string e : {check_free_queue(), check_tables(), check_prefix_cache(), check_windows()})
         if (!e.empty()) return e;
     return "";
 }
@@ -317,6 +392,11 @@ std::string KvCacheManager::check_tables() const {
         if (rb.blocks.size() != rb.block_ids.size()) return "request " + id + ": block pointers and ids differ";
         std::unordered_set<int32_t> seen;
         for (size_t i = 0; i < rb.blocks.size(); ++i) {
+            const bool freed = int(i) < rb.num_freed_blocks;
+            if (freed != (rb.blocks[i] == nullptr) || freed != (rb.block_ids[i] == kNullBlockId))
+                return "request " + id + ": table entry " + std::to_string(i) + (freed ? " is not" : " is") +
+                       " a null entry, but " + std::to_string(rb.num_freed_blocks) + " leading entries were freed";
+            if (freed) continue;
             if (rb.blocks[i]->block_id != rb.block_ids[i])
                 return "request " + id + ": table entry " + std::to_string(i) + " disagrees";
             if (!seen.insert(rb.block_ids[i]).second)
@@ -330,6 +410,20 @@ std::string KvCacheManager::check_tables() const {
         if (b.ref_cnt != holders[size_t(b.block_id)])
             return block_str(b.block_id) + " has ref_cnt " + std::to_string(b.ref_cnt) + " but " +
                    std::to_string(holders[size_t(b.block_id)]) + " tables hold it";
+    return "";
+}
+
+// Blocks are freed only behind the window of the request's next query (so no kernel reads a null entry
+// or a block that another request reuses), and only when every layer is windowed.
+std::string KvCacheManager::check_windows() const {
+    for (const auto& [id, rb] : requests_) {
+        if (rb.num_freed_blocks > 0 && !free_outside_window_)
+            return "request " + id + " has freed blocks, but the model has layers without a sliding window";
+        if (rb.num_freed_blocks > num_skipped_blocks(rb.num_computed_at_allocate))
+            return "request " + id + " freed " + std::to_string(rb.num_freed_blocks) + " blocks, but its window at " +
+                   std::to_string(rb.num_computed_at_allocate) + " computed tokens still reads block " +
+                   std::to_string(num_skipped_blocks(rb.num_computed_at_allocate));
+    }
     return "";
 }
 

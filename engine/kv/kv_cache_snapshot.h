@@ -43,6 +43,10 @@ struct KvCacheSnapshot {
     std::vector<int32_t> tokens_filled;   // 0..block_size (CACHED_FREE blocks are full)
     std::vector<int32_t> eviction_order;  // position in the free queue, 0 = evicted next; -1 IN_USE
     std::vector<std::optional<BlockHash>> block_hash;
+    // 1 for an IN_USE block that lies wholly behind the sliding window of every request holding it: no
+    // windowed layer reads it again. Only the global layers of a mixed model (Gemma) still do; where
+    // every layer is windowed the manager frees such blocks instead, unless freeing is switched off.
+    std::vector<uint8_t> outside_window;
     // Owners in compressed rows: block b is held by request_ids[owners[i]] for i in
     // [owner_offsets[b], owner_offsets[b + 1]). owner_offsets has num_blocks + 1 entries.
     std::vector<int32_t> owner_offsets;
@@ -54,6 +58,9 @@ struct KvCacheSnapshot {
     int num_cached_free_blocks = 0;  // CACHED_FREE
     int num_in_use_blocks = 0;
     int num_cached_blocks = 0;       // blocks with a hash (in use or not)
+    int num_outside_window_blocks = 0;  // IN_USE blocks marked outside_window
+    int sliding_window = 0;             // the model's (0: none, nothing is marked)
+    bool frees_outside_window = false;  // every layer windowed: left-behind blocks are freed
     int64_t num_reserved_slots = 0;
     int64_t num_filled_slots = 0;
     double usage = 0;     // in-use fraction

@@ -220,6 +220,14 @@ ModelConfig config_from_hf_json(const std::string& path) {
     c.attention_bias = c.architecture == "qwen2" || get_field<bool>(j, path, "attention_bias", false, false);
     c.qk_norm = c.architecture == "qwen3" || c.architecture == "gemma3";
     if (gemma) read_gemma_hf(j, path, c);
+    if (model_type == "mistral") {
+        // Mistral's sliding_window (4096 in 7B v0.1, null from v0.2 on) windows every layer, as vLLM and
+        // HF's MistralAttention apply it. (llama.cpp ignores it: its llama architecture reads no window
+        // and its converter writes none, so GGUF llama files stay global here too.)
+        c.sliding_window = get_field<int>(j, path, "sliding_window", 0, false);
+        if (c.sliding_window < 0) throw BadInput(path + ": sliding_window must not be negative");
+        c.sliding_layers.assign(c.sliding_window > 0 ? std::max(0, c.num_layers) : 0, true);
+    }
     c.rope_neox = true;  // HF checkpoints rotate halves (their converters permute q/k rows for that)
     c.bos_token_id = get_field<int>(j, path, "bos_token_id", -1, false);
     if (j.contains("eos_token_id")) c.eos_token_ids = eos_ids_from(j["eos_token_id"]);
@@ -359,7 +367,8 @@ ModelConfig config_from_gguf(const GgufFile& g) {
 
 std::vector<std::string> dummy_preset_names() {
     return {"tiny",        "smollm-135m", "llama-1b",    "qwen2-0.5b",  "qwen3-0.6b",  "phi3-mini",   "gemma2-2b",
-            "gemma3-1b",   "llama-3-8b",  "llama-3-70b", "qwen2.5-7b",  "qwen2.5-32b", "qwen2.5-72b", "mistral-7b"};
+            "gemma3-1b",   "llama-3-8b",  "llama-3-70b", "qwen2.5-7b",  "qwen2.5-32b", "qwen2.5-72b", "mistral-7b",
+            "mistral-7b-v0.1"};
 }
 
 ModelConfig dummy_preset_config(const std::string& preset) {
@@ -432,11 +441,18 @@ ModelConfig dummy_preset_config(const std::string& preset) {
         } else {
             c.hidden_size = 8192; c.intermediate_size = 29568; c.num_layers = 80; c.num_heads = 64; c.num_kv_heads = 8;
         }
-    } else if (preset == "mistral-7b") {  // Mistral-7B-v0.3 config.json (no sliding window)
+    } else if (preset == "mistral-7b" || preset == "mistral-7b-v0.1") {
+        // Mistral-7B-v0.3 config.json (no sliding window); Mistral-7B-v0.1: vocab 32000, RoPE base 10^4,
+        // and a window of 4096 on every layer.
+        const bool v01 = preset == "mistral-7b-v0.1";
         c.tie_word_embeddings = false;
-        c.vocab_size = 32768; c.hidden_size = 4096; c.intermediate_size = 14336; c.num_layers = 32;
+        c.vocab_size = v01 ? 32000 : 32768; c.hidden_size = 4096; c.intermediate_size = 14336; c.num_layers = 32;
         c.num_heads = 32; c.num_kv_heads = 8; c.head_dim = 128; c.max_position_embeddings = 32768;
-        c.rope_theta = 1000000.0f; c.weight_dtype = DType::BF16;
+        c.rope_theta = v01 ? 10000.0f : 1000000.0f; c.weight_dtype = DType::BF16;
+        if (v01) {
+            c.sliding_window = 4096;
+            c.sliding_layers.assign(c.num_layers, true);
+        }
     } else {
         std::string names;
         for (const auto& n : dummy_preset_names()) names += (names.empty() ? "" : ", ") + n;

@@ -69,6 +69,14 @@ struct ModelConfig {
     int layer_window(int l) const {
         return sliding_window > 0 && l < static_cast<int>(sliding_layers.size()) && sliding_layers[l] ? sliding_window : 0;
     }
+    // Every layer is windowed (Mistral 7B v0.1): blocks behind the window are read by no layer, so the KV
+    // manager may free them. False for mixed models (Gemma) and models without a window.
+    bool all_layers_windowed() const {
+        if (sliding_window <= 0 || static_cast<int>(sliding_layers.size()) != num_layers) return false;
+        for (bool w : sliding_layers)
+            if (!w) return false;
+        return true;
+    }
     float attention_scale() const;
     int kv_size() const { return num_kv_heads * head_dim; }
     // K and V bytes one token holds in the cache over all layers, for a cache of kv_dtype (F32/F16/BF16).

@@ -87,8 +87,14 @@ std::string Scheduler::check_invariants(const SchedulerOutput& out) const {
         const Request* r = s.request;
         const int64_t need = (static_cast<int64_t>(r->num_computed_tokens) + s.num_new_tokens + kv_.block_size() - 1) /
                              kv_.block_size();
-        if (static_cast<int64_t>(kv_.block_table(r->request_id).size()) < need)
+        const std::vector<int32_t>& table = kv_.block_table(r->request_id);
+        if (static_cast<int64_t>(table.size()) < need)
             return "request " + r->request_id + " is scheduled without blocks for its tokens";
+        // Every block this step's attention reads (from its first query's window on) is really held.
+        for (int64_t i = kv_.num_skipped_blocks(r->num_computed_tokens); i < need; ++i)
+            if (table[static_cast<size_t>(i)] == KvCacheManager::kNullBlockId)
+                return "request " + r->request_id + " is scheduled with block " + std::to_string(i) +
+                       " of its table freed, inside its sliding window";
     }
     return kv_.check_invariants();
 }

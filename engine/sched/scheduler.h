@@ -43,7 +43,8 @@ public:
     int64_t num_preemptions() const { return num_preemptions_; }
 
     // "" or the first broken invariant of the step just scheduled: tokens within the budget, running
-    // within max_num_seqs, waiting and preempted requests hold no blocks, the KV pool's own invariants.
+    // within max_num_seqs, waiting and preempted requests hold no blocks, no block a scheduled request's
+    // attention reads was freed behind a sliding window, the KV pool's own invariants.
     std::string check_invariants(const SchedulerOutput& out) const;
 
 protected:

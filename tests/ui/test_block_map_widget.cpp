@@ -4,6 +4,7 @@
 // cell, still show the pool's structure; the wheel, keys, drags and the overview strip zoom and pan down
 // to single blocks; the legend keeps one row at any width.
 #include "block_map_widget.h"
+#include "kv/kv_cache_manager.h"
 #include "llm_engine.h"
 #include "model/model.h"
 
@@ -114,6 +115,49 @@ private slots:
         QVERIFY(info);
         w.highlightRequest("r1", info->block_table);
         QCOMPARE(w.highlightedRequest(), QString("r1"));
+    }
+
+    // A model with a sliding window (a mixed one: nothing is freed): the blocks a request has left
+    // behind are painted in their own colour, not the owner's, the legend gains that key, and the
+    // tooltip says so. A pool without a window keeps the four keys.
+    void blocksBehindTheWindowHaveTheirColour() {
+        KvCacheManager kv(40, 4, false);
+        kv.set_sliding_window(8, /*free_outside_window=*/false);
+        Request r;
+        r.request_id = "r";
+        r.all_token_ids.assign(30, 7);
+        r.num_prompt_tokens = 30;
+        QVERIFY(kv.allocate_slots(r, 30));  // next query at 30 reads from key 23 (block 5): blocks 0-4 behind
+        auto snap = std::make_shared<KvCacheSnapshot>(kv.snapshot());
+        QCOMPARE(snap->num_outside_window_blocks, 5);
+        const std::vector<int32_t> table = kv.block_table("r");
+        BlockMapWidget w;
+        w.setColorProvider([](const QString&) { return QColor(255, 0, 0); });
+        w.resize(700, 420);
+        w.setSnapshot(threeRegionPool(40));
+        QCOMPARE(int(w.legendKeys().size()), 4);
+        w.setSnapshot(snap);
+        QCOMPARE(int(w.legendKeys().size()), 5);
+        QVERIFY(w.legendKeys().back().text.contains("window"));
+        const QImage image = w.grab().toImage();
+        const QColor behind = w.blockColor(table[0]);
+        QVERIFY(behind != QColor(255, 0, 0));
+        for (int i = 0; i < int(table.size()); ++i) {
+            const int b = table[size_t(i)];
+            QCOMPARE(w.blockColor(b), i < 5 ? behind : QColor(255, 0, 0));
+            const QRect cell = w.cellRect(b);
+            if (snap->tokens_filled[size_t(b)] == snap->block_size)  // a partly filled block shows its empty slots dark
+                QCOMPARE(image.pixelColor(cell.right() - 1, cell.bottom() - 1), w.blockColor(b));
+            QCOMPARE(w.describeBlock(b).contains("behind the sliding window"), i < 5);
+        }
+        // Neither free nor cached-free: its own colour.
+        const int freeBlock = int(table.size());
+        QVERIFY(snap->state[size_t(freeBlock)] == KvBlockState::FREE);
+        QVERIFY(w.blockColor(freeBlock) != behind);
+        QVERIFY(w.blockColor(table[5]) != behind);
+        // The swatch in the legend is that colour.
+        const QRect key = w.legendKeys().back().rect;
+        QCOMPARE(image.pixelColor(key.left() + 5, key.top() + 8), behind);
     }
 
     void hundredThousandBlocksRenderFast() {
