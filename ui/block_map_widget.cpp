@@ -136,7 +136,7 @@ void BlockMapWidget::layoutLegend() {
     std::vector<int> want, given(size_t(n), 0);
     for (int i = 0; i < n; ++i) want.push_back(kSwatch + fm.horizontalAdvance(keys[i].text) + 2);  // + 2: elidedText rounds fractional advances up
     int room = std::max(0, right - 6 - kGap * (n - 1));
-    std::vector<int> pending(size_t(n));  // keys not yet given their width
+    std::vector<int> pending(static_cast<size_t>(n));  // keys not yet given their width
     std::iota(pending.begin(), pending.end(), 0);
     while (!pending.empty()) {
         const int share = room / int(pending.size());
