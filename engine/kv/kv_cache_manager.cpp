@@ -138,8 +138,12 @@ bool KvCacheManager::allocate_slots(Request& request, int num_new_tokens, const 
     if (num_new_tokens < 0) throw std::invalid_argument("allocate_slots: num_new_tokens < 0");
     std::vector<KvCacheBlock*> hits = resolve_hits(request, new_computed);
     auto it = requests_.find(request.request_id);
+    const int num_computed = request.num_computed_tokens + new_computed.num_computed_tokens;
     const int num_skipped = num_skipped_at_allocate(request, new_computed);
-    if (it != requests_.end()) free_skipped_blocks(it->second, num_skipped);
+    if (it != requests_.end()) {  // freed even when the rest does not fit: nothing reads them again
+        free_skipped_blocks(it->second, num_skipped);
+        it->second.num_computed_at_allocate = num_computed;
+    }
     const int num_held = it == requests_.end() ? 0 : int(it->second.blocks.size());
     const int num_new_blocks = num_blocks_beyond(num_held, request, num_new_tokens, new_computed, num_lookahead_tokens);
     if (num_new_blocks + num_evictable_hits(new_computed, num_skipped) > pool_->num_free_blocks()) return false;  // can_fit
@@ -159,7 +163,6 @@ bool KvCacheManager::allocate_slots(Request& request, int num_new_tokens, const 
     if (num_new_blocks > 0)
         for (KvCacheBlock* b : pool_->get_new_blocks(num_new_blocks)) append(b);
     if (!hits.empty()) rb.num_cached_blocks = int(hits.size());
-    const int num_computed = request.num_computed_tokens + new_computed.num_computed_tokens;
     rb.num_computed_at_allocate = num_computed;
     record_fill(rb, num_computed + num_new_tokens);
     if (enable_caching()) cache_blocks(request, rb, std::min(num_computed + num_new_tokens, request.num_tokens()));

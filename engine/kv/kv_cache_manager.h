@@ -111,7 +111,7 @@ private:
         // Leading entries freed behind the sliding window. Invariant: exactly entries [0, num_freed_blocks)
         // are null, and num_freed_blocks <= num_skipped_blocks(num_computed_at_allocate).
         int num_freed_blocks = 0;
-        int num_computed_at_allocate = 0;  // request.num_computed_tokens (+ hits) at the last allocate_slots
+        int num_computed_at_allocate = 0;  // request.num_computed_tokens (+ hits) at the last allocate_slots call
         int num_filled_tokens = 0;   // num_computed_tokens + new tokens at the last allocate_slots
         int num_cached_blocks = 0;   // leading blocks already handed to cache_full_blocks
         bool hashes_checked = false; // request.block_hashes were checked for this block size and salt

@@ -172,6 +172,23 @@ private slots:
         CHECK_INVARIANTS(kv);
     }
 
+    // An allocation that does not fit still frees what is behind the window (nothing reads it again)
+    // and leaves a consistent table: the invariants hold, the next one that fits uses the freed block.
+    void failedAllocationKeepsItsFreeing() {
+        KvCacheManager kv(3, 4, false);
+        kv.set_sliding_window(8, true);
+        Request r = make_request("r", 12, 0);
+        admit(kv, r);
+        for (int i = 0; i < 5; ++i) r.all_token_ids.push_back(50 + i);
+        QVERIFY(!kv.allocate_slots(r, 5));  // C = 12 frees block 0, but 17 tokens need 5 blocks, 2 new
+        QCOMPARE(kv.block_table("r")[0], kNull);
+        QCOMPARE(kv.num_free_blocks(), 1);
+        CHECK_INVARIANTS(kv);
+        QVERIFY(kv.allocate_slots(r, 1));
+        QCOMPARE(kv.num_free_blocks(), 0);
+        CHECK_INVARIANTS(kv);
+    }
+
     // A mixed model frees nothing; the snapshot marks in-use blocks behind every holder's window (a
     // shared prefix block only once both holders have moved past it).
     void mixedModelMarksLeftBehindBlocks() {
