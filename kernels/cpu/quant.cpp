@@ -1,4 +1,5 @@
 #include "cpu/quant.h"
+#include "q4k_scales.h"
 
 #include <algorithm>
 #include <cmath>

@@ -35,16 +35,6 @@ constexpr bool matmul_quantizes_activations(DType t) { return unpacks_to_q8_0(t)
 // what dequantize_row gives, as d * q). n a multiple of 32.
 void unpack_row_q8_0(DType type, const void* src, BlockQ8_0* dst, int64_t n);
 
-// The 6-bit scale and min of sub-block j (0..7) of a Q4_K or Q5_K block, as ggml packs them in 12 bytes q.
-inline void q4k_scale_min(int j, const uint8_t* q, uint8_t& sc, uint8_t& m) {
-    if (j < 4) {
-        sc = q[j] & 63;
-        m = q[j + 4] & 63;
-    } else {
-        sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-        m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-}
 
 // An activation row quantized for the int8 dot products of Q8_0 weights (as llama.cpp does): per 32
 // values an F32 scale d = max|x| / 127 and q = x / d rounded to nearest even, in [-127, 127].

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "dtype.h"
+#include "q4k_scales.h"
 
 #include <cmath>
 #include <stdexcept>
@@ -117,16 +118,6 @@ KVSCOPE_HOST_DEVICE int nibble32(const uint8_t* qs, int j) { return j < 16 ? qs[
 // Bit j (0..31) of a little-endian u32 stored as 4 bytes.
 KVSCOPE_HOST_DEVICE int bit32(const uint8_t* qh, int j) { return (qh[j / 8] >> (j % 8)) & 1; }
 
-// Q4_K / Q5_K sub-block j's (0..7) 6-bit scale and min (cpu/quant.cpp q4k_scale_min).
-KVSCOPE_HOST_DEVICE void q4k_scale_min(int j, const uint8_t* q, int& sc, int& m) {
-    if (j < 4) {
-        sc = q[j] & 63;
-        m = q[j + 4] & 63;
-    } else {
-        sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-        m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-}
 
 // Q2_K / Q3_K: value i (0..255) of the 2-bit layout sits in byte 32 * (i / 128) + i % 32 at bit
 // 2 * ((i % 128) / 32).
