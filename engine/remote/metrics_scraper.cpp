@@ -9,6 +9,10 @@ MetricsScraper::MetricsScraper(HttpEndpoint endpoint, double interval_s, std::fu
     : endpoint_(std::move(endpoint)), clock_(std::move(clock)), path_(std::move(path)) {
     series_.interval_s = interval_s;
     thread_ = std::thread([this] { run(); });
+    // Without this wait the first requests can reach the server before the first scrape (seen in CI:
+    // a run "starting" at 10% KV usage). A scrape is bounded by its timeout, so this cannot hang.
+    std::unique_lock lock(mutex_);
+    wake_.wait(lock, [this] { return first_scraped_; });
 }
 
 MetricsScraper::~MetricsScraper() { stop(); }
@@ -33,6 +37,10 @@ void MetricsScraper::run() {
     for (;;) {
         scrape(client);
         std::unique_lock lock(mutex_);
+        if (!first_scraped_) {
+            first_scraped_ = true;
+            wake_.notify_all();
+        }
         if (stopping_) return;
         wake_.wait_for(lock, std::chrono::duration<double>(series_.interval_s), [this] { return stopping_; });
         if (stopping_) {  // one last sample, so that the series reaches the end of the run

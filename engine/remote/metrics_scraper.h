@@ -17,7 +17,8 @@ namespace kvscope {
 
 class MetricsScraper {
 public:
-    // `clock` gives the time of each sample (the benchmark target's now()); the first scrape is now.
+    // `clock` gives the time of each sample (the benchmark target's now()). The first scrape is done
+    // before the constructor returns, so the series starts from the server's state before the run.
     MetricsScraper(HttpEndpoint endpoint, double interval_s, std::function<double()> clock,
                    std::string path = "/metrics");
     ~MetricsScraper();
@@ -39,6 +40,7 @@ private:
     mutable std::mutex mutex_;
     std::condition_variable wake_;
     bool stopping_ = false;
+    bool first_scraped_ = false;
     ServerSeries series_;
     std::optional<ServerReading> first_, previous_;
     double previous_time_ = 0;
