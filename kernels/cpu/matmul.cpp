@@ -64,7 +64,7 @@ inline void tile(const float* x, int64_t K, const Rows& w, float* out, int64_t l
             // operand each), so the loop issued MX times the weight loads and ran load-bound at a third
             // of the FMA peak. With one x row the folded load is the better code.
             if constexpr (MX > 1) keep_in_register(wv);
-            for (int t = 0; t < MX; ++t) acc[t][r] += wv * xv[t];
+            for (int t = 0; t < MX; ++t) acc[t][r] = fmav(wv, xv[t], acc[t][r]);
         }
     }
     float sums[kTileSums<MX, NW>];

@@ -89,7 +89,7 @@ void tile(const float* x, int64_t K, const Panels& w, int64_t p0, float* out, in
             for (int t = 0; t < MX; ++t) xb[t] = splatv(x[t * K + k]);
             for (int v = 0; v < NV; ++v) {
                 const vf wv = w.template load<Odd>(p0 + v / kPanelVectors, k, v % kPanelVectors);
-                for (int t = 0; t < MX; ++t) acc[t][v] += xb[t] * wv;
+                for (int t = 0; t < MX; ++t) acc[t][v] = fmav(xb[t], wv, acc[t][v]);
             }
             return;
         }
@@ -100,7 +100,7 @@ void tile(const float* x, int64_t K, const Panels& w, int64_t p0, float* out, in
             // Keep the broadcast in a register: GCC would otherwise fold it into each of the NV fmas as a
             // memory operand, NV broadcast loads instead of one (the same trap as matmul.h's weight loads).
             if constexpr (NV > 1) keep_in_register(xb);
-            for (int v = 0; v < NV; ++v) acc[t][v] += xb * wv[v];
+            for (int v = 0; v < NV; ++v) acc[t][v] = fmav(xb, wv[v], acc[t][v]);
         }
     };
     int64_t k = 0;

@@ -67,6 +67,20 @@ inline vf splatv(float x) {
     return vf{} + x;
 #endif
 }
+// a * b + c, fused wherever the set has FMA, unfused where it has none (baseline): never left to
+// -ffp-contract, which fused `acc += w * x` in some tile shapes and not in others on AVX2, so a row's
+// F32 matmul result depended on the batch it ran in (test_backend_ops' batch invariance).
+inline vf fmav(vf a, vf b, vf c) {
+#if defined(__AVX512F__)
+    return reinterpret_cast<vf>(_mm512_fmadd_ps(reinterpret_cast<__m512>(a), reinterpret_cast<__m512>(b),
+                                                reinterpret_cast<__m512>(c)));
+#elif KVSCOPE_CPU_LANES == 8 && defined(__FMA__)
+    return reinterpret_cast<vf>(_mm256_fmadd_ps(reinterpret_cast<__m256>(a), reinterpret_cast<__m256>(b),
+                                                reinterpret_cast<__m256>(c)));
+#else
+    return a * b + c;  // the set has no FMA instruction to contract to
+#endif
+}
 // Pins v to a register, so GCC cannot fold the load that made it into each instruction that uses it (a
 // memory operand each: as many loads as uses).
 inline void keep_in_register(vf& v) {
