@@ -174,6 +174,12 @@ void matmul(ThreadPool& pool, MatmulScratch& scratch, const float* x, int n, con
             float* out) {
     if (n <= 0) return;
     const int64_t N = w.rows;
+    if (matmul_rounds_activations(w.dtype)) {
+        const size_t count = static_cast<size_t>(n) * w.cols;
+        if (scratch.activations_rounded.size() < count) scratch.activations_rounded.resize(count);
+        round_activations_for(w.dtype, x, scratch.activations_rounded.data(), static_cast<int64_t>(count));
+        x = scratch.activations_rounded.data();
+    }
     if (w.layout == WeightLayout::panels16) {
         matmul_panels(pool, x, n, w, out);
     } else if (matmul_runs_k_int8(w.dtype)) {

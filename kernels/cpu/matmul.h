@@ -33,6 +33,7 @@ struct MatmulScratch {
     std::vector<std::vector<BlockQ8_0>> unpacked_q8;  // int8 path, Q4_0 / Q5_0 / IQ4_NL: a weight tile per thread
     std::vector<ActSumsQ8> activation_sums;           // int8 path, K types: the x blocks' sums
     std::vector<std::vector<DecodedKBlock>> decoded_k; // int8 path, K types: a weight tile per thread, decoded
+    std::vector<float> activations_rounded;           // F16 / BF16: x rounded to the weight's type
 };
 
 void matmul(ThreadPool& pool, MatmulScratch& scratch, const float* x, int n, const WeightView& w,

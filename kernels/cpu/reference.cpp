@@ -26,6 +26,10 @@ void matmul_ref(const float* x, int n, const WeightView& w, const float* bias, f
             for (int64_t k = 0; k < K; ++k) xq[t * K + k] = blocks[k / 32].d * blocks[k / 32].qs[k % 32];
         }
         x = xq.data();
+    } else if (matmul_rounds_activations(w.dtype)) {
+        xq.resize(static_cast<size_t>(n) * K);
+        round_activations_for(w.dtype, x, xq.data(), static_cast<int64_t>(xq.size()));
+        x = xq.data();
     }
     for (int64_t r = 0; r < N; ++r) {
         dequantize_row(w.dtype, static_cast<const uint8_t*>(w.data) + r * row_bytes, row.data(), K);

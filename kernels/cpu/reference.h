@@ -13,7 +13,8 @@ namespace kvscope::cpu {
 // out = x @ w^T (+ bias). Each weight row is dequantized with dequantize_row, then dotted in double, so a
 // fast kernel on the same stored weights differs from this only in its arithmetic. For the int8-path types
 // (matmul_quantizes_activations: Q8_0, Q4_0, Q5_0, IQ4_NL; Q4_K, Q5_K, Q6_K) the activations are first
-// quantized as the int8 kernels do (quantize_activations_for).
+// quantized as the int8 kernels do (quantize_activations_for); for F16 and BF16 they are rounded to that
+// type (round_activations_for).
 //                                         x [n, w.cols]; out [n, w.rows]; bias [w.rows] or null
 void matmul_ref(const float* x, int n, const WeightView& w, const float* bias, float* out);
 

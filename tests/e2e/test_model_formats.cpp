@@ -197,11 +197,18 @@ private slots:
         const double t = rel_l2(test::prefill_logits(*q, sequence(), 0), test::prefill_logits(*twin, sequence(), 0));
         qInfo("%s: relative L2 difference from its %s twin = %.3g", std::string(dtype_name(DType(dtype))).c_str(),
               unpacks ? "Q8_0" : "F32", t);
-        QVERIFY(unpacks ? t == 0 : t < (int8_activations ? 3e-2 : 1e-5));
+        // F16 and BF16 round their matmuls' inputs to the weight type (cpu::round_activations_for), which
+        // the F32 twin does not: about 1.3 unit roundoffs (2^-11, 2^-8) apart, here 6.2e-4 and 5.1e-3.
+        const double rounding = dtype == int(DType::F16) ? 0x1p-11 : dtype == int(DType::BF16) ? 0x1p-8 : 0.0;
+        QVERIFY(unpacks ? t == 0 : t < (int8_activations ? 3e-2 : rounding > 0 ? 2 * rounding : 1e-5));
         if (dtype == int(DType::F16) || dtype == int(DType::BF16)) {  // HF checkpoints in the same type
             test::write_random_hf(dir.filePath("hf").toStdString(), s, 9, static_cast<DType>(dtype));
             auto hf = load_model(dir.filePath("hf").toStdString());
-            QVERIFY(max_abs_diff(test::prefill_logits(*hf, sequence(), 0), test::prefill_logits(*q, sequence(), 0)) < 1e-4);
+            // Not bit-equal: HF's rotate-half q/k order changes F32 summation orders upstream of the
+            // matmuls, and an input on a rounding boundary then rounds to the neighbouring F16 / BF16 value
+            // (1.1e-3 and 1.1e-2 here). A loader slip (a tensor misplaced or misread) moves logits by O(1).
+            const double hd = max_abs_diff(test::prefill_logits(*hf, sequence(), 0), test::prefill_logits(*q, sequence(), 0));
+            QVERIFY2(hd < 8 * rounding, std::to_string(hd).c_str());
         }
     }
 
