@@ -14,7 +14,6 @@
 
 #include <QTemporaryDir>
 
-#include <fstream>
 #include <random>
 
 using namespace kvscope;
@@ -24,17 +23,9 @@ namespace {
 constexpr int kWindow = 16;
 constexpr int kBlockSize = 4;
 
-// The default random llama shape as a Mistral checkpoint: model_type "mistral" and its sliding_window
-// (a null one is Mistral v0.2+'s global attention).
-std::string write_mistral(const QTemporaryDir& dir, const char* name, nlohmann::json sliding_window) {
+std::string write_mistral(const QTemporaryDir& dir, const char* name, const nlohmann::json& sliding_window) {
     const std::string path = dir.filePath(name).toStdString();
-    test::write_random_hf(path, test::RandomModelShape{}, 21);
-    nlohmann::json c;
-    std::ifstream(path + "/config.json") >> c;
-    c["model_type"] = "mistral";
-    c["architectures"] = {"MistralForCausalLM"};
-    c["sliding_window"] = sliding_window;
-    std::ofstream(path + "/config.json") << c.dump(2);
+    test::write_random_mistral(path, sliding_window);
     return path;
 }
 
