@@ -6,6 +6,7 @@
 // preemption; a prefix hit needs only the blocks inside the window; a Gemma-like mixed model frees
 // nothing and its snapshot marks the left-behind blocks.
 // Every engine checks the scheduler and pool invariants after every step.
+#include "engine_fixtures.h"
 #include "test_support.h"
 
 #include "llm_engine.h"
@@ -18,6 +19,7 @@
 #include <random>
 
 using namespace kvscope;
+using test::greedy;
 
 namespace {
 
@@ -37,23 +39,12 @@ std::shared_ptr<const Model> mistral() {
 }
 
 EngineConfig config(int num_blocks, bool free_outside_window) {
-    EngineConfig c;
-    c.scheduler.max_model_len = 512;
+    EngineConfig c = test::checked_engine_config();
     c.scheduler.max_num_batched_tokens = 64;
     c.block_size = kBlockSize;
     c.num_blocks = num_blocks;
-    c.num_threads = 2;
-    c.check_invariants = true;
     c.free_outside_window = free_outside_window;
     return c;
-}
-
-SamplingParams greedy(int max_tokens) {
-    SamplingParams p;
-    p.temperature = 0;
-    p.max_tokens = max_tokens;
-    p.ignore_eos = true;
-    return p;
 }
 
 // 8 prompts of 3..45 random tokens.
