@@ -43,6 +43,34 @@ QFont legendFont(const QFont& base) {
 // Whether the snapshot's model has a sliding window (and so the legend its key).
 bool hasWindow(const KvCacheSnapshot* s) { return s && s->sliding_window > 0 && !s->outside_window.empty(); }
 bool outsideWindow(const KvCacheSnapshot& s, int b) { return !s.outside_window.empty() && s.outside_window[size_t(b)]; }
+
+// What a run of blocks [first, last) holds, for the cells and the strip that show a run in proportion.
+struct BlockRun {
+    int inUse = 0, behind = 0, cached = 0;  // behind: in use, behind every holder's sliding window
+    double age = 0;                         // the cached-free blocks' eviction positions in [0, 1], summed
+    QRgb owner = kUnowned;                  // the owner colour of the first in-use block not behind
+};
+BlockRun countRun(const KvCacheSnapshot& s, int first, int last, const std::vector<QRgb>& ownerRgb, int span) {
+    BlockRun run;
+    bool ownerFound = false;
+    for (int b = first; b < last; ++b) {
+        const KvBlockState state = s.state[size_t(b)];
+        if (state == KvBlockState::IN_USE && outsideWindow(s, b)) {
+            ++run.behind;
+        } else if (state == KvBlockState::IN_USE) {
+            ++run.inUse;
+            const int32_t begin = s.owner_offsets[size_t(b)];
+            if (!ownerFound && begin < s.owner_offsets[size_t(b) + 1]) {
+                run.owner = ownerRgb[size_t(s.owners[size_t(begin)])];
+                ownerFound = true;
+            }
+        } else if (state == KvBlockState::CACHED_FREE) {
+            ++run.cached;
+            run.age += std::clamp(double(s.eviction_order[size_t(b)]) / span, 0.0, 1.0);
+        }
+    }
+    return run;
+}
 }  // namespace
 
 BlockMapWidget::BlockMapWidget(QWidget* parent) : QWidget(parent), m_repaintTimer(this) {
@@ -276,36 +304,18 @@ void BlockMapWidget::renderImage() {
         if (py + inner > size.height() || px + inner > size.width()) break;
         const int first = m_first + cell * m_perCell, last = std::min(first + m_perCell, m_first + visibleBlockCount());
         if (m_perCell > 1) {
-            // A run of blocks: in use (first owner's colour), cached-free (mean age), free, left to right in
-            // proportion; any state present gets at least a pixel column.
-            int inUse = 0, behind = 0, cached = 0;
-            double age = 0;
-            QRgb owner = kUnowned;
-            bool ownerFound = false;
-            for (int b = first; b < last; ++b) {
-                if (s.state[size_t(b)] == KvBlockState::IN_USE && outsideWindow(s, b)) {
-                    ++behind;
-                } else if (s.state[size_t(b)] == KvBlockState::IN_USE) {
-                    ++inUse;
-                    const int32_t begin = s.owner_offsets[size_t(b)];
-                    if (!ownerFound && begin < s.owner_offsets[size_t(b) + 1]) {
-                        owner = ownerRgb[size_t(s.owners[size_t(begin)])];
-                        ownerFound = true;
-                    }
-                } else if (s.state[size_t(b)] == KvBlockState::CACHED_FREE) {
-                    ++cached;
-                    age += std::clamp(double(s.eviction_order[size_t(b)]) / span, 0.0, 1.0);
-                }
-            }
+            // A run of blocks: in use (first owner's colour), behind the window, cached-free (mean age), free,
+            // left to right in proportion; any state present gets at least a pixel column.
+            const BlockRun run = countRun(s, first, last, ownerRgb, span);
             const int count = last - first;
             auto width = [&](int k) { return k == 0 ? 0 : std::max(1, int(std::lround(double(inner) * k / count))); };
-            const int useEnd = std::min(inner, width(inUse)), behindEnd = std::min(inner, useEnd + width(behind));
-            const int cachedEnd = std::min(inner, behindEnd + width(cached));
-            const QRgb cachedRgb = cached ? mix(kCachedOld, kCachedNew, age / cached) : freeRgb;
+            const int useEnd = std::min(inner, width(run.inUse)), behindEnd = std::min(inner, useEnd + width(run.behind));
+            const int cachedEnd = std::min(inner, behindEnd + width(run.cached));
+            const QRgb cachedRgb = run.cached ? mix(kCachedOld, kCachedNew, run.age / run.cached) : freeRgb;
             for (int y = 0; y < inner; ++y) {
                 auto* line = reinterpret_cast<QRgb*>(m_image.scanLine(py + y)) + px;
                 for (int x = 0; x < inner; ++x)
-                    line[x] = x < useEnd ? owner : x < behindEnd ? behindRgb : x < cachedEnd ? cachedRgb : freeRgb;
+                    line[x] = x < useEnd ? run.owner : x < behindEnd ? behindRgb : x < cachedEnd ? cachedRgb : freeRgb;
             }
             continue;
         }
@@ -347,7 +357,8 @@ void BlockMapWidget::renderImage() {
 
 void BlockMapWidget::renderOverview(const std::vector<QRgb>& ownerRgb) {
     // The whole pool in one strip: each pixel column is a run of blocks, stacked bottom up as in use (first
-    // owner's colour), cached-free, free in proportion. One pass over the blocks: ~0.2 ms at 100,000.
+    // owner's colour), behind the window, cached-free, free in proportion. One pass over the blocks: ~0.2 ms
+    // at 100,000.
     const KvCacheSnapshot& s = *m_snapshot;
     const qreal dpr = devicePixelRatioF();
     const QRect r(QPoint(int(m_overview.left() * dpr), int(m_overview.top() * dpr)),
@@ -355,31 +366,18 @@ void BlockMapWidget::renderOverview(const std::vector<QRgb>& ownerRgb) {
     const int w = std::min(r.width(), m_image.width() - r.left()), h = std::min(r.height(), m_image.height() - r.top());
     if (w <= 0 || h <= 0) return;
     const int64_t n = s.num_blocks;
-    const QRgb freeRgb = kFree.rgb(), cachedRgb = mix(kCachedOld, kCachedNew, 0.6);
+    const QRgb freeRgb = kFree.rgb(), cachedRgb = mix(kCachedOld, kCachedNew, 0.6), behindRgb = kOutsideWindow.rgb();
+    const int span = std::max(1, s.num_free_blocks - 1);
     for (int x = 0; x < w; ++x) {
         const int first = int(x * n / w), last = std::max(first + 1, int((x + 1) * n / w));
-        int inUse = 0, cached = 0;
-        QRgb owner = kUnowned;
-        bool ownerFound = false;
-        for (int b = first; b < last; ++b) {
-            const KvBlockState state = s.state[size_t(b)];
-            if (state == KvBlockState::IN_USE) {
-                ++inUse;
-                const int32_t begin = s.owner_offsets[size_t(b)];
-                if (!ownerFound && begin < s.owner_offsets[size_t(b) + 1]) {
-                    owner = ownerRgb[size_t(s.owners[size_t(begin)])];
-                    ownerFound = true;
-                }
-            } else if (state == KvBlockState::CACHED_FREE) {
-                ++cached;
-            }
-        }
+        const BlockRun run = countRun(s, first, last, ownerRgb, span);
         const int count = last - first;
         auto height = [&](int k) { return k == 0 ? 0 : std::max(1, int(std::lround(double(h) * k / count))); };
-        const int useTop = h - std::min(h, height(inUse)), cachedTop = std::max(0, useTop - height(cached));
+        const int useTop = h - std::min(h, height(run.inUse)), behindTop = std::max(0, useTop - height(run.behind));
+        const int cachedTop = std::max(0, behindTop - height(run.cached));
         for (int y = 0; y < h; ++y)
             reinterpret_cast<QRgb*>(m_image.scanLine(r.top() + y))[r.left() + x] =
-                y >= useTop ? owner : y >= cachedTop ? cachedRgb : freeRgb;
+                y >= useTop ? run.owner : y >= behindTop ? behindRgb : y >= cachedTop ? cachedRgb : freeRgb;
     }
 }
 
@@ -520,8 +518,8 @@ QString BlockMapWidget::legendToolTip(const QPoint& pos) const {
     for (const LegendKey& k : m_legend)
         if (k.rect.contains(pos)) return k.toolTip;
     if (m_overview.contains(pos) && m_snapshot)
-        return tr("The whole pool, blocks 0-%1, left to right (in use at the bottom of each column, then cached-free, "
-                  "then free). The frame is the detail view below (blocks %2-%3): click or drag here to move it.")
+        return tr("The whole pool, blocks 0-%1, left to right (in use at the bottom of each column, then behind the "
+                  "sliding window, cached-free, free). The frame is the detail view below (blocks %2-%3): click or drag here to move it.")
             .arg(m_snapshot->num_blocks - 1)
             .arg(m_first)
             .arg(m_first + visibleBlockCount() - 1);

@@ -66,6 +66,9 @@ void add_engine_options(CLI::App& app, EngineOptions& o) {
     app.add_option("--sim-calibration", c.sim_calibration,
                    "step-time constants measured on a real GPU (JSON, docs/DESIGN.md; sim backends)")
         ->type_name("FILE")->group(group);
+    app.add_flag_callback("--no-free-outside-window", [&c] { c.free_outside_window = false; },
+                          "keep the KV blocks a request has left behind its sliding window until it ends (default: "
+                          "free them while it runs where every layer is windowed, as vLLM does)")->group(group);
     app.add_flag("--check-invariants", c.check_invariants,
                  "check scheduler and KV pool invariants after every step (slow)")->group(group);
     app.add_flag("--enforce-eager", c.enforce_eager, "run every step op by op: no CUDA graphs (vLLM's flag)")

@@ -151,8 +151,6 @@ void reject_unsupported(const json& body, Endpoint endpoint) {
         if (const auto best_of = get_integer(body, "best_of"); best_of && *best_of != get_int(body, "n", 1))
             unsupported("best_of");
     } else {
-        if (field(body, "prompt_logprobs"))
-            throw ApiError(400, "prompt_logprobs is supported by /v1/completions only", "prompt_logprobs");
         if (const json* f = field(body, "tools"); f && !(f->is_array() && f->empty())) unsupported("tools");
         if (const json* f = field(body, "response_format"); f && !(f->is_object() && f->value("type", "") == "text"))
             unsupported("response_format");
@@ -334,11 +332,12 @@ GenerationJob parse_generation_request(Endpoint endpoint, const json& body, cons
     p.min_tokens = get_int(body, "min_tokens", 0);
     p.n = get_int(body, "n", 1);
     p.logprobs = get_logprobs(body, endpoint);
+    // Chat's prompt is the rendered template's token ids: its log-probabilities come the same way.
+    if (const auto k = get_integer(body, "prompt_logprobs"); k && *k != -1)  // -1: off
+        job.prompt_logprobs = static_cast<int>(std::clamp<int64_t>(*k, INT_MIN, INT_MAX));
+    p.prompt_logprobs = job.prompt_logprobs;
     if (!chat) {
         job.echo = get_bool(body, "echo", false);
-        if (const auto k = get_integer(body, "prompt_logprobs"); k && *k != -1)  // -1: off
-            job.prompt_logprobs = static_cast<int>(std::clamp<int64_t>(*k, INT_MIN, INT_MAX));
-        p.prompt_logprobs = job.prompt_logprobs;
         if (job.echo && p.logprobs) p.prompt_logprobs = std::max(p.prompt_logprobs.value_or(0), *p.logprobs);
     }
     job.priority = get_int(body, "priority", 0);
@@ -514,6 +513,10 @@ json prompt_logprobs_json(const Tokenizer& tokenizer, std::span<const TokenLogpr
     return out;
 }
 
+json& prompt_logprobs_place(Endpoint endpoint, json& response, json& choice) {
+    return endpoint == Endpoint::CHAT ? response["prompt_logprobs"] : choice["prompt_logprobs"];
+}
+
 json generation_response(Endpoint endpoint, const ResponseHead& head, const std::vector<ChoiceState>& choices,
                          int64_t prompt_tokens, const Tokenizer& tokenizer, const ResponseShape& shape) {
     const bool chat = endpoint == Endpoint::CHAT;
@@ -536,8 +539,9 @@ json generation_response(Endpoint endpoint, const ResponseHead& head, const std:
             if (shape.logprobs) logprobs = logprobs_json(endpoint, tokenizer, c.logprobs);
         }
         choice["logprobs"] = std::move(logprobs);
-        if (shape.prompt_logprobs && !chat)
-            choice["prompt_logprobs"] = prompt_logprobs_json(tokenizer, c.prompt_logprobs, *shape.prompt_logprobs);
+        if (shape.prompt_logprobs && (!chat || i == 0))  // chat's choices share one prompt: the response has it once
+            prompt_logprobs_place(endpoint, out, choice) =
+                prompt_logprobs_json(tokenizer, c.prompt_logprobs, *shape.prompt_logprobs);
         choice["finish_reason"] = finish_reason_json(c);
         list.push_back(std::move(choice));
         completion_tokens += c.num_tokens;

@@ -41,8 +41,9 @@ struct GenerationJob {
     bool stream = false;
     bool include_usage = false;  // stream_options.include_usage
     bool echo = false;           // completions: the prompt comes first in the text (and in logprobs)
-    // vLLM's completions extension, as asked. params.prompt_logprobs is the larger of this and, with
-    // echo, logprobs: echo's log-probabilities of the prompt come from the same computation.
+    // vLLM's extension, as asked (chat: of the rendered template's tokens). params.prompt_logprobs is the
+    // larger of this and, with echo, logprobs: echo's log-probabilities of the prompt come from the same
+    // computation.
     std::optional<int> prompt_logprobs;
 };
 
@@ -113,6 +114,9 @@ void append_logprobs(nlohmann::json& into, const nlohmann::json& more);
 // each holding the prompt token and the num_top most likely there.
 nlohmann::json prompt_logprobs_json(const Tokenizer& tokenizer, std::span<const TokenLogprobs> prompt_logprobs,
                                     int num_top);
+// Where vLLM puts "prompt_logprobs": in the choice for completions, at the top level of the response (or
+// stream chunk) for chat, whose choices share one prompt.
+nlohmann::json& prompt_logprobs_place(Endpoint endpoint, nlohmann::json& response, nlohmann::json& choice);
 // The whole non-streaming response.
 nlohmann::json generation_response(Endpoint endpoint, const ResponseHead& head, const std::vector<ChoiceState>& choices,
                                    int64_t prompt_tokens, const Tokenizer& tokenizer, const ResponseShape& shape);

@@ -251,7 +251,8 @@ void OpenAiServer::generate(Endpoint endpoint, const httplib::Request& req, http
                 const std::string delta = echo ? echoed.text + o.text_delta : o.text_delta;
                 json chunk = stream_chunk(gen->endpoint, gen->head, i, delta, c, false, std::move(logprobs));
                 if (o.prompt_logprobs && shape.prompt_logprobs)
-                    chunk["choices"][0]["prompt_logprobs"] = prompt_logprobs_json(tokenizer, *o.prompt_logprobs, *shape.prompt_logprobs);
+                    prompt_logprobs_place(gen->endpoint, chunk, chunk["choices"][0]) =
+                        prompt_logprobs_json(tokenizer, *o.prompt_logprobs, *shape.prompt_logprobs);
                 ok = write(chunk);
             });
             if (!ok || !sink.is_writable()) return false;  // the releaser aborts what is left

@@ -36,10 +36,14 @@ ComputedBlocks KvCacheManager::get_computed_blocks(Request& request) {
     const int max_hit_blocks = std::max(0, request.num_tokens() - 1) / block_size_;
     const int num_query_blocks = std::min(max_hit_blocks, int(request.block_hashes.size()));
     ComputedBlocks hits;
-    for (int i = 0; i < num_query_blocks; ++i) {
-        KvCacheBlock* b = pool_->get_cached_block(request.block_hashes[size_t(i)]);
-        if (!b) break;  // chained hashes: nothing after a miss can hit
-        hits.block_ids.push_back(b->block_id);
+    if (free_outside_window_) {
+        hits.block_ids = find_windowed_hit(request, num_query_blocks);
+    } else {
+        for (int i = 0; i < num_query_blocks; ++i) {
+            KvCacheBlock* b = pool_->get_cached_block(request.block_hashes[size_t(i)]);
+            if (!b) break;  // every layer reads every earlier block: the hit ends at the first miss
+            hits.block_ids.push_back(b->block_id);
+        }
     }
     hits.num_computed_tokens = int(hits.block_ids.size()) * block_size_;
     ++stats_.num_requests;
@@ -48,6 +52,31 @@ ComputedBlocks KvCacheManager::get_computed_blocks(Request& request) {
     stats_.num_query_blocks += num_query_blocks;
     stats_.num_hit_blocks += int64_t(hits.block_ids.size());
     return hits;
+}
+
+// vLLM's SlidingWindowManager::find_longest_cache_hit. A hit that ends at block L needs only what the query
+// at L * block_size reads: the last cdiv(window - 1, block_size) blocks before L. Earlier ones may have
+// been evicted since a request left them behind; they enter as kNullBlockId (all behind the window, so
+// allocate_slots never reads them). Searched from the right for the longest such run; with none, a
+// leading run still counts, as nothing before it is missing.
+std::vector<int32_t> KvCacheManager::find_windowed_hit(const Request& request, int num_query_blocks) {
+    const int num_needed = cdiv(sliding_window_ - 1, block_size_);
+    std::vector<int32_t> ids(size_t(num_query_blocks), kNullBlockId);
+    int run = 0;
+    for (int i = num_query_blocks - 1; i >= 0; --i) {
+        const KvCacheBlock* b = pool_->get_cached_block(request.block_hashes[size_t(i)]);
+        if (!b) {
+            run = 0;
+            continue;
+        }
+        ids[size_t(i)] = b->block_id;
+        if (++run >= num_needed) {
+            ids.resize(size_t(i + run));
+            return ids;
+        }
+    }
+    ids.resize(size_t(run));
+    return ids;
 }
 
 int KvCacheManager::num_blocks_needed(const Request& request, int num_new_tokens,
@@ -152,6 +181,9 @@ bool KvCacheManager::allocate_slots(Request& request, int num_new_tokens, const 
     // Hits behind the window enter the table as null entries: nothing will read them.
     const size_t num_null_hits = std::min(hits.size(), size_t(num_skipped));
     std::span<KvCacheBlock* const> useful_hits = std::span(hits).subspan(num_null_hits);
+    if (std::find(useful_hits.begin(), useful_hits.end(), nullptr) != useful_hits.end())
+        throw std::logic_error("allocate_slots: request " + request.request_id +
+                               " has a missing prefix hit inside the window of its next query");
     // Touch before taking new blocks, or get_new_blocks could evict a hit.
     pool_->touch(useful_hits);
     auto append = [&rb](KvCacheBlock* b) {
@@ -179,6 +211,10 @@ std::vector<KvCacheBlock*> KvCacheManager::resolve_hits(const Request& request, 
         throw std::logic_error("allocate_slots: prefix hits for request " + request.request_id +
                                " that is not new, or hits that do not match its blocks");
     for (size_t i = 0; i < hits.block_ids.size(); ++i) {
+        if (hits.block_ids[i] == kNullBlockId) {  // a windowed hit's evicted block, behind the window
+            blocks.push_back(nullptr);
+            continue;
+        }
         KvCacheBlock* b = pool_->block(hits.block_ids[i]);
         if (b->block_hash != request.block_hashes[i])
             throw std::logic_error("allocate_slots: hit block " + std::to_string(b->block_id) + " of request " +

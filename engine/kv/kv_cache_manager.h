@@ -2,7 +2,8 @@
 // BlockPool and every running request's block table, finds prefix-cache hits, allocates slots for each
 // step's new tokens, frees finished or preempted requests, and reports usage, waste and snapshots.
 // Under a sliding window on every layer it also frees the blocks a running request has left behind
-// (vLLM's SlidingWindowManager): their table entries become kNullBlockId, which the kernels never read.
+// (vLLM's SlidingWindowManager): their table entries become kNullBlockId, which the kernels never read,
+// and a prefix hit needs only the blocks inside the window of the query after it.
 // Thread affinity: engine thread only; the UI gets KvCacheSnapshot values.
 #pragma once
 
@@ -21,7 +22,7 @@ namespace kvscope {
 // Leading prefix-cache hits of a waiting request, from get_computed_blocks, to pass to allocate_slots
 // in the same step (a later allocation may evict them: allocate_slots checks and throws if so).
 struct ComputedBlocks {
-    std::vector<int32_t> block_ids;  // in block-table order
+    std::vector<int32_t> block_ids;  // in block-table order; kNullBlockId where a windowed hit needs none
     int num_computed_tokens = 0;     // block_ids.size() * block_size
 };
 
@@ -47,7 +48,9 @@ public:
 
     // Longest run of leading full blocks of the request found in the prefix cache. At most
     // num_tokens - 1 tokens are served from cache: the last token is recomputed to produce logits.
-    // Empty when caching is off. Updates request.block_hashes and the prefix-cache stats.
+    // When frees_outside_window(), only the blocks inside the window of the query after the hit must be
+    // cached: those before may be missing (kNullBlockId). Empty when caching is off. Updates
+    // request.block_hashes and the prefix-cache stats.
     ComputedBlocks get_computed_blocks(Request& request);
 
     // Blocks to take from the free queue to hold request.num_computed_tokens + the hits + num_new_tokens
@@ -117,6 +120,8 @@ private:
         bool hashes_checked = false; // request.block_hashes were checked for this block size and salt
     };
 
+    // get_computed_blocks's hit where every layer is windowed, over the first num_query_blocks blocks.
+    std::vector<int32_t> find_windowed_hit(const Request& request, int num_query_blocks);
     // num_blocks_needed for a request that holds num_held blocks.
     int num_blocks_beyond(int num_held, const Request& request, int num_new_tokens, const ComputedBlocks& new_computed,
                           int num_lookahead_tokens) const;

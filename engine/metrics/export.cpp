@@ -106,6 +106,7 @@ nlohmann::json engine_config_to_json(const EngineConfig& c) {
             {"enable_prefix_caching", c.scheduler.enable_prefix_caching},
             {"long_prefill_token_threshold", c.scheduler.long_prefill_token_threshold},
             {"enforce_eager", c.enforce_eager},
+            {"free_outside_window", c.free_outside_window},
             {"backend", backend_name(c)},
             {"tensor_parallel_size", c.tensor_parallel_size}};
 }

@@ -423,6 +423,26 @@ private slots:
         QCOMPARE(json::parse(r.out.toStdString())["kv_cache_memory"].get<int64_t>(), int64_t(bytes));
     }
 
+    // --no-free-outside-window on a model whose every layer is windowed: 20 + 200 tokens fit a pool of 12
+    // blocks of 4 only while the blocks behind the window are freed; kept, the same pool refuses them.
+    void noFreeOutsideWindow() {
+        QTemporaryDir dir;
+        const std::string path = dir.filePath("mistral").toStdString();
+        test::write_random_mistral(path, 16);
+        QStringList ids{"1"};
+        for (int i = 0; i < 19; ++i) ids << QString::number(10 + i);
+        const QStringList args = {"generate", "--model", QString::fromStdString(path), "--prompt-ids", ids.join(','),
+                                  "--max-tokens", "200", "--ignore-eos", "--temperature", "0", "--block-size", "4",
+                                  "--num-blocks", "12", "--max-num-batched-tokens", "16", "--max-model-len", "512",
+                                  "--check-invariants", "--json"};
+        const Run freed = cli(args);
+        QVERIFY2(freed.code == 0, qPrintable(freed.err));
+        QCOMPARE(json_lines(freed.out)[0]["output_token_ids"].size(), size_t(200));
+        const Run kept = cli(args + QStringList{"--no-free-outside-window"});
+        QCOMPARE(kept.code, 2);
+        QVERIFY2(kept.err.contains("needs 55 KV blocks of 4 tokens but the pool has 12"), qPrintable(kept.err));
+    }
+
     // One prompt too long for max_model_len: reported with exit 2, the other prompt still completes.
     void badPromptDoesNotStopOthers() {
         const Run r = cli({"generate", "--model", models() + "/stories260K-f32.gguf", "--max-model-len", "32",

@@ -3,6 +3,7 @@
 // TTFT; live reconfiguration (block_size by drain-and-rebuild, max_num_seqs) losing nothing; seeded
 // sampling alone vs batched; invalid requests rejected while others run. Every engine here checks the
 // scheduler and pool invariants after every step (EngineConfig::check_invariants).
+#include "engine_fixtures.h"
 #include "test_support.h"
 
 #include "llm_engine.h"
@@ -13,6 +14,7 @@
 #include <random>
 
 using namespace kvscope;
+using test::greedy;
 
 namespace {
 
@@ -44,22 +46,6 @@ std::vector<Prompt> mixed_prompts(uint64_t seed) {
     return out;
 }
 
-EngineConfig base_config() {
-    EngineConfig c;
-    c.scheduler.max_model_len = 512;
-    c.num_threads = 2;
-    c.check_invariants = true;
-    return c;
-}
-
-SamplingParams greedy(int max_tokens) {
-    SamplingParams p;
-    p.temperature = 0;
-    p.max_tokens = max_tokens;
-    p.ignore_eos = true;
-    return p;
-}
-
 // Runs every prompt in one engine; returns output ids in prompt order. Optional hook per step.
 std::vector<std::vector<int32_t>> run_all(LlmEngine& engine, const std::vector<Prompt>& prompts, const SamplingParams& p,
                                           const std::function<void(LlmEngine&, int64_t)>& on_step = {}) {
@@ -80,7 +66,7 @@ const std::vector<std::vector<int32_t>>& alone_outputs() {
     static std::vector<std::vector<int32_t>> out = [] {
         std::vector<std::vector<int32_t>> r;
         for (const auto& p : mixed_prompts(7)) {
-            LlmEngine e(stories(), base_config());
+            LlmEngine e(stories(), test::checked_engine_config());
             r.push_back(run_all(e, {p}, greedy(16)).front());
         }
         return r;
@@ -118,7 +104,7 @@ private slots:
         QFETCH(QString, policy);
         QFETCH(bool, caching);
         QFETCH(QString, mode);
-        EngineConfig c = base_config();
+        EngineConfig c = test::checked_engine_config();
         c.block_size = blockSize;
         c.scheduler.max_num_batched_tokens = budget;
         c.scheduler.policy = parse_scheduler_policy(policy.toStdString());
@@ -136,7 +122,7 @@ private slots:
     // A static batch computes what a padded batch would: every prompt padded to the batch's longest,
     // and one row per finished member in every later decode step. Outputs stay those of a lone run.
     void naiveBatchComputesPadding() {
-        EngineConfig c = base_config();
+        EngineConfig c = test::checked_engine_config();
         c.mode = BatchingMode::NAIVE;
         c.scheduler.max_num_seqs = 3;
         LlmEngine engine(stories(), c);
@@ -156,7 +142,7 @@ private slots:
         // Prompt padding (9-3)+(9-5) plus decode padding (6-2)+(6-4).
         QCOMPARE(recorder.aggregates().num_padding_tokens, int64_t{10 + 6});
         for (int i = 0; i < 3; ++i) {
-            LlmEngine alone(stories(), base_config());
+            LlmEngine alone(stories(), test::checked_engine_config());
             QCOMPARE(engine.request_output_token_ids("r" + std::to_string(i)),
                      run_all(alone, {Prompt{prompts[i]}}, greedy(max_tokens[i])).front());
         }
@@ -164,7 +150,7 @@ private slots:
     }
 
     void preemptionUnderSmallBudget() {
-        EngineConfig c = base_config();
+        EngineConfig c = test::checked_engine_config();
         c.num_blocks = 16;  // 256 slots for 32 requests: preemption is certain
         LlmEngine engine(stories(), c);
         const auto prompts = mixed_prompts(7);
@@ -175,7 +161,7 @@ private slots:
     }
 
     void priorityRequestGetsFirstTokenQuickly() {
-        EngineConfig c = base_config();
+        EngineConfig c = test::checked_engine_config();
         c.scheduler.policy = SchedulerPolicy::PRIORITY;
         c.scheduler.max_num_seqs = 4;
         LlmEngine engine(stories(), c);
@@ -193,7 +179,7 @@ private slots:
     }
 
     void fcfsOrderHolds() {
-        EngineConfig c = base_config();
+        EngineConfig c = test::checked_engine_config();
         c.scheduler.max_num_seqs = 1;
         LlmEngine engine(stories(), c);
         std::vector<std::string> finished;
@@ -205,7 +191,7 @@ private slots:
     }
 
     void reconfigureMidRun() {
-        EngineConfig c = base_config();
+        EngineConfig c = test::checked_engine_config();
         LlmEngine engine(stories(), c);
         auto prompts = mixed_prompts(7);
         prompts.resize(20);
@@ -234,7 +220,7 @@ private slots:
     }
     void refusedReconfigurationChangesNothing() {
         QFETCH(QString, change);
-        EngineConfig c = base_config();
+        EngineConfig c = test::checked_engine_config();
         c.num_blocks = 40;  // paged: plenty for 16-token requests; naive needs 512 / 16 = 32 per request
         c.block_size = 16;
         LlmEngine engine(stories(), c);
@@ -270,7 +256,7 @@ private slots:
     // Accepted switches under load change no greedy output: paged -> naive (with room) -> paged, a KV
     // budget change, and prefix caching on and off, while requests run.
     void acceptedSwitchesUnderLoadLoseNothing() {
-        EngineConfig c = base_config();
+        EngineConfig c = test::checked_engine_config();
         LlmEngine engine(stories(), c);
         auto prompts = mixed_prompts(7);
         prompts.resize(16);
@@ -290,7 +276,7 @@ private slots:
     // A request that finished at max_model_len but is not released yet (the server and the GUI release
     // after delivering outputs) must not make a rebuild throw.
     void finishedUnreleasedRequestDoesNotBlockRebuild() {
-        EngineConfig c = base_config();
+        EngineConfig c = test::checked_engine_config();
         c.scheduler.max_model_len = 64;
         LlmEngine engine(stories(), c);
         std::vector<int32_t> prompt{1};
@@ -308,7 +294,7 @@ private slots:
     // drain-and-rebuild, every request recomputed), a new name for the same type rebuilds nothing, and
     // back to float32 the requests still finish with every token and every block returned.
     void kvCacheDtypeChangeMidRun() {
-        EngineConfig c = base_config();
+        EngineConfig c = test::checked_engine_config();
         c.kv_cache_memory = 200 * 20480;  // 200 F32 blocks of 16 tokens (stories260K: 20480 bytes each)
         LlmEngine engine(stories(), c);
         QCOMPARE(engine.kv_cache_dtype(), DType::F32);
@@ -357,16 +343,16 @@ private slots:
         const auto prompts = mixed_prompts(11);
         std::vector<std::vector<int32_t>> alone;
         for (int i = 0; i < 6; ++i) {
-            LlmEngine e(stories(), base_config());
+            LlmEngine e(stories(), test::checked_engine_config());
             alone.push_back(run_all(e, {prompts[i]}, p).front());
         }
-        LlmEngine e(stories(), base_config());
+        LlmEngine e(stories(), test::checked_engine_config());
         const auto batched = run_all(e, {prompts.begin(), prompts.begin() + 6}, p);
         for (int i = 0; i < 6; ++i) QCOMPARE(batched[i], alone[i]);
     }
 
     void invalidRequestsAreRejectedAndOthersRun() {
-        LlmEngine engine(stories(), base_config());
+        LlmEngine engine(stories(), test::checked_engine_config());
         engine.add_request({"ok", {1, 300, 301}, greedy(8), 0, ""});
         engine.step();
         SamplingParams bad = greedy(0);
@@ -383,7 +369,7 @@ private slots:
     }
 
     void abortFreesBlocks() {
-        LlmEngine engine(stories(), base_config());
+        LlmEngine engine(stories(), test::checked_engine_config());
         engine.add_request({"a", {1, 300, 301}, greedy(50), 0, ""});
         engine.add_request({"b", {1, 302, 303}, greedy(10), 0, ""});
         for (int i = 0; i < 3; ++i) engine.step();
@@ -417,10 +403,10 @@ private slots:
         const std::vector<Prompt> prompts{{with_suffix({400, 401, 402})}, {with_suffix({410, 411})}};
         std::vector<std::vector<int32_t>> uncached;
         for (const auto& p : prompts) {
-            LlmEngine e(stories(), base_config());
+            LlmEngine e(stories(), test::checked_engine_config());
             uncached.push_back(run_all(e, {p}, greedy(12)).front());
         }
-        EngineConfig c = base_config();
+        EngineConfig c = test::checked_engine_config();
         c.block_size = blockSize;
         c.scheduler.enable_prefix_caching = true;
         LlmEngine engine(stories(), c);
@@ -441,7 +427,7 @@ private slots:
     }
 
     void stopStringsCutText() {
-        LlmEngine engine(stories(), base_config());
+        LlmEngine engine(stories(), test::checked_engine_config());
         SamplingParams p = greedy(60);
         p.ignore_eos = false;
         p.stop = {"Lily"};

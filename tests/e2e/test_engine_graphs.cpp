@@ -6,6 +6,7 @@
 // device sampler: greedy tokens are unchanged, device-sampled requests do not depend on their batch, and
 // requests that need the host sampler (penalties, min_tokens) still get it. Every engine checks the
 // scheduler and pool invariants after every step.
+#include "engine_fixtures.h"
 #include "test_support.h"
 #include "recording_backend.h"
 
@@ -15,6 +16,7 @@
 #include <random>
 
 using namespace kvscope;
+using test::greedy;
 
 namespace {
 
@@ -71,14 +73,6 @@ EngineConfig base_config() {
     c.scheduler.max_num_seqs = 16;
     c.num_threads = 2;
     return c;
-}
-
-SamplingParams greedy(int max_tokens) {
-    SamplingParams p;
-    p.temperature = 0;
-    p.max_tokens = max_tokens;
-    p.ignore_eos = true;  // every request decodes to the end, so the decode batch stays whole
-    return p;
 }
 
 EngineConfig eager(EngineConfig c) {

@@ -9,7 +9,6 @@
 
 #include <QFile>
 #include <cmath>
-#include <fstream>
 #include <numeric>
 #include <nlohmann/json.hpp>
 
@@ -74,18 +73,10 @@ private slots:
     void logitsMatchRunC() {
         auto hf = test::load_stories("hf");
         auto gguf = test::load_stories("gguf");
-        const std::string dir = test::models_dir() + "/reference_logits";
-        const json index = test::read_json(dir + "/index.json");
-        for (const auto& entry : index) {
-            std::vector<int32_t> tokens = entry["prompt_ids"].get<std::vector<int32_t>>();
-            const auto gen = entry["generated_ids"].get<std::vector<int32_t>>();
-            const int first = static_cast<int>(tokens.size()) - 1;
-            tokens.insert(tokens.end(), gen.begin(), gen.end() - 1);
-            const int rows = static_cast<int>(gen.size());
-            std::vector<float> ref(static_cast<size_t>(rows) * 512);
-            std::ifstream f(dir + "/" + entry["file"].get<std::string>(), std::ios::binary);
-            f.read(reinterpret_cast<char*>(ref.data()), static_cast<std::streamsize>(ref.size() * 4));
-            QVERIFY(f.good());
+        for (const test::ReferenceLogits& c : test::reference_logits()) {
+            const std::vector<int32_t> tokens = c.scored_tokens();
+            const int first = static_cast<int>(c.prompt_ids.size()) - 1;
+            const std::vector<float>& ref = c.logits;
             const auto a = test::prefill_logits(*hf, tokens, first, 16);
             const auto b = test::prefill_logits(*gguf, tokens, first, 8);
             QCOMPARE(a.size(), ref.size());
@@ -94,8 +85,7 @@ private slots:
                 max_ref = std::max(max_ref, std::fabs(a[i] - ref[i]));
                 max_formats = std::max(max_formats, std::fabs(a[i] - b[i]));
             }
-            qInfo("%s: max |kvscope - run.c| = %.3g, max |hf - gguf| = %.3g", entry["file"].get<std::string>().c_str(),
-                  max_ref, max_formats);
+            qInfo("%s: max |kvscope - run.c| = %.3g, max |hf - gguf| = %.3g", c.file.c_str(), max_ref, max_formats);
             QVERIFY2(max_ref < 1e-4f, "logits differ from run.c");
             QVERIFY2(max_formats < 1e-4f, "HF and GGUF logits differ");
         }
@@ -105,8 +95,7 @@ private slots:
     // log_softmax of run.c's raw logits, with the four prompts batched and paged.
     void logprobsMatchRunC() {
         auto model = test::load_stories("gguf");
-        const std::string dir = test::models_dir() + "/reference_logits";
-        const json index = test::read_json(dir + "/index.json");
+        const std::vector<test::ReferenceLogits> refs = test::reference_logits();
         EngineConfig config;
         config.block_size = 16;
         config.scheduler.max_model_len = 512;
@@ -116,16 +105,9 @@ private slots:
         p.temperature = 0;
         p.logprobs = 5;
         std::vector<std::string> ids;
-        std::vector<std::vector<float>> refs;
-        for (const auto& entry : index) {
-            const auto gen = entry["generated_ids"].get<std::vector<int32_t>>();
-            p.max_tokens = static_cast<int>(gen.size());
-            ids.push_back(engine.add_request({"", entry["prompt_ids"].get<std::vector<int32_t>>(), p, 0, ""}).front());
-            std::vector<float> ref(gen.size() * 512);
-            std::ifstream f(dir + "/" + entry["file"].get<std::string>(), std::ios::binary);
-            f.read(reinterpret_cast<char*>(ref.data()), static_cast<std::streamsize>(ref.size() * 4));
-            QVERIFY(f.good());
-            refs.push_back(std::move(ref));
+        for (const test::ReferenceLogits& c : refs) {
+            p.max_tokens = static_cast<int>(c.generated_ids.size());
+            ids.push_back(engine.add_request({"", c.prompt_ids, p, 0, ""}).front());
         }
         std::map<std::string, std::vector<TokenLogprobs>> got;
         while (engine.has_unfinished_requests())
@@ -136,20 +118,18 @@ private slots:
         int compared = 0;
         for (size_t r = 0; r < ids.size(); ++r) {
             const auto& lps = got[ids[r]];
-            const auto gen = index[r]["generated_ids"].get<std::vector<int32_t>>();
+            const std::vector<int32_t>& gen = refs[r].generated_ids;
             QCOMPARE(lps.size(), gen.size());
             for (size_t t = 0; t < gen.size(); ++t) {
-                const float* row = refs[r].data() + t * 512;
-                double m = *std::max_element(row, row + 512), sum = 0;
-                for (int i = 0; i < 512; ++i) sum += std::exp(row[i] - m);
-                auto ref_lp = [&](int32_t id) { return row[id] - m - std::log(sum); };
+                const float* row = refs[r].row(t);
+                const std::vector<double> ref_lp = test::log_softmax(row);
                 QCOMPARE(lps[t].token_id, gen[t]);
                 QCOMPARE(lps[t].rank, 1);  // greedy
-                QVERIFY2(std::fabs(lps[t].logprob - ref_lp(gen[t])) < 1e-4, "sampled token's logprob");
+                QVERIFY2(std::fabs(lps[t].logprob - ref_lp[size_t(gen[t])]) < 1e-4, "sampled token's logprob");
                 QCOMPARE(lps[t].top.size(), size_t(5));
                 QCOMPARE(lps[t].top.front().first, gen[t]);
                 for (size_t k = 0; k < 5; ++k) {
-                    QVERIFY2(std::fabs(lps[t].top[k].second - ref_lp(lps[t].top[k].first)) < 1e-4, "top-5 logprob");
+                    QVERIFY2(std::fabs(lps[t].top[k].second - ref_lp[size_t(lps[t].top[k].first)]) < 1e-4, "top-5 logprob");
                     if (k > 0) QVERIFY(lps[t].top[k].second <= lps[t].top[k - 1].second);
                     // Ranked as run.c ranks them, where run.c's values are clearly apart.
                     int better = 0;
@@ -175,8 +155,7 @@ private slots:
     void promptLogprobsMatchRunC() {
         QFETCH(QString, mode);
         auto model = test::load_stories("gguf");
-        const std::string dir = test::models_dir() + "/reference_logits";
-        const json index = test::read_json(dir + "/index.json");
+        const std::vector<test::ReferenceLogits> refs = test::reference_logits();
         EngineConfig config;
         config.block_size = 16;
         config.scheduler.max_model_len = 512;
@@ -191,17 +170,10 @@ private slots:
         if (mode == "preemption") config.num_blocks = 24;
         LlmEngine engine(model, config);
         std::vector<std::vector<int32_t>> prompts;
-        std::vector<std::vector<float>> refs;
-        for (const auto& entry : index) {
-            auto prompt = entry["prompt_ids"].get<std::vector<int32_t>>();
-            const auto gen = entry["generated_ids"].get<std::vector<int32_t>>();
-            prompt.insert(prompt.end(), gen.begin(), gen.begin() + num_continued);
+        for (const test::ReferenceLogits& c : refs) {
+            std::vector<int32_t> prompt = c.prompt_ids;
+            prompt.insert(prompt.end(), c.generated_ids.begin(), c.generated_ids.begin() + num_continued);
             prompts.push_back(std::move(prompt));
-            std::vector<float> ref(gen.size() * 512);
-            std::ifstream f(dir + "/" + entry["file"].get<std::string>(), std::ios::binary);
-            f.read(reinterpret_cast<char*>(ref.data()), static_cast<std::streamsize>(ref.size() * 4));
-            QVERIFY(f.good());
-            refs.push_back(std::move(ref));
         }
         SamplingParams p;
         p.temperature = 0;
@@ -234,21 +206,18 @@ private slots:
             const auto& lps = got[ids[r]].front();
             const auto& prompt = prompts[r];
             QCOMPARE(lps.size(), prompt.size() - 1);  // none for the first token
-            const size_t first = index[r]["prompt_ids"].size();  // prompt[first] is scored by run.c's row 0
-            const auto gen = index[r]["generated_ids"].get<std::vector<int32_t>>();
+            const size_t first = refs[r].prompt_ids.size();  // prompt[first] is scored by run.c's row 0
+            const std::vector<int32_t>& gen = refs[r].generated_ids;
             QCOMPARE(engine.request_output_token_ids(ids[r]),
                      std::vector<int32_t>(gen.begin() + num_continued, gen.begin() + num_continued + max_tokens));
             for (size_t j = first; j < prompt.size(); ++j) {
                 const TokenLogprobs& l = lps[j - 1];
-                const float* row = refs[r].data() + (j - first) * 512;
-                double mx = *std::max_element(row, row + 512), sum = 0;
-                for (int i = 0; i < 512; ++i) sum += std::exp(row[i] - mx);
-                auto ref_lp = [&](int32_t id) { return row[id] - mx - std::log(sum); };
+                const std::vector<double> ref_lp = test::log_softmax(refs[r].row(j - first));
                 QCOMPARE(l.token_id, prompt[j]);
-                QVERIFY2(std::fabs(l.logprob - ref_lp(prompt[j])) < 1e-4, "prompt token's logprob");
+                QVERIFY2(std::fabs(l.logprob - ref_lp[size_t(prompt[j])]) < 1e-4, "prompt token's logprob");
                 QCOMPARE(l.top.size(), size_t(5));
                 QCOMPARE(l.top.front().first, prompt[j]);  // run.c's greedy choice was this token
-                for (const auto& [id, lp] : l.top) QVERIFY2(std::fabs(lp - ref_lp(id)) < 1e-4, "top-5 logprob");
+                for (const auto& [id, lp] : l.top) QVERIFY2(std::fabs(lp - ref_lp[size_t(id)]) < 1e-4, "top-5 logprob");
                 ++compared;
             }
         }
@@ -277,22 +246,14 @@ private slots:
         QFETCH(int, kvDtype);
         QFETCH(float, bound);
         auto gguf = test::load_stories("gguf");
-        const std::string dir = test::models_dir() + "/reference_logits";
-        const json index = test::read_json(dir + "/index.json");
         const std::unique_ptr<Backend> cpu_backend = cpu::make_cpu_backend(2);
         Backend& backend = *cpu_backend;
         float worst = 0;
-        for (const auto& entry : index) {
-            std::vector<int32_t> tokens = entry["prompt_ids"].get<std::vector<int32_t>>();
-            const auto gen = entry["generated_ids"].get<std::vector<int32_t>>();
-            const int first = static_cast<int>(tokens.size()) - 1;
-            tokens.insert(tokens.end(), gen.begin(), gen.end() - 1);
-            const int rows = static_cast<int>(gen.size()), vocab = 512;
-            std::vector<float> ref(static_cast<size_t>(rows) * vocab);
-            std::ifstream f(dir + "/" + entry["file"].get<std::string>(), std::ios::binary);
-            f.read(reinterpret_cast<char*>(ref.data()), static_cast<std::streamsize>(ref.size() * 4));
-            QVERIFY(f.good());
-            const auto a = test::prefill_logits(backend, *gguf, tokens, first, 16, static_cast<DType>(kvDtype));
+        for (const test::ReferenceLogits& c : test::reference_logits()) {
+            const int first = static_cast<int>(c.prompt_ids.size()) - 1;
+            const int rows = static_cast<int>(c.generated_ids.size()), vocab = test::ReferenceLogits::kVocab;
+            const std::vector<float>& ref = c.logits;
+            const auto a = test::prefill_logits(backend, *gguf, c.scored_tokens(), first, 16, static_cast<DType>(kvDtype));
             QCOMPARE(a.size(), ref.size());
             for (size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, std::fabs(a[i] - ref[i]));
             for (int r = 0; r < rows; ++r) {

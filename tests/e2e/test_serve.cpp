@@ -36,6 +36,29 @@ std::vector<RequestOutput> engine_alone(const Model& model, const std::vector<in
     return outputs;
 }
 
+// A response's vLLM-shaped "prompt_logprobs" against the engine's own for the prompt `ids`: null for the
+// first token, then each token's own entry and the num_top best, ranked from 1, and nothing else.
+void verify_prompt_logprobs(const json& plp, const std::vector<int32_t>& ids, const std::vector<TokenLogprobs>& want,
+                            const Tokenizer& tokenizer, size_t num_top) {
+    auto near = [](const json& v, float x) { return std::fabs(v.get<double>() - x) < 1e-5; };
+    QCOMPARE(want.size(), ids.size() - 1);
+    QCOMPARE(plp.size(), ids.size());
+    QVERIFY(plp[0].is_null());
+    for (size_t j = 1; j < ids.size(); ++j) {
+        const TokenLogprobs& l = want[j - 1];
+        const json& own = plp[j][std::to_string(ids[j])];
+        QVERIFY(near(own["logprob"], l.logprob));
+        QCOMPARE(own["rank"].get<int>(), l.rank);
+        QCOMPARE(own["decoded_token"].get<std::string>(), tokenizer.token_to_bytes(ids[j]));
+        for (size_t k = 0; k < num_top; ++k) {
+            const json& e = plp[j][std::to_string(l.top[k].first)];
+            QVERIFY(near(e["logprob"], l.top[k].second));
+            QCOMPARE(e["rank"].get<int>(), int(k) + 1);
+        }
+        QVERIFY(plp[j].size() <= num_top + 1);  // the best and the prompt token (one of them or not)
+    }
+}
+
 }  // namespace
 
 class TestServe : public QObject {
@@ -285,28 +308,14 @@ private slots:
             want_out.insert(want_out.end(), o.logprobs.begin(), o.logprobs.end());
             out_text += o.text_delta;
         }
-        QCOMPARE(want.size(), ids.size() - 1);
         auto near = [](const json& v, float x) { return std::fabs(v.get<double>() - x) < 1e-5; };
 
         const Reply c = post(port_, "/v1/completions",
                              {{"prompt", prompt}, {"max_tokens", 3}, {"temperature", 0}, {"prompt_logprobs", 2}});
         QVERIFY2(c.status == 200, c.body.constData());
-        const json plp = json::parse(c.body.toStdString())["choices"][0]["prompt_logprobs"];
-        QCOMPARE(plp.size(), ids.size());
-        QVERIFY(plp[0].is_null());
-        for (size_t j = 1; j < ids.size(); ++j) {
-            const TokenLogprobs& l = want[j - 1];
-            const json& own = plp[j][std::to_string(ids[j])];
-            QVERIFY(near(own["logprob"], l.logprob));
-            QCOMPARE(own["rank"].get<int>(), l.rank);
-            QCOMPARE(own["decoded_token"].get<std::string>(), model->tokenizer.token_to_bytes(ids[j]));
-            for (size_t k = 0; k < 2; ++k) {
-                const json& e = plp[j][std::to_string(l.top[k].first)];
-                QVERIFY(near(e["logprob"], l.top[k].second));
-                QCOMPARE(e["rank"].get<int>(), int(k) + 1);
-            }
-            QVERIFY(plp[j].size() <= 3);  // the two best and the prompt token (one of them or not)
-        }
+        verify_prompt_logprobs(json::parse(c.body.toStdString())["choices"][0]["prompt_logprobs"], ids, want,
+                               model->tokenizer, 2);
+        if (QTest::currentTestFailed()) return;
 
         // echo with logprobs, whole and streamed: the same text and the same lists.
         for (bool stream : {false, true}) {
@@ -360,8 +369,57 @@ private slots:
         const Reply off = post(port_, "/v1/completions", {{"prompt", "hi"}, {"prompt_logprobs", -1}, {"max_tokens", 1}});
         QCOMPARE(off.status, 200);
         QVERIFY(!json::parse(off.body.toStdString())["choices"][0].contains("prompt_logprobs"));
-        const json chat = {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}, {"prompt_logprobs", 1}};
-        QCOMPARE(post(port_, "/v1/chat/completions", chat).status, 400);
+    }
+
+    // Chat's prompt_logprobs (vLLM accepts them there too): of the rendered template's token ids, once at
+    // the top level of the response, or of the stream chunk that carries the first token.
+    void chatPromptLogprobs() {
+        std::shared_ptr<const Model> model = load_model(model_path().toStdString());
+        const std::string text = model->chat_template.render({{"user", "Once upon a time"}}, true);
+        const std::vector<int32_t> ids =
+            model->tokenizer.encode_with_special_tokens(text, !model->chat_template.renders_bos());
+        SamplingParams params;
+        params.temperature = 0;
+        params.max_tokens = 2;
+        params.prompt_logprobs = 3;
+        std::vector<TokenLogprobs> want;
+        for (RequestOutput& o : engine_alone(*model, ids, params))
+            if (o.prompt_logprobs) want = *o.prompt_logprobs;
+
+        const json messages = json::array({{{"role", "user"}, {"content", "Once upon a time"}}});
+        for (bool stream : {false, true}) {
+            const json body = {{"messages", messages}, {"max_tokens", 2}, {"temperature", 0}, {"prompt_logprobs", 3},
+                               {"stream", stream}};
+            const Reply r = post(port_, "/v1/chat/completions", body);
+            QVERIFY2(r.status == 200, r.body.constData());
+            json plp;
+            int places = 0;
+            if (stream) {
+                for (const QByteArray& ev : sse_events(r.body)) {
+                    if (ev == "[DONE]") continue;
+                    const json chunk = json::parse(ev.toStdString());
+                    QVERIFY(!chunk["choices"][0].contains("prompt_logprobs"));
+                    if (chunk.contains("prompt_logprobs")) plp = chunk["prompt_logprobs"], ++places;
+                }
+            } else {
+                const json response = json::parse(r.body.toStdString());
+                QVERIFY(!response["choices"][0].contains("prompt_logprobs"));
+                if (response.contains("prompt_logprobs")) plp = response["prompt_logprobs"], ++places;
+            }
+            QCOMPARE(places, 1);
+            verify_prompt_logprobs(plp, ids, want, model->tokenizer, 3);
+            if (QTest::currentTestFailed()) return;
+        }
+
+        // Bad values: 400 naming the field, as in completions; -1 is off.
+        for (const json& bad : {json(-2), json(21), json("2")}) {
+            const Reply r = post(port_, "/v1/chat/completions", {{"messages", messages}, {"prompt_logprobs", bad}});
+            QCOMPARE(r.status, 400);
+            QCOMPARE(json::parse(r.body.toStdString())["error"]["param"].get<std::string>(), std::string("prompt_logprobs"));
+        }
+        const Reply off = post(port_, "/v1/chat/completions", {{"messages", messages}, {"prompt_logprobs", -1}, {"max_tokens", 1}});
+        QCOMPARE(off.status, 200);
+        QVERIFY(!json::parse(off.body.toStdString()).contains("prompt_logprobs"));
     }
 
     void metricsArePrometheusText() {

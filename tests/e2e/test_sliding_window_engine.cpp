@@ -3,8 +3,10 @@
 // Freeing must not change a single token (greedy, against freeing off), even when freed blocks are
 // reused at once by other requests in a tight pool with preemption; a long decode holds a window's worth
 // of blocks and runs in a pool far smaller than its length; nothing leaks after finish, abort or
-// preemption; a Gemma-like mixed model frees nothing and its snapshot marks the left-behind blocks.
+// preemption; a prefix hit needs only the blocks inside the window; a Gemma-like mixed model frees
+// nothing and its snapshot marks the left-behind blocks.
 // Every engine checks the scheduler and pool invariants after every step.
+#include "engine_fixtures.h"
 #include "test_support.h"
 
 #include "llm_engine.h"
@@ -14,27 +16,19 @@
 
 #include <QTemporaryDir>
 
-#include <fstream>
 #include <random>
 
 using namespace kvscope;
+using test::greedy;
 
 namespace {
 
 constexpr int kWindow = 16;
 constexpr int kBlockSize = 4;
 
-// The default random llama shape as a Mistral checkpoint: model_type "mistral" and its sliding_window
-// (a null one is Mistral v0.2+'s global attention).
-std::string write_mistral(const QTemporaryDir& dir, const char* name, nlohmann::json sliding_window) {
+std::string write_mistral(const QTemporaryDir& dir, const char* name, const nlohmann::json& sliding_window) {
     const std::string path = dir.filePath(name).toStdString();
-    test::write_random_hf(path, test::RandomModelShape{}, 21);
-    nlohmann::json c;
-    std::ifstream(path + "/config.json") >> c;
-    c["model_type"] = "mistral";
-    c["architectures"] = {"MistralForCausalLM"};
-    c["sliding_window"] = sliding_window;
-    std::ofstream(path + "/config.json") << c.dump(2);
+    test::write_random_mistral(path, sliding_window);
     return path;
 }
 
@@ -45,23 +39,12 @@ std::shared_ptr<const Model> mistral() {
 }
 
 EngineConfig config(int num_blocks, bool free_outside_window) {
-    EngineConfig c;
-    c.scheduler.max_model_len = 512;
+    EngineConfig c = test::checked_engine_config();
     c.scheduler.max_num_batched_tokens = 64;
     c.block_size = kBlockSize;
     c.num_blocks = num_blocks;
-    c.num_threads = 2;
-    c.check_invariants = true;
     c.free_outside_window = free_outside_window;
     return c;
-}
-
-SamplingParams greedy(int max_tokens) {
-    SamplingParams p;
-    p.temperature = 0;
-    p.max_tokens = max_tokens;
-    p.ignore_eos = true;
-    return p;
 }
 
 // 8 prompts of 3..45 random tokens.
@@ -200,6 +183,32 @@ private slots:
         refused.free_outside_window = false;
         LlmEngine engine(mistral(), refused);
         QVERIFY_THROWS_EXCEPTION(BadInput, engine.add_request({"", prompt, greedy(200), 0, ""}));
+    }
+
+    // A prefix hit needs only the blocks inside the window of the query after it (searched from the
+    // right, as vLLM does): A leaves its 40-token prompt cached, a filler evicts A's blocks 1-5, and B
+    // (A's prompt and 4 more tokens) still hits all 40 tokens through blocks 6-9, where a search from
+    // the left would stop at the miss after block 0. B's tokens equal those of a run without caching.
+    void prefixHitInsideTheWindow() {
+        std::vector<int32_t> prompt_a{1}, filler{1};
+        for (int i = 0; i < 39; ++i) prompt_a.push_back(10 + i);
+        for (int i = 0; i < 35; ++i) filler.push_back(300 + i);
+        std::vector<int32_t> prompt_b = prompt_a;
+        for (int i = 0; i < 4; ++i) prompt_b.push_back(200 + i);
+        EngineConfig c = config(16, true);
+        c.scheduler.enable_prefix_caching = true;
+        LlmEngine engine(mistral(), c);
+        auto finish = [&](const std::vector<int32_t>& prompt, int max_tokens) {
+            const std::string id = engine.add_request({"", prompt, greedy(max_tokens), 0, ""}).front();
+            while (engine.has_unfinished_requests()) engine.step();
+            return id;
+        };
+        finish(prompt_a, 8);  // frees blocks 0-5, then 6, behind its window while it runs, 7-11 at the end
+        finish(filler, 1);    // 9 blocks: the 4 never used, then A's 5, 4, 3, 2, 1 (freed tail first)
+        const std::string b = finish(prompt_b, 12);
+        QCOMPARE(engine.request_metrics(b)->num_cached_tokens, 40);
+        QCOMPARE(engine.request_output_token_ids(b), run(config(400, true), {prompt_b}, 12).outputs.front());
+        QCOMPARE(engine.kv_cache_manager().num_free_blocks(), 16);
     }
 
     // Aborted mid-decode (its table already has null entries) and preempted requests give back every

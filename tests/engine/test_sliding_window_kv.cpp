@@ -6,6 +6,7 @@
 
 #include "kv/kv_cache_manager.h"
 
+#include <algorithm>
 #include <numeric>
 #include <vector>
 
@@ -148,6 +149,54 @@ private slots:
         kv.free(b);
         kv.free(a);
         QCOMPARE(kv.num_free_blocks(), 32);
+        CHECK_INVARIANTS(kv);
+    }
+
+    // A hit is searched from the right (vLLM's SlidingWindowManager): it needs only the blocks inside the
+    // window of the query after it, cdiv(8 - 1, 4) = 2 here, so an evicted block before them does not end
+    // it; the entries before those two are null. Without a run that long, a leading run still hits.
+    void windowedHitSearchedFromTheRight() {
+        KvCacheManager kv(12, 4, /*enable_caching=*/true);
+        kv.set_sliding_window(8, true);
+        Request a = make_request("a", 24, 0);
+        admit(kv, a);
+        const std::vector<int32_t> ta = kv.block_table("a");
+        QVERIFY(decode(kv, a));  // C = 24 reads from 17: blocks 0-3 freed, cached-free, block 3 queued first
+        QCOMPARE(num_held(kv.block_table("a")), 3);
+        Request c = make_request("c", 24, 500);  // takes the 5 never-used blocks and evicts a's block 3
+        admit(kv, c);
+        const std::vector<int32_t> tc = kv.block_table("c");
+        QCOMPARE(tc.back(), ta[3]);
+        for (int i : {0, 1, 2}) QVERIFY(std::find(tc.begin(), tc.end(), ta[size_t(i)]) == tc.end());
+        CHECK_INVARIANTS(kv);
+
+        Request b = make_request("b", 26, 0);  // a's 24 tokens and two more: blocks 0-2 and 4-5 cached
+        const ComputedBlocks hits = kv.get_computed_blocks(b);
+        QCOMPARE(hits.num_computed_tokens, 24);  // from the left it would end at the miss: 12
+        QCOMPARE(hits.block_ids, (std::vector<int32_t>{kNull, kNull, kNull, kNull, ta[4], ta[5]}));
+        QVERIFY(kv.can_fit(b, 2, hits));
+        QVERIFY(kv.allocate_slots(b, 2, hits));  // C = 24: its query reads from 17 (block 4)
+        b.num_computed_tokens = 26;
+        const auto& tb = kv.block_table("b");
+        QCOMPARE(tb.size(), size_t(7));
+        for (int i = 0; i < 4; ++i) QCOMPARE(tb[size_t(i)], kNull);
+        QCOMPARE(tb[4], ta[4]);
+        QCOMPARE(tb[5], ta[5]);
+        QCOMPARE(kv.block_pool().block(ta[4]).ref_cnt, 2);
+        CHECK_INVARIANTS(kv);
+        QVERIFY(decode(kv, b));
+        CHECK_INVARIANTS(kv);
+
+        kv.free(c);
+        Request d = make_request("d", 10, 0);  // block 0 is a's, block 1 is not: one block, a leading run
+        for (int i = 4; i < 10; ++i) d.all_token_ids[size_t(i)] = 900 + i;
+        const ComputedBlocks lead = kv.get_computed_blocks(d);
+        QCOMPARE(lead.block_ids, (std::vector<int32_t>{ta[0]}));
+        QCOMPARE(lead.num_computed_tokens, 4);
+        QVERIFY(kv.allocate_slots(d, 6, lead));
+        CHECK_INVARIANTS(kv);
+        for (Request* r : {&a, &b, &d}) kv.free(*r);
+        QCOMPARE(kv.num_free_blocks(), 12);
         CHECK_INVARIANTS(kv);
     }
 

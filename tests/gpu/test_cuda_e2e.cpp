@@ -23,7 +23,6 @@
 #include <QTemporaryDir>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -285,25 +284,17 @@ private slots:
     // run.c's raw logits at every generated position, from one prefill with a scattered block table.
     void logitsMatchRunC() {
         auto model = test::load_stories("hf");
-        const std::string dir = test::models_dir() + "/reference_logits";
-        const json index = test::read_json(dir + "/index.json");
         std::string why_not;
         auto backend = make_cuda_backend(0, &why_not);
         QVERIFY2(backend, why_not.c_str());
-        for (const auto& entry : index) {
-            std::vector<int32_t> tokens = entry["prompt_ids"].get<std::vector<int32_t>>();
-            const auto gen = entry["generated_ids"].get<std::vector<int32_t>>();
-            const int first = static_cast<int>(tokens.size()) - 1;
-            tokens.insert(tokens.end(), gen.begin(), gen.end() - 1);
-            const int rows = static_cast<int>(gen.size());
-            std::vector<float> ref(static_cast<size_t>(rows) * model->config.vocab_size);
-            std::ifstream f(dir + "/" + entry["file"].get<std::string>(), std::ios::binary);
-            f.read(reinterpret_cast<char*>(ref.data()), static_cast<std::streamsize>(ref.size() * 4));
-            QVERIFY(f.good());
-            const std::vector<float> l = test::prefill_logits(*backend, *model, tokens, first);
+        for (const test::ReferenceLogits& c : test::reference_logits()) {
+            const std::vector<float>& ref = c.logits;
+            const std::vector<float> l =
+                test::prefill_logits(*backend, *model, c.scored_tokens(), static_cast<int>(c.prompt_ids.size()) - 1);
+            QCOMPARE(l.size(), ref.size());
             float max_err = 0;
             for (size_t i = 0; i < ref.size(); ++i) max_err = std::max(max_err, std::fabs(l[i] - ref[i]));
-            qInfo("%s: max |cuda - run.c| = %.3g", entry["file"].get<std::string>().c_str(), max_err);
+            qInfo("%s: max |cuda - run.c| = %.3g", c.file.c_str(), max_err);
             QVERIFY2(max_err < 1e-3f, "CUDA logits differ from run.c");
         }
     }

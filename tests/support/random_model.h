@@ -211,6 +211,18 @@ inline void write_random_hf(const std::string& dir, const RandomModelShape& s, u
                                    std::filesystem::copy_options::overwrite_existing);
 }
 
+// The default random llama shape as a Mistral checkpoint: model_type "mistral" and its sliding_window,
+// which windows every layer (a null one is Mistral v0.2+'s global attention).
+inline void write_random_mistral(const std::string& dir, const nlohmann::json& sliding_window, uint64_t seed = 21) {
+    write_random_hf(dir, RandomModelShape{}, seed);
+    nlohmann::json c;
+    std::ifstream(dir + "/config.json") >> c;
+    c["model_type"] = "mistral";
+    c["architectures"] = {"MistralForCausalLM"};
+    c["sliding_window"] = sliding_window;
+    std::ofstream(dir + "/config.json") << c.dump(2);
+}
+
 inline uint32_t ggml_type_of(DType t) { return ggml_type_from_dtype(t); }
 
 // matrix_dtype, when given, picks each matrix's type by its GGUF name (mixed files, as llama-quantize's

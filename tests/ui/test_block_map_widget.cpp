@@ -118,8 +118,8 @@ private slots:
     }
 
     // A model with a sliding window (a mixed one: nothing is freed): the blocks a request has left
-    // behind are painted in their own colour, not the owner's, the legend gains that key, and the
-    // tooltip says so. A pool without a window keeps the four keys.
+    // behind are painted in their own colour, not the owner's, in the cells and the overview strip; the
+    // legend gains that key, and the tooltip says so. A pool without a window keeps the four keys.
     void blocksBehindTheWindowHaveTheirColour() {
         KvCacheManager kv(40, 4, false);
         kv.set_sliding_window(8, /*free_outside_window=*/false);
@@ -158,6 +158,12 @@ private slots:
         // The swatch in the legend is that colour.
         const QRect key = w.legendKeys().back().rect;
         QCOMPARE(image.pixelColor(key.left() + 5, key.top() + 8), behind);
+        // So is the overview strip where those blocks are (40 blocks: each spans many pixel columns).
+        const QRect strip = w.overviewRect();
+        for (int i = 0; i < int(table.size()); ++i) {
+            const int x = strip.left() + int((table[size_t(i)] + 0.5) * strip.width() / snap->num_blocks);
+            QCOMPARE(image.pixelColor(x, strip.center().y()), i < 5 ? behind : QColor(255, 0, 0));
+        }
     }
 
     void hundredThousandBlocksRenderFast() {
