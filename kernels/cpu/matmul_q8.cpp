@@ -8,6 +8,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace KVSCOPE_CPU_NAMESPACE {
 
@@ -124,11 +125,25 @@ void tile(const BlockQ8Act* x, int64_t nb, const Rows& w, float* out, int64_t ld
         // hardware prefetchers alone left the lm head at a third of the bandwidth).
         if constexpr (MX == 1)
             for (int r = 0; r < NW; ++r) __builtin_prefetch(&w.block(NW + r, b));
+        using Block = std::remove_cvref_t<decltype(w.block(0, 0))>;
+        constexpr int kOffset = kQ8Offset<Block>;
+        __m256i x_offset[MX];  // Q4_0 / Q5_0 in place: kOffset * (x[2i] + x[2i + 1]) in int16 lane i
+        if constexpr (kOffset != 0)
+            for (int t = 0; t < MX; ++t) x_offset[t] = _mm256_maddubs_epi16(_mm256_set1_epi8(kOffset), xq[t]);
         for (int r = 0; r < NW; ++r) {
             const auto& wb = w.block(r, b);
+            const __m256 wd = _mm256_set1_ps(f16_scale(wb.d));
+            if constexpr (kOffset != 0) {  // the same int16 pairs as block_dot's, from the stored unsigned bits
+                const __m256i u = q8_stored(wb);
+                for (int t = 0; t < MX; ++t) {
+                    const __m256i pairs = _mm256_sub_epi16(_mm256_maddubs_epi16(u, xq[t]), x_offset[t]);
+                    const __m256 dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+                    acc[t][r] = _mm256_fmadd_ps(dot, _mm256_mul_ps(wd, xd[t]), acc[t][r]);
+                }
+                continue;
+            }
             const __m256i wq = q8_values(wb);
             const __m256i w_abs = _mm256_sign_epi8(wq, wq);
-            const __m256 wd = _mm256_set1_ps(f16_scale(wb.d));
             for (int t = 0; t < MX; ++t) {
                 const __m256 dot = _mm256_cvtepi32_ps(block_dot(w_abs, wq, xq[t]));
                 acc[t][r] = _mm256_fmadd_ps(dot, _mm256_mul_ps(wd, xd[t]), acc[t][r]);

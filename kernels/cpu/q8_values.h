@@ -16,8 +16,8 @@ namespace KVSCOPE_CPU_NAMESPACE {
 
 // The 32 nibbles of a 16-byte block in value order (low nibbles, then high nibbles) as bytes 0..15.
 inline __m256i nibbles_avx2(const uint8_t* qs) {
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
+    const __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+    return _mm256_and_si256(_mm256_srlv_epi64(q, _mm256_set_epi64x(4, 4, 0, 0)), _mm256_set1_epi8(0x0F));
 }
 // Byte i = 0x10 where bit i of the u32 qh is set, else 0.
 inline __m256i fifth_bits_avx2(const uint8_t* qh) {
@@ -30,12 +30,21 @@ inline __m256i fifth_bits_avx2(const uint8_t* qh) {
     return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit), _mm256_set1_epi8(0x10));
 }
 
+// Q4_0 and Q5_0 store value + kQ8Offset as unsigned bits (q8_stored): a dot can take those as pmaddubsw's
+// unsigned operand and subtract kQ8Offset * (sums of x), cheaper than signing both operands.
+template <class Block>
+constexpr int kQ8Offset = 0;
+template <>
+constexpr int kQ8Offset<BlockQ4_0> = 8;
+template <>
+constexpr int kQ8Offset<BlockQ5_0> = 16;
+inline __m256i q8_stored(const BlockQ4_0& b) { return nibbles_avx2(b.qs); }
+inline __m256i q8_stored(const BlockQ5_0& b) { return _mm256_or_si256(nibbles_avx2(b.qs), fifth_bits_avx2(b.qh)); }
+
 // A block's 32 values as int8: exactly dequantize_row's value / d.
 inline __m256i q8_values(const BlockQ8_0& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)); }
-inline __m256i q8_values(const BlockQ4_0& b) { return _mm256_sub_epi8(nibbles_avx2(b.qs), _mm256_set1_epi8(8)); }
-inline __m256i q8_values(const BlockQ5_0& b) {
-    return _mm256_sub_epi8(_mm256_or_si256(nibbles_avx2(b.qs), fifth_bits_avx2(b.qh)), _mm256_set1_epi8(16));
-}
+inline __m256i q8_values(const BlockQ4_0& b) { return _mm256_sub_epi8(q8_stored(b), _mm256_set1_epi8(8)); }
+inline __m256i q8_values(const BlockQ5_0& b) { return _mm256_sub_epi8(q8_stored(b), _mm256_set1_epi8(16)); }
 inline __m256i q8_values(const BlockIQ4_NL& b) {
     const __m256i levels = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
     return _mm256_shuffle_epi8(levels, nibbles_avx2(b.qs));
