@@ -462,7 +462,6 @@ void tile_k(const BlockQ8Act* x, const ActSumsQ8* xs, int64_t nb8, const Src& sr
     for (int t = 0; t < MX; ++t)
         for (int r = 0; r < NW; ++r) acc[t][r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb8; ++b) {
-#pragma GCC unroll 4
         for (int r = 0; r < NW; ++r) {
             // Decode streams the weights once: fetch the next tile's rows a tile ahead, as matmul_q8_0.
             if constexpr (MX == 1)
@@ -470,12 +469,10 @@ void tile_k(const BlockQ8Act* x, const ActSumsQ8* xs, int64_t nb8, const Src& sr
                     for (int off = 0; off < 256; off += 64) __builtin_prefetch(static_cast<const char*>(next) + off);
             const Dec dec = src.block(r, b);
             const float dw = dec.d();
-#pragma GCC unroll 4
             for (int t = 0; t < MX; ++t) {
                 const BlockQ8Act* xb = x + (t * nb8 + b) * 8;
                 const ActSumsQ8& a = xs[t * nb8 + b];
                 __m256i isum = _mm256_setzero_si256();
-#pragma GCC unroll 8
                 for (int j = 0; j < 8; ++j) {
                     __m256i p = _mm256_maddubs_epi16(dec.values(j), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[j].qs)));
                     if constexpr (Dec::kOffset32)
