@@ -389,8 +389,12 @@ struct DirectRows {
     const uint8_t* base;
     size_t row_bytes;
     Dec block(int r, int64_t b) const { return Dec(reinterpret_cast<const typename Dec::Block*>(base + r * row_bytes)[b]); }
-    const void* next_tile(int r, int64_t b, int nw) const {  // block b of row r + nw: the prefetch target
-        return reinterpret_cast<const typename Dec::Block*>(base + (r + nw) * row_bytes) + b;
+    // Every cache line of block b of row r + nw: bytes at most 64 apart from its first to its last (a Q6_K
+    // block of 210 bytes can touch 5 lines; four probes 64 apart missed the last, its scales and d).
+    void prefetch_next_tile(int r, int64_t b, int nw) const {
+        constexpr int kBytes = sizeof(typename Dec::Block);
+        const auto* next = reinterpret_cast<const char*>(reinterpret_cast<const typename Dec::Block*>(base + (r + nw) * row_bytes) + b);
+        for (int off = 0; off < kBytes + 63; off += 64) __builtin_prefetch(next + std::min(off, kBytes - 1));
     }
 };
 
@@ -416,7 +420,7 @@ struct DecodedRows {
     const DecodedKBlock* base;
     int64_t blocks_per_row;
     DecodedBlockView<Dec> block(int r, int64_t b) const { return {base[r * blocks_per_row + b]}; }
-    const void* next_tile(int, int64_t, int) const { return nullptr; }
+    void prefetch_next_tile(int, int64_t, int) const {}
 };
 
 // Rows [0, nw) of src (row_bytes apart), nb8 blocks each, decoded into dst[r * nb8 + b].
@@ -465,8 +469,7 @@ void tile_k(const BlockQ8Act* x, const ActSumsQ8* xs, int64_t nb8, const Src& sr
         for (int r = 0; r < NW; ++r) {
             // Decode streams the weights once: fetch the next tile's rows a tile ahead, as matmul_q8_0.
             if constexpr (MX == 1)
-                if (const void* next = src.next_tile(r, b, NW))
-                    for (int off = 0; off < 256; off += 64) __builtin_prefetch(static_cast<const char*>(next) + off);
+                src.prefetch_next_tile(r, b, NW);
             const Dec dec = src.block(r, b);
             const float dw = dec.d();
             for (int t = 0; t < MX; ++t) {
