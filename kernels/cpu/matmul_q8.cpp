@@ -1,5 +1,6 @@
 #include "cpu/matmul_q8.h"
 
+#include "cpu/q8_values.h"
 #include "cpu/simd.h"
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace KVSCOPE_CPU_NAMESPACE {
 
@@ -24,13 +26,20 @@ constexpr int kTileW = 2;
 #endif
 constexpr int kDecodeW = 8;
 
+// Weight rows of Q8_0 blocks, or (single-row decode on AVX2 sets) of any block type that unpacks to Q8_0,
+// read in place through q8_values.h.
+template <class Block>
+struct BlockRows {
+    const Block* base;
+    int64_t stride;  // blocks between rows
+    const Block& block(int r, int64_t b) const { return base[r * stride + b]; }
+};
+
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
 
 // Two consecutive 32-byte blocks in one register: block b in the low half, b + 1 (or zeros) in the high.
-inline __m512i pair_i8(const int8_t* lo, const int8_t* hi) {
-    const __m512i l = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo)));
-    return hi ? _mm512_inserti64x4(l, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hi)), 1) : l;
-}
+inline __m512i pair_i8(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+inline __m256i load_i8(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 inline __m512 pair_f32(float lo, float hi) {
     return _mm512_insertf32x8(_mm512_set1_ps(lo), _mm256_set1_ps(hi), 1);
 }
@@ -39,8 +48,8 @@ inline __m512 pair_f32(float lo, float hi) {
 // signed bytes, so x goes in offset by +128 and the accumulator starts at -128 * sum(w), leaving the
 // exact int32 sum of x * w per 4 bytes; 8 lanes per block are then scaled by d_w * d_x and accumulated
 // in F32. Every output takes exactly these steps in this order, whatever MX and NW: batch invariant.
-template <int MX, int NW>
-void tile(const BlockQ8Act* x, int64_t nb, const BlockQ8_0* w, int64_t wstride, float* out, int64_t ldo) {
+template <int MX, int NW, class Rows>
+void tile(const BlockQ8Act* x, int64_t nb, const Rows& w, float* out, int64_t ldo) {
     __m512 acc[MX][NW];
     for (int t = 0; t < MX; ++t)
         for (int r = 0; r < NW; ++r) acc[t][r] = _mm512_setzero_ps();
@@ -52,19 +61,19 @@ void tile(const BlockQ8Act* x, int64_t nb, const BlockQ8_0* w, int64_t wstride, 
         for (int t = 0; t < MX; ++t) {
             const BlockQ8Act* xb = x + t * nb + b;
             // x + 128 as unsigned bytes. A missing second block has x = 0 and w = 0 there: it adds 0.
-            xu[t] = _mm512_xor_si512(pair_i8(xb[0].qs, two ? xb[1].qs : nullptr), offset);
+            xu[t] = _mm512_xor_si512(pair_i8(load_i8(xb[0].qs), two ? load_i8(xb[1].qs) : _mm256_setzero_si256()), offset);
             xs[t] = pair_f32(xb[0].d, two ? xb[1].d : 0.0f);
         }
         // Decode streams the weights once from memory: fetch the next tile's rows a tile ahead (the
         // hardware prefetchers alone left the lm head at about half the bandwidth).
         if constexpr (MX == 1)
             for (int r = 0; r < NW; ++r) {
-                __builtin_prefetch(w + (NW + r) * wstride + b);
-                __builtin_prefetch(w + (NW + r) * wstride + b + 1);
+                __builtin_prefetch(&w.block(NW + r, b));
+                __builtin_prefetch(&w.block(NW + r, b + 1));
             }
         for (int r = 0; r < NW; ++r) {
-            const BlockQ8_0* wb = w + r * wstride + b;
-            const __m512i wv = pair_i8(wb[0].qs, two ? wb[1].qs : nullptr);
+            const auto* wb = &w.block(r, b);
+            const __m512i wv = pair_i8(q8_values(wb[0]), two ? q8_values(wb[1]) : _mm256_setzero_si256());
             const __m512i neg_bias = _mm512_sub_epi32(_mm512_setzero_si512(),
                                                       _mm512_slli_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, wv), 7));
             const __m512 ws = pair_f32(f16_scale(wb[0].d), two ? f16_scale(wb[1].d) : 0.0f);
@@ -99,8 +108,8 @@ inline __m256i block_dot(__m256i w_abs, __m256i w, __m256i x) {
 // accumulated (one fma per lane and block) in block order, then the 8 lanes summed by simd.h's halving
 // tree; every output takes exactly these steps in this order, whatever MX and NW: batch invariant. (Also
 // the path of AVX-512 builds without VNNI, where vf is wider than these accumulators.)
-template <int MX, int NW>
-void tile(const BlockQ8Act* x, int64_t nb, const BlockQ8_0* w, int64_t wstride, float* out, int64_t ldo) {
+template <int MX, int NW, class Rows>
+void tile(const BlockQ8Act* x, int64_t nb, const Rows& w, float* out, int64_t ldo) {
     __m256 acc[MX][NW];
     for (int t = 0; t < MX; ++t)
         for (int r = 0; r < NW; ++r) acc[t][r] = _mm256_setzero_ps();
@@ -115,12 +124,26 @@ void tile(const BlockQ8Act* x, int64_t nb, const BlockQ8_0* w, int64_t wstride, 
         // Decode streams the weights once from memory: fetch the next tile's rows a tile ahead (the
         // hardware prefetchers alone left the lm head at a third of the bandwidth).
         if constexpr (MX == 1)
-            for (int r = 0; r < NW; ++r) __builtin_prefetch(w + (NW + r) * wstride + b);
+            for (int r = 0; r < NW; ++r) __builtin_prefetch(&w.block(NW + r, b));
+        using Block = std::remove_cvref_t<decltype(w.block(0, 0))>;
+        constexpr int kOffset = kQ8Offset<Block>;
+        __m256i x_offset[MX];  // Q4_0 / Q5_0 in place: kOffset * (x[2i] + x[2i + 1]) in int16 lane i
+        if constexpr (kOffset != 0)
+            for (int t = 0; t < MX; ++t) x_offset[t] = _mm256_maddubs_epi16(_mm256_set1_epi8(kOffset), xq[t]);
         for (int r = 0; r < NW; ++r) {
-            const BlockQ8_0& wb = w[r * wstride + b];
-            const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs));
-            const __m256i w_abs = _mm256_sign_epi8(wq, wq);
+            const auto& wb = w.block(r, b);
             const __m256 wd = _mm256_set1_ps(f16_scale(wb.d));
+            if constexpr (kOffset != 0) {  // the same int16 pairs as block_dot's, from the stored unsigned bits
+                const __m256i u = q8_stored(wb);
+                for (int t = 0; t < MX; ++t) {
+                    const __m256i pairs = _mm256_sub_epi16(_mm256_maddubs_epi16(u, xq[t]), x_offset[t]);
+                    const __m256 dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+                    acc[t][r] = _mm256_fmadd_ps(dot, _mm256_mul_ps(wd, xd[t]), acc[t][r]);
+                }
+                continue;
+            }
+            const __m256i wq = q8_values(wb);
+            const __m256i w_abs = _mm256_sign_epi8(wq, wq);
             for (int t = 0; t < MX; ++t) {
                 const __m256 dot = _mm256_cvtepi32_ps(block_dot(w_abs, wq, xq[t]));
                 acc[t][r] = _mm256_fmadd_ps(dot, _mm256_mul_ps(wd, xd[t]), acc[t][r]);
@@ -155,8 +178,8 @@ inline __m128i half_dot(__m128i w_abs, __m128i w, __m128i x) {
     return _mm_madd_epi16(_mm_maddubs_epi16(w_abs, _mm_sign_epi8(x, w)), _mm_set1_epi16(1));
 }
 
-template <int MX, int NW>
-void tile(const BlockQ8Act* x, int64_t nb, const BlockQ8_0* w, int64_t wstride, float* out, int64_t ldo) {
+template <int MX, int NW, class Rows>
+void tile(const BlockQ8Act* x, int64_t nb, const Rows& w, float* out, int64_t ldo) {
     vf acc[MX][NW];
     for (int t = 0; t < MX; ++t)
         for (int r = 0; r < NW; ++r) acc[t][r] = vf{};
@@ -170,9 +193,9 @@ void tile(const BlockQ8Act* x, int64_t nb, const BlockQ8_0* w, int64_t wstride, 
             xd[t] = splatv(xb.d);
         }
         if constexpr (MX == 1)  // as in the AVX2 tile
-            for (int r = 0; r < NW; ++r) __builtin_prefetch(w + (NW + r) * wstride + b);
+            for (int r = 0; r < NW; ++r) __builtin_prefetch(&w.block(NW + r, b));
         for (int r = 0; r < NW; ++r) {
-            const BlockQ8_0& wb = w[r * wstride + b];
+            const BlockQ8_0& wb = w.block(r, b);
             const __m128i wlo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.qs));
             const __m128i whi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.qs + 16));
             const __m128i alo = _mm_sign_epi8(wlo, wlo), ahi = _mm_sign_epi8(whi, whi);
@@ -193,14 +216,14 @@ void tile(const BlockQ8Act* x, int64_t nb, const BlockQ8_0* w, int64_t wstride, 
 #else
 
 // Portable version: per block the exact int32 dot, scaled and accumulated in block order.
-template <int MX, int NW>
-void tile(const BlockQ8Act* x, int64_t nb, const BlockQ8_0* w, int64_t wstride, float* out, int64_t ldo) {
+template <int MX, int NW, class Rows>
+void tile(const BlockQ8Act* x, int64_t nb, const Rows& w, float* out, int64_t ldo) {
     for (int t = 0; t < MX; ++t)
         for (int r = 0; r < NW; ++r) {
             float s = 0;
             for (int64_t b = 0; b < nb; ++b) {
                 const BlockQ8Act& xb = x[t * nb + b];
-                const BlockQ8_0& wb = w[r * wstride + b];
+                const BlockQ8_0& wb = w.block(r, b);
                 int32_t dot = 0;
                 for (int j = 0; j < 32; ++j) dot += int32_t{xb.qs[j]} * int32_t{wb.qs[j]};
                 s = std::fma(static_cast<float>(dot), f16_scale(wb.d) * xb.d, s);
@@ -212,21 +235,34 @@ void tile(const BlockQ8Act* x, int64_t nb, const BlockQ8_0* w, int64_t wstride, 
 #endif
 
 template <int NW>
-void tile_rows_nw(const BlockQ8Act* x, int n, int64_t nb, const BlockQ8_0* w, int64_t wstride, float* out, int64_t ldo) {
+void tile_rows_nw(const BlockQ8Act* x, int n, int64_t nb, const BlockRows<BlockQ8_0>& w, float* out, int64_t ldo) {
     int t = 0;
-    for (; t + kTileX <= n; t += kTileX) tile<kTileX, NW>(x + t * nb, nb, w, wstride, out + t * ldo, ldo);
-    if (t < n)
-        with_constant<kTileX>(n - t, [&](auto MX) { tile<MX(), NW>(x + t * nb, nb, w, wstride, out + t * ldo, ldo); });
+    for (; t + kTileX <= n; t += kTileX) tile<kTileX, NW>(x + t * nb, nb, w, out + t * ldo, ldo);
+    if (t < n) with_constant<kTileX>(n - t, [&](auto MX) { tile<MX(), NW>(x + t * nb, nb, w, out + t * ldo, ldo); });
+}
+
+// Single-row decode: weight rows [0, nw) of a row-major tile, kDecodeW at a time (each x block's loads serve
+// them all), a short last tile row by row.
+template <class Block>
+void decode_tile(const BlockQ8Act* x, int64_t nb, const BlockRows<Block>& w, int nw, float* out) {
+    if (nw == kDecodeW) {
+        tile<1, kDecodeW>(x, nb, w, out, 1);
+        return;
+    }
+    for (int r = 0; r < nw; ++r) tile<1, 1>(x, nb, BlockRows<Block>{w.base + r * w.stride, w.stride}, out + r, 1);
 }
 
 // ---- Q4_K, Q5_K, Q6_K straight from their blocks (matmul_q8_k). A 256-value block is 8 groups of 32
 // values, group j lined up with activation block 8b + j; the activations share one scale d_x per 256
 // (quantize_activations_q8_k), so a block's whole dot stays in integers, as llama.cpp's does: per group
 // the int32 dot of the stored unsigned values with x's int8 values (4 bytes per lane: lanes 0-3 hold values
-// 0-15, lanes 4-7 values 16-31; Q6_K's offset of 32 enters as the dot's start), times the group's integer
-// scale in each lane (Q6_K: one per half of 16), summed over the 8 groups; then once per block, in F32,
-// times d_w * d_x. Q4_K / Q5_K subtract dmin * d_x * sum_j m_j * sum(q_x of group j), also in integers.
+// 0-15, lanes 4-7 values 16-31; Q6_K's offset of 32 subtracted inside), times the group's integer scale in
+// each lane (Q6_K: one per half of 16), summed over the 8 groups; then once per block, in F32, times
+// d_w * d_x. Q4_K / Q5_K subtract dmin * d_x * sum_j m_j * sum(q_x of group j), also in integers.
 // The int32 sums are exact (at most 8 * 4 * 32 * 127 * 128 < 2^24 in magnitude, so exact in F32 too).
+// With AVX2 the scale rides in pmaddwd, which sums pmaddubsw's pairs into the int32 lanes anyway: two
+// multiplies per group and nothing else, where a pmaddwd by ones and a pmulld by the scale left decode
+// compute-bound at half the memory bandwidth.
 
 // The 8 6-bit scales and mins of a Q4_K / Q5_K block (q4k_scale_min for all j at once, in 32-bit words):
 // byte j of sc and of m is sub-block j's. Kept in registers: bytes stored in pieces and read back as one
@@ -240,6 +276,23 @@ inline void q4k_scales_mins(const uint8_t* packed, uint64_t& sc, uint64_t& m) {
     m = m_lo | (uint64_t{m_hi} << 32);
 }
 
+#if defined(__AVX2__)
+// pshufb indices that copy word lo of the low 128-bit half to all its words and word hi of the high half
+// to all of its: kWordPicks[lo][hi]. From memory: built in registers, GCC rematerialized them every block.
+struct WordPicks {
+    alignas(32) uint8_t idx[8][8][32];
+    constexpr WordPicks() : idx{} {
+        for (int lo = 0; lo < 8; ++lo)
+            for (int hi = 0; hi < 8; ++hi)
+                for (int i = 0; i < 32; ++i) idx[lo][hi][i] = static_cast<uint8_t>(2 * (i < 16 ? lo : hi) + i % 2);
+    }
+};
+inline constexpr WordPicks kWordPicks{};
+inline __m256i broadcast_words(__m256i v, int lo, int hi) {
+    return _mm256_shuffle_epi8(v, _mm256_load_si256(reinterpret_cast<const __m256i*>(kWordPicks.idx[lo][hi])));
+}
+#endif
+
 // Q4_K and Q5_K (Bits 4 or 5): one scale and one min per group.
 template <class B, int Bits>
 struct QKAffineDecoder {
@@ -247,10 +300,18 @@ struct QKAffineDecoder {
     static constexpr bool kMins = true, kOffset32 = false;
     const Block& blk;
     uint64_t sc, m;  // byte j: group j's 6-bit scale, min
-    explicit QKAffineDecoder(const Block& b) : blk(b) { q4k_scales_mins(b.scales, sc, m); }
+#if defined(__AVX2__)
+    __m256i sc16;  // the 8 scales as int16, in both halves
+#endif
+    explicit QKAffineDecoder(const Block& b) : blk(b) {
+        q4k_scales_mins(b.scales, sc, m);
+#if defined(__AVX2__)
+        sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
+#endif
+    }
     float d() const { return f16_scale(blk.d); }
     float dmin() const { return f16_scale(blk.dmin); }
-    int32_t lane_iscale(int j, int) const { return static_cast<int32_t>((sc >> (8 * j)) & 0xFF); }
+    int32_t scale(int j, int) const { return static_cast<int32_t>((sc >> (8 * j)) & 0xFF); }
     int32_t group_imin(int j) const { return static_cast<int32_t>((m >> (8 * j)) & 0xFF); }
     int value(int j, int i) const {
         const int lo = (blk.qs[32 * (j / 2) + i] >> (4 * (j % 2))) & 0xF;
@@ -265,16 +326,14 @@ struct QKAffineDecoder {
         const __m256i lo = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(bytes, 4) : bytes, _mm256_set1_epi8(0x0F));
         if constexpr (Bits == 4) {
             return lo;
-        } else {  // Q5_K: bit j of each qh byte to bit 4 (a 16-bit shift by j <= 7 leaves each byte's bit j at bit 0)
+        } else {  // Q5_K: bit j of each qh byte to bit 4
             const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh));
-            const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(j)), _mm256_set1_epi8(1));
-            return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+            const __m256i at4 = j <= 4 ? _mm256_slli_epi16(qh, 4 - j) : _mm256_srli_epi16(qh, j - 4);
+            return _mm256_or_si256(lo, _mm256_and_si256(at4, _mm256_set1_epi8(0x10)));
         }
     }
-    __m256i lane_iscales(int j) const { return _mm256_set1_epi32(lane_iscale(j, 0)); }
-    __m256i imins() const {  // the 8 mins as int32 lanes
-        return _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(m)));
-    }
+    __m256i scales16(int j) const { return broadcast_words(sc16, j, j); }
+    __m128i mins16() const { return _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(m))); }
 #endif
 };
 using Q4KDecoder = QKAffineDecoder<BlockQ4_K, 4>;
@@ -285,10 +344,19 @@ struct Q6KDecoder {
     using Block = BlockQ6_K;
     static constexpr bool kMins = false, kOffset32 = true;
     const Block& blk;
-    explicit Q6KDecoder(const Block& b) : blk(b) {}
+#if defined(__AVX2__)
+    __m256i sc_lo, sc_hi;  // the 16 scales as int16: 0-7 in both halves, 8-15 in both halves
+#endif
+    explicit Q6KDecoder(const Block& b) : blk(b) {
+#if defined(__AVX2__)
+        const __m256i s = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+        sc_lo = _mm256_permute2x128_si256(s, s, 0x00);
+        sc_hi = _mm256_permute2x128_si256(s, s, 0x11);
+#endif
+    }
     float d() const { return f16_scale(blk.d); }
     float dmin() const { return 0.0f; }
-    int32_t lane_iscale(int j, int lane) const { return blk.scales[2 * j + lane / 4]; }
+    int32_t scale(int j, int i) const { return blk.scales[2 * j + i / 16]; }
     int32_t group_imin(int) const { return 0; }
     int value(int j, int i) const {
         const int half = j / 4, quarter = j % 4;
@@ -301,13 +369,14 @@ struct Q6KDecoder {
         const __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * half + 32 * (quarter % 2)));
         const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * half));
         const __m256i l4 = _mm256_and_si256(quarter / 2 ? _mm256_srli_epi16(l, 4) : l, _mm256_set1_epi8(0x0F));
-        const __m256i h2 = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(2 * quarter)), _mm256_set1_epi8(3));
-        return _mm256_or_si256(l4, _mm256_slli_epi16(h2, 4));
+        // bits 2 * quarter, + 1 of each qh byte to bits 4, 5
+        const __m256i h_at4 = quarter < 2 ? _mm256_slli_epi16(h, 4 - 2 * quarter) : _mm256_srli_epi16(h, 2 * quarter - 4);
+        return _mm256_or_si256(l4, _mm256_and_si256(h_at4, _mm256_set1_epi8(0x30)));
     }
-    __m256i lane_iscales(int j) const {  // scales[2j] in lanes 0-3, scales[2j + 1] in lanes 4-7
-        return _mm256_set_m128i(_mm_set1_epi32(blk.scales[2 * j + 1]), _mm_set1_epi32(blk.scales[2 * j]));
+    __m256i scales16(int j) const {  // scales[2j] in words 0-7, scales[2j + 1] in words 8-15
+        return broadcast_words(j < 4 ? sc_lo : sc_hi, (2 * j) % 8, (2 * j + 1) % 8);
     }
-    __m256i imins() const { return _mm256_setzero_si256(); }
+    __m128i mins16() const { return _mm_setzero_si128(); }
 #endif
 };
 
@@ -320,8 +389,12 @@ struct DirectRows {
     const uint8_t* base;
     size_t row_bytes;
     Dec block(int r, int64_t b) const { return Dec(reinterpret_cast<const typename Dec::Block*>(base + r * row_bytes)[b]); }
-    const void* next_tile(int r, int64_t b, int nw) const {  // block b of row r + nw: the prefetch target
-        return reinterpret_cast<const typename Dec::Block*>(base + (r + nw) * row_bytes) + b;
+    // Every cache line of block b of row r + nw: bytes at most 64 apart from its first to its last (a Q6_K
+    // block of 210 bytes can touch 5 lines; four probes 64 apart missed the last, its scales and d).
+    void prefetch_next_tile(int r, int64_t b, int nw) const {
+        constexpr int kBytes = sizeof(typename Dec::Block);
+        const auto* next = reinterpret_cast<const char*>(reinterpret_cast<const typename Dec::Block*>(base + (r + nw) * row_bytes) + b);
+        for (int off = 0; off < kBytes + 63; off += 64) __builtin_prefetch(next + std::min(off, kBytes - 1));
     }
 };
 
@@ -331,13 +404,13 @@ struct DecodedBlockView {
     const DecodedKBlock& k;
     float d() const { return k.d; }
     float dmin() const { return k.dmin; }
-    int32_t lane_iscale(int j, int lane) const { return k.iscale[j][lane]; }
+    int32_t scale(int j, int i) const { return k.scale16[j][i / 2]; }
     int32_t group_imin(int j) const { return k.imin[j]; }
     int value(int j, int i) const { return k.q[j][i]; }
 #if defined(__AVX2__)
     __m256i values(int j) const { return _mm256_load_si256(reinterpret_cast<const __m256i*>(k.q[j])); }
-    __m256i lane_iscales(int j) const { return _mm256_load_si256(reinterpret_cast<const __m256i*>(k.iscale[j])); }
-    __m256i imins() const { return _mm256_load_si256(reinterpret_cast<const __m256i*>(k.imin)); }
+    __m256i scales16(int j) const { return _mm256_load_si256(reinterpret_cast<const __m256i*>(k.scale16[j])); }
+    __m128i mins16() const { return _mm_load_si128(reinterpret_cast<const __m128i*>(k.imin)); }
 #endif
 };
 
@@ -347,7 +420,7 @@ struct DecodedRows {
     const DecodedKBlock* base;
     int64_t blocks_per_row;
     DecodedBlockView<Dec> block(int r, int64_t b) const { return {base[r * blocks_per_row + b]}; }
-    const void* next_tile(int, int64_t, int) const { return nullptr; }
+    void prefetch_next_tile(int, int64_t, int) const {}
 };
 
 // Rows [0, nw) of src (row_bytes apart), nb8 blocks each, decoded into dst[r * nb8 + b].
@@ -365,54 +438,38 @@ void decode_rows(const uint8_t* src, size_t row_bytes, int nw, int64_t nb8, Deco
 #else
                 for (int i = 0; i < 32; ++i) out.q[j][i] = static_cast<uint8_t>(dec.value(j, i));
 #endif
-                for (int l = 0; l < 8; ++l) out.iscale[j][l] = dec.lane_iscale(j, l);
-                out.imin[j] = dec.group_imin(j);
+                for (int i = 0; i < 16; ++i) out.scale16[j][i] = static_cast<int16_t>(dec.scale(j, 2 * i));
+                out.imin[j] = static_cast<int16_t>(dec.group_imin(j));
             }
         }
 }
 
 #if defined(__AVX2__)
 
-// acc + the int32 dots of unsigned bytes u with signed bytes s, 4 bytes per lane: exact (AVX2's pmaddubsw
-// pairs stay below int16's limit: u <= 63, |s| <= 127), so VNNI and AVX2 give the same sums.
-inline __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) {
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-    return _mm256_dpbusd_epi32(acc, u, s);
-#elif defined(__AVXVNNI__)
-    return _mm256_dpbusd_avx_epi32(acc, u, s);
-#else
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
-#endif
-}
-
 inline float hsum8(__m256 v) {
     __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     h = _mm_add_ps(h, _mm_movehl_ps(h, h));
     return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
 }
-inline int32_t hsum8_i32(__m256i v) {
-    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    h = _mm_add_epi32(h, _mm_unpackhi_epi64(h, h));
-    return _mm_cvtsi128_si32(_mm_add_epi32(h, _mm_shuffle_epi32(h, 1)));
-}
 
 // out[t * ldo + r] for t < MX, r < NW. Per block: the exact integer sum in 8 lanes, to F32, times d_w *
-// d_x, accumulated in block order; the mins' exact integer sum times dmin * d_x in a scalar F32 sum; the
-// lanes summed by a fixed tree, the mins subtracted. Every output takes exactly these steps in this order,
-// whatever MX, NW and the source: batch invariant.
+// d_x, accumulated in block order; then (Q4_K / Q5_K) the mins' exact integer sums, pairs of groups in
+// lanes 0-3, to F32, times dmin * d_x, subtracted; at the end the lanes summed by a fixed tree. Every output
+// takes exactly these steps in this order, whatever MX, NW and the source: batch invariant. Per group:
+// pmaddubsw (unsigned values <= 63 times |q_x| <= 127: pairs below int16's limit), Q6_K's 32 * pair sums
+// subtracted (exact: the pairs of (q - 32) * q_x), then pmaddwd by the int16 scales: the int32 lanes of
+// (dot of 4 values) * scale.
 template <class Src, int MX, int NW>
 void tile_k(const BlockQ8Act* x, const ActSumsQ8* xs, int64_t nb8, const Src& src, float* out, int64_t ldo) {
     using Dec = typename Src::Decoder;
     __m256 acc[MX][NW];
-    float macc[MX][NW];
     for (int t = 0; t < MX; ++t)
-        for (int r = 0; r < NW; ++r) acc[t][r] = _mm256_setzero_ps(), macc[t][r] = 0.0f;
+        for (int r = 0; r < NW; ++r) acc[t][r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb8; ++b) {
         for (int r = 0; r < NW; ++r) {
             // Decode streams the weights once: fetch the next tile's rows a tile ahead, as matmul_q8_0.
             if constexpr (MX == 1)
-                if (const void* next = src.next_tile(r, b, NW))
-                    for (int off = 0; off < 256; off += 64) __builtin_prefetch(static_cast<const char*>(next) + off);
+                src.prefetch_next_tile(r, b, NW);
             const Dec dec = src.block(r, b);
             const float dw = dec.d();
             for (int t = 0; t < MX; ++t) {
@@ -420,22 +477,22 @@ void tile_k(const BlockQ8Act* x, const ActSumsQ8* xs, int64_t nb8, const Src& sr
                 const ActSumsQ8& a = xs[t * nb8 + b];
                 __m256i isum = _mm256_setzero_si256();
                 for (int j = 0; j < 8; ++j) {
-                    const __m256i init = Dec::kOffset32
-                        ? _mm256_load_si256(reinterpret_cast<const __m256i*>(a.minus32_lane_sums[j]))
-                        : _mm256_setzero_si256();
-                    const __m256i dot = dot_u8s8(init, dec.values(j), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[j].qs)));
-                    isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(dot, dec.lane_iscales(j)));
+                    __m256i p = _mm256_maddubs_epi16(dec.values(j), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[j].qs)));
+                    if constexpr (Dec::kOffset32)
+                        p = _mm256_sub_epi16(p, _mm256_load_si256(reinterpret_cast<const __m256i*>(a.offset32_pairs[j])));
+                    isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, dec.scales16(j)));
                 }
                 acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(dw * xb[0].d), acc[t][r]);
                 if constexpr (Dec::kMins) {
-                    const int32_t mins = hsum8_i32(_mm256_mullo_epi32(dec.imins(), _mm256_load_si256(reinterpret_cast<const __m256i*>(a.isum))));
-                    macc[t][r] = std::fma(dec.dmin() * xb[0].d, static_cast<float>(mins), macc[t][r]);
+                    const __m128i mins = _mm_madd_epi16(dec.mins16(), _mm_load_si128(reinterpret_cast<const __m128i*>(a.isum)));
+                    acc[t][r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(_mm256_zextsi128_si256(mins)),
+                                                 _mm256_set1_ps(dec.dmin() * xb[0].d), acc[t][r]);
                 }
             }
         }
     }
     for (int t = 0; t < MX; ++t)
-        for (int r = 0; r < NW; ++r) out[t * ldo + r] = hsum8(acc[t][r]) - macc[t][r];
+        for (int r = 0; r < NW; ++r) out[t * ldo + r] = hsum8(acc[t][r]);
 }
 
 #else
@@ -446,28 +503,28 @@ void tile_k(const BlockQ8Act* x, const ActSumsQ8* xs, int64_t nb8, const Src& sr
     using Dec = typename Src::Decoder;
     for (int t = 0; t < MX; ++t)
         for (int r = 0; r < NW; ++r) {
-            float acc[8] = {}, macc = 0;
+            float acc[8] = {};
             for (int64_t b = 0; b < nb8; ++b) {
                 const Dec dec = src.block(r, b);
                 const BlockQ8Act* xb = x + (t * nb8 + b) * 8;
-                const ActSumsQ8& a = xs[t * nb8 + b];
                 int32_t isum[8] = {};
                 for (int j = 0; j < 8; ++j)
                     for (int l = 0; l < 8; ++l) {
-                        int32_t dot = Dec::kOffset32 ? a.minus32_lane_sums[j][l] : 0;
-                        for (int i = 4 * l; i < 4 * l + 4; ++i) dot += dec.value(j, i) * int32_t{xb[j].qs[i]};
-                        isum[l] += dot * dec.lane_iscale(j, l);
+                        int32_t dot = 0;
+                        for (int i = 4 * l; i < 4 * l + 4; ++i) dot += (dec.value(j, i) - (Dec::kOffset32 ? 32 : 0)) * int32_t{xb[j].qs[i]};
+                        isum[l] += dot * dec.scale(j, 4 * l);
                     }
                 const float scale = dec.d() * xb[0].d;
                 for (int l = 0; l < 8; ++l) acc[l] += static_cast<float>(isum[l]) * scale;
                 if constexpr (Dec::kMins) {
-                    int32_t mins = 0;
-                    for (int j = 0; j < 8; ++j) mins += dec.group_imin(j) * a.isum[j];
-                    macc += dec.dmin() * xb[0].d * static_cast<float>(mins);
+                    const int16_t* s = xs[t * nb8 + b].isum;
+                    const float scale_m = dec.dmin() * xb[0].d;
+                    for (int l = 0; l < 4; ++l)
+                        acc[l] -= static_cast<float>(dec.group_imin(2 * l) * s[2 * l] + dec.group_imin(2 * l + 1) * s[2 * l + 1]) * scale_m;
                 }
             }
             const float* v = acc;
-            out[t * ldo + r] = (((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]))) - macc;
+            out[t * ldo + r] = ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
         }
 }
 
@@ -535,10 +592,15 @@ void matmul_q8_0(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<std:
     const int64_t K = w.cols, N = w.rows, nb = K / 32;
     if (xq.size() < static_cast<size_t>(n * nb)) xq.resize(static_cast<size_t>(n * nb));
     pool.run(n, [&](int64_t t, int) { quantize_activations_q8(x + t * K, xq.data() + t * nb, K); });
+    // Single-row decode reads every type's blocks in place where the set has q8_values.h (each block is used
+    // once: unpacking it to scratch first cost a store and a load per block, and Q4_0 ran at a fifth of the
+    // bandwidth); prefill unpacks a tile's rows once for all its x tiles.
+#if defined(__AVX2__)
+    const bool in_place = w.dtype == DType::Q8_0 || n == 1;
+#else
     const bool in_place = w.dtype == DType::Q8_0;
-    const auto* rows = static_cast<const BlockQ8_0*>(w.data);
+#endif
     const size_t row_bytes = dtype_row_bytes(w.dtype, K);
-    // Single-row decode: tiles of kDecodeW weight rows, so that each x block's loads serve more rows.
     const int tile_w = n == 1 ? kDecodeW : kTileW;
     if (!in_place) {  // per-thread room for one tile's rows unpacked to Q8_0
         if (unpacked.size() < static_cast<size_t>(pool.size())) unpacked.resize(pool.size());
@@ -558,20 +620,34 @@ void matmul_q8_0(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<std:
                 const int64_t r0 = tile_index * tile_w;
                 const int nw = static_cast<int>(std::min<int64_t>(tile_w, N - r0));
                 const BlockQ8Act* xs = xq.data() + static_cast<size_t>(x0) * nb;
-                const BlockQ8_0* ws = rows + r0 * nb;
+                const void* rows = static_cast<const uint8_t*>(w.data) + r0 * row_bytes;
+                float* o = out + static_cast<size_t>(x0) * N + r0;
+                if (n == 1 && in_place) {
+                    switch (w.dtype) {
+                    case DType::Q8_0: decode_tile(xs, nb, BlockRows<BlockQ8_0>{static_cast<const BlockQ8_0*>(rows), nb}, nw, o); break;
+#if defined(__AVX2__)
+                    case DType::Q4_0: decode_tile(xs, nb, BlockRows<BlockQ4_0>{static_cast<const BlockQ4_0*>(rows), nb}, nw, o); break;
+                    case DType::Q5_0: decode_tile(xs, nb, BlockRows<BlockQ5_0>{static_cast<const BlockQ5_0*>(rows), nb}, nw, o); break;
+                    case DType::IQ4_NL:
+                        decode_tile(xs, nb, BlockRows<BlockIQ4_NL>{static_cast<const BlockIQ4_NL*>(rows), nb}, nw, o);
+                        break;
+#endif
+                    default: throw std::invalid_argument("matmul_q8_0: " + std::string(dtype_name(w.dtype)) + " does not unpack to Q8_0");
+                    }
+                    continue;
+                }
+                const BlockQ8_0* ws = static_cast<const BlockQ8_0*>(rows);
                 if (!in_place) {  // Q4_0 / Q5_0 / IQ4_NL: the tile's rows as Q8_0 blocks, the same values
                     BlockQ8_0* u = unpacked[thread].data();
                     for (int r = 0; r < nw; ++r)
-                        unpack_row_q8_0(w.dtype, static_cast<const uint8_t*>(w.data) + (r0 + r) * row_bytes, u + r * nb, K);
+                        unpack_row_q8_0(w.dtype, static_cast<const uint8_t*>(rows) + r * row_bytes, u + r * nb, K);
                     ws = u;
                 }
-                float* o = out + static_cast<size_t>(x0) * N + r0;
-                if (n == 1 && nw == kDecodeW)
-                    tile<1, kDecodeW>(xs, nb, ws, nb, o, N);
-                else if (nw <= kTileW)
-                    with_constant<kTileW>(nw, [&](auto NW) { tile_rows_nw<NW()>(xs, nx, nb, ws, nb, o, N); });
-                else  // the last tile of a decode tiling, past kTileW rows: row by row
-                    for (int r = 0; r < nw; ++r) tile_rows_nw<1>(xs, nx, nb, ws + r * nb, nb, o + r, N);
+                if (n == 1) {  // sets without q8_values.h: unpacked rows
+                    decode_tile(xs, nb, BlockRows<BlockQ8_0>{ws, nb}, nw, o);
+                    continue;
+                }
+                with_constant<kTileW>(nw, [&](auto NW) { tile_rows_nw<NW()>(xs, nx, nb, BlockRows<BlockQ8_0>{ws, nb}, o, N); });
             }
         }
     });
@@ -592,12 +668,12 @@ void matmul_q8_k(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<ActS
         for (int64_t b = 0; b < nb; ++b) {
             ActSumsQ8& a = sums[t * nb8 + b / 8];
             int32_t total = 0;
-            for (int l = 0; l < 8; ++l) {
-                const int32_t lane = q[b].qs[4 * l] + q[b].qs[4 * l + 1] + q[b].qs[4 * l + 2] + q[b].qs[4 * l + 3];
-                a.minus32_lane_sums[b % 8][l] = -32 * lane;
-                total += lane;
+            for (int i = 0; i < 16; ++i) {
+                const int32_t pair = q[b].qs[2 * i] + q[b].qs[2 * i + 1];
+                a.offset32_pairs[b % 8][i] = static_cast<int16_t>(32 * pair);
+                total += pair;
             }
-            a.isum[b % 8] = total;
+            a.isum[b % 8] = static_cast<int16_t>(total);
         }
     });
     switch (w.dtype) {

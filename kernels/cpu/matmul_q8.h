@@ -1,5 +1,6 @@
-// out[n, N] = x[n, K] @ w[N, K]^T for Q8_0 weights (and Q4_0, Q5_0, IQ4_NL ones, whose rows are unpacked a
-// tile at a time into Q8_0 blocks of the same values: quant.h's unpack_row_q8_0), with int8 dot products (AVX512-VNNI vpdpbusd where
+// out[n, N] = x[n, K] @ w[N, K]^T for Q8_0 weights (and Q4_0, Q5_0, IQ4_NL ones, whose blocks hold the same
+// int8 values once unpacked: single-row decode reads them in place (q8_values.h, AVX2 sets), prefill unpacks
+// a tile's rows at a time into Q8_0 blocks: quant.h's unpack_row_q8_0), with int8 dot products (AVX512-VNNI vpdpbusd where
 // the set has it, else AVX2's or SSSE3's pmaddubsw): each activation row is quantized to Q8 blocks
 // (quantize_activations_q8) and every 32-value block contributes (sum of q_x * q_w) * d_x * d_w, as
 // llama.cpp's Q8_0 x Q8_0 dot does. Several times the multiply-adds per instruction of the F32 path, so
@@ -23,13 +24,13 @@ void matmul_q8_0(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<std:
                  const float* x, int n, const WeightView& w, float* out);
 
 // Per 256 activation values (8 blocks of 32, one shared d_x), what the K types' dots need beside the
-// BlockQ8Acts: sum(q_x) per block (Q4_K / Q5_K mins) and, per 4 bytes (one int32 lane of a 32-byte dot),
-// -32 * sum(q_x) (Q6_K stores q + 32 unsigned).
+// BlockQ8Acts: sum(q_x) per block (Q4_K / Q5_K mins) and, per pair of values (one int16 lane of pmaddubsw's
+// products), 32 * (q_x[2i] + q_x[2i + 1]) (Q6_K stores q + 32 unsigned: its products minus these are those
+// of q).
 struct alignas(32) ActSumsQ8 {
-    int32_t isum[8];
-    int32_t minus32_lane_sums[8][8];
+    int16_t offset32_pairs[8][16];
+    int16_t isum[8];
 };
-
 // The same for Q4_K, Q5_K and Q6_K weights (quant.h matmul_runs_k_int8), read straight from their blocks,
 // with activations quantized as llama.cpp does for them (quantize_activations_q8_k: one scale per 256):
 // per block of 256 the exact integer sum over its sub-blocks of (int32 dot of the unsigned stored values
@@ -37,12 +38,12 @@ struct alignas(32) ActSumsQ8 {
 // subtract dmin * d_x * sum of m times sum(q_x), Q6_K its offset of 32 inside the dots. Batch invariant as
 // matmul_q8_0.
 // A K-type block of 256 weights decoded (prefill decodes a tile's rows once for every x tile): per group
-// of 32 the stored values as unsigned bytes and the integer scale of each int32 lane of its dot, the
-// groups' integer mins, and the block's F32 d and dmin.
+// of 32 the stored values as unsigned bytes and the integer scale of each int16 lane of its products
+// (pairs of values), the groups' integer mins, and the block's F32 d and dmin.
 struct alignas(32) DecodedKBlock {
     uint8_t q[8][32];
-    int32_t iscale[8][8];
-    int32_t imin[8];
+    int16_t scale16[8][16];
+    int16_t imin[8];
     float d, dmin;
 };
 

@@ -1,4 +1,5 @@
 #include "cpu/quant.h"
+#include "cpu/q8_values.h"
 #include "q4k_scales.h"
 
 #include <algorithm>
@@ -66,21 +67,6 @@ inline int iq4xs_scale(int j, const BlockIQ4_XS& b) {
 }
 
 #if defined(__AVX2__)
-// The 32 nibbles of a 16-byte block in value order (low nibbles, then high nibbles) as bytes 0..15.
-inline __m256i nibbles_avx2(const uint8_t* qs) {
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
-}
-// Byte i = 0x10 where bit i of the u32 qh is set, else 0.
-inline __m256i fifth_bits_avx2(const uint8_t* qh) {
-    uint32_t h;
-    std::memcpy(&h, qh, 4);
-    const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(h)),
-                                              _mm256_setr_epi64x(0, 0x0101010101010101ll, 0x0202020202020202ll,
-                                                                 0x0303030303030303ll));
-    const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
-    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit), _mm256_set1_epi8(0x10));
-}
 // y[0..32) = scale * u[i] - offset for 32 unsigned bytes u, rounded as the scalar expression is.
 inline void store_affine_u8x32(__m256i u, float scale, float offset, float* y) {
     const __m256 s = _mm256_set1_ps(scale), o = _mm256_set1_ps(offset);
@@ -643,32 +629,24 @@ inline uint64_t bits_to_bytes(uint8_t bits, uint8_t set) {
     return (top >> 7) * set;
 }
 
+#if defined(__AVX2__)
+template <class Block>
+void unpack_blocks_avx2(const Block* src, BlockQ8_0* __restrict dst, int64_t nb) {
+    for (int64_t b = 0; b < nb; ++b) {
+        dst[b].d = src[b].d;
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst[b].qs), q8_values(src[b]));
+    }
+}
+#endif
+
 void unpack_row_q8_0(DType type, const void* src, BlockQ8_0* __restrict dst, int64_t n) {
     const int64_t nb = n / 32;
 #if defined(__AVX2__)  // one vector per block: several times the SWAR versions below
-    if (type == DType::Q4_0 || type == DType::Q5_0 || type == DType::IQ4_NL) {
-        const __m128i levels = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
-        const __m256i table = _mm256_set_m128i(levels, levels);
-        for (int64_t b = 0; b < nb; ++b) {
-            __m256i v;
-            uint16_t d;
-            if (type == DType::Q4_0) {
-                const BlockQ4_0& blk = static_cast<const BlockQ4_0*>(src)[b];
-                v = _mm256_sub_epi8(nibbles_avx2(blk.qs), _mm256_set1_epi8(8));
-                d = blk.d;
-            } else if (type == DType::Q5_0) {
-                const BlockQ5_0& blk = static_cast<const BlockQ5_0*>(src)[b];
-                v = _mm256_sub_epi8(_mm256_or_si256(nibbles_avx2(blk.qs), fifth_bits_avx2(blk.qh)), _mm256_set1_epi8(16));
-                d = blk.d;
-            } else {
-                const BlockIQ4_NL& blk = static_cast<const BlockIQ4_NL*>(src)[b];
-                v = _mm256_shuffle_epi8(table, nibbles_avx2(blk.qs));
-                d = blk.d;
-            }
-            dst[b].d = d;
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst[b].qs), v);
-        }
-        return;
+    switch (type) {
+    case DType::Q4_0: unpack_blocks_avx2(static_cast<const BlockQ4_0*>(src), dst, nb); return;
+    case DType::Q5_0: unpack_blocks_avx2(static_cast<const BlockQ5_0*>(src), dst, nb); return;
+    case DType::IQ4_NL: unpack_blocks_avx2(static_cast<const BlockIQ4_NL*>(src), dst, nb); return;
+    default: break;
     }
 #endif
     switch (type) {

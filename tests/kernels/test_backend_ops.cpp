@@ -104,6 +104,54 @@ class TestBackendOps : public QObject {
         return r;
     }
 
+    // The int8 matmul cases' steps: an [N, K] weight of random bytes whose F16 scales (d, and dmin where there
+    // is one) are set to plausible sizes, n random x rows through the most-threads backend, compared with
+    // the reference within 1e-5 of its largest output; then with F32 activations, where each product's x is
+    // off by at most d_x / 2 = max|x| / 254 (|x| <= 1), whether d_x covers 32 or 256 values.
+    void check_int8_matmul(DType dt, int n, int K, int N) {
+        Subject& s = subject();
+        if (!s.first().supports(dt)) QSKIP(qPrintable(QString("no %1 weights here").arg(dtype_name(dt).data())));
+        std::mt19937_64 rng(case_seed(seed_));
+        const size_t row_bytes = dtype_row_bytes(dt, K), block_bytes = static_cast<size_t>(dtype_block_bytes(dt));
+        std::vector<uint8_t> bytes(row_bytes * N);
+        for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
+        const std::vector<size_t> f16_at = dt == DType::Q6_K ? std::vector<size_t>{block_bytes - 2}  // d last
+                                           : dt == DType::Q4_K || dt == DType::Q5_K ? std::vector<size_t>{0, 2}  // d, dmin
+                                                                                    : std::vector<size_t>{0};   // d first
+        const int exponent = dtype_block_elems(dt) == 256 ? -12 : -9;
+        for (size_t off = 0; off < bytes.size(); off += block_bytes)
+            for (size_t at : f16_at) {
+                const uint16_t h = f32_to_f16(std::ldexp(1.0f + static_cast<float>(rng() % 1000) / 1000, exponent));
+                std::memcpy(bytes.data() + off + at, &h, 2);
+            }
+        if (dt == DType::Q8_0) bytes[3 * block_bytes + 2] = 0x80;  // a -128 (BlockQ8_0::qs[0] of block 3)
+        const WeightView stored{bytes.data(), dt, N, K};
+        const std::vector<float> x = random_floats(rng, static_cast<size_t>(n) * K);
+        std::vector<float> ref(static_cast<size_t>(n) * N);
+        matmul_ref(x.data(), n, stored, nullptr, ref.data());
+        Backend& b = *s.backends.back();
+        const WeightView w = b.upload_weight(stored);
+        const DeviceVector<float> x_d(s.first(), x), out_d(s.first(), std::vector<float>(ref.size(), kNaN));
+        b.matmul(x_d.data(), n, w, nullptr, out_d.data());
+        const std::vector<float> out = out_d.download();
+        double ref_max = 0;
+        for (float r : ref) ref_max = std::max(ref_max, static_cast<double>(std::fabs(r)));
+        const Diff d = diff(out.data(), ref.data(), static_cast<int64_t>(out.size()));
+        QVERIFY2(d.within(1e-5 * ref_max, 1e-11), describe(d, out, ref, s.who(b)));
+        std::vector<float> w_f32(static_cast<size_t>(N) * K);
+        for (int r = 0; r < N; ++r) dequantize_row(dt, bytes.data() + r * row_bytes, w_f32.data() + static_cast<size_t>(r) * K, K);
+        for (int t = 0; t < n; ++t)
+            for (int r = 0; r < N; ++r) {
+                double sum = 0, bound = 0;
+                for (int k = 0; k < K; ++k) {
+                    sum += static_cast<double>(x[t * K + k]) * w_f32[static_cast<size_t>(r) * K + k];
+                    bound += std::fabs(w_f32[static_cast<size_t>(r) * K + k]) / 254.0;  // |x| <= 1
+                }
+                QVERIFY2(std::fabs(out[t * N + r] - sum) <= bound * 1.01 + 1e-6,
+                         qPrintable(QString("row %1 col %2: %3 vs %4, bound %5").arg(t).arg(r).arg(out[t * N + r]).arg(sum).arg(bound)));
+            }
+    }
+
 private slots:
     // KVSCOPE_TEST_BACKENDS=cuda,avx2 (a comma list) keeps only those rows: the device checks run the cuda
     // row alone under compute-sanitizer, where every CPU row would only cost time.
@@ -286,52 +334,27 @@ private slots:
         }
     }
 
-    // ---- Q8_0 x int8 activations: the whole int8 range of stored weights (-128 included, which files may
-    // hold though quantize_row never writes it) against the reference, and the activation quantization's
-    // own error against F32 activations.
+    // ---- The int8 matmul paths against the reference, on weights of random bytes (every stored value, and
+    // what quantize_row never writes: Q8_0's -128, every 6-bit scale and min, Q6_K's int8 scales -128..127)
+    // with F16 scales of a plausible size; and the activation quantization's own error against F32
+    // activations.
+    // Blocks of 32 (Q8_0, and the types that unpack to it): an odd block count (the AVX-512 kernel's unpaired
+    // last block), N = 37 (single-row decode's tiles of 8 and a short last one); one x row (blocks read in
+    // place) and several (rows unpacked once per tile).
+    void matmul_q8_0_int8_data() {
+        QTest::addColumn<int>("dtype");
+        QTest::addColumn<int>("n");
+        for (DType dt : {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::IQ4_NL})
+            for (int n : {1, 7}) QTest::addRow("%s n=%d", dtype_name(dt).data(), n) << static_cast<int>(dt) << n;
+    }
     void matmul_q8_0_int8() {
-        Subject& s = subject();
-        if (!s.first().supports(DType::Q8_0)) QSKIP("no Q8_0 weights here");
-        std::mt19937_64 rng(case_seed(seed_));
-        const int n = 7, K = 32 * 19, N = 37;  // an odd block count: the kernel's unpaired last block
-        std::vector<BlockQ8_0> blocks(static_cast<size_t>(N) * K / 32);
-        for (BlockQ8_0& b : blocks) {
-            b.d = f32_to_f16(std::ldexp(1.0f + static_cast<float>(rng() % 1000) / 1000, -9));
-            for (int8_t& q : b.qs) q = static_cast<int8_t>(static_cast<int>(rng() % 256) - 128);
-        }
-        blocks[3].qs[0] = -128;
-        const WeightView stored{blocks.data(), DType::Q8_0, N, K};
-        const std::vector<float> x = random_floats(rng, static_cast<size_t>(n) * K);
-        std::vector<float> ref(static_cast<size_t>(n) * N);
-        matmul_ref(x.data(), n, stored, nullptr, ref.data());
-        Backend& b = *s.backends.back();
-        const WeightView w = b.upload_weight(stored);
-        const DeviceVector<float> x_d(s.first(), x), out_d(s.first(), std::vector<float>(ref.size(), kNaN));
-        b.matmul(x_d.data(), n, w, nullptr, out_d.data());
-        const std::vector<float> out = out_d.download();
-        double ref_max = 0;
-        for (float r : ref) ref_max = std::max(ref_max, static_cast<double>(std::fabs(r)));
-        const Diff d = diff(out.data(), ref.data(), static_cast<int64_t>(out.size()));
-        QVERIFY2(d.within(1e-5 * ref_max, 1e-11), describe(d, out, ref, s.who(b)));
-        // Against F32 activations: each product's x is off by at most d_x / 2 = max|x| / 254 per block.
-        std::vector<float> w_f32(static_cast<size_t>(N) * K);
-        dequantize_row(DType::Q8_0, blocks.data(), w_f32.data(), static_cast<int64_t>(N) * K);
-        for (int t = 0; t < n; ++t)
-            for (int r = 0; r < N; ++r) {
-                double sum = 0, bound = 0;
-                for (int k = 0; k < K; ++k) {
-                    sum += static_cast<double>(x[t * K + k]) * w_f32[static_cast<size_t>(r) * K + k];
-                    bound += std::fabs(w_f32[static_cast<size_t>(r) * K + k]) / 254.0;  // |x| <= 1
-                }
-                QVERIFY2(std::fabs(out[t * N + r] - sum) <= bound * 1.01 + 1e-6,
-                         qPrintable(QString("row %1 col %2: %3 vs %4, bound %5").arg(t).arg(r).arg(out[t * N + r]).arg(sum).arg(bound)));
-            }
+        QFETCH(int, dtype);
+        QFETCH(int, n);
+        check_int8_matmul(static_cast<DType>(dtype), n, 32 * 19, 37);
     }
 
-    // ---- Q4_K / Q5_K / Q6_K x int8 activations (the int8 dots straight from their blocks): blocks of random
-    // bytes (every stored value, 6-bit scale and min, Q6_K's int8 scales -128..127 included), at one x row
-    // (weights decoded in registers) and several (decoded once per tile), N odd (a decode tiling's short
-    // last tile), against the reference and, for the activation quantization's own error, F32 activations.
+    // Q4_K / Q5_K / Q6_K (the int8 dots straight from their blocks): at one x row (weights decoded in
+    // registers) and several (decoded once per tile), N = 11 (a decode tiling's short last tile).
     void matmul_k_int8_data() {
         QTest::addColumn<int>("dtype");
         QTest::addColumn<int>("n");
@@ -341,49 +364,7 @@ private slots:
     void matmul_k_int8() {
         QFETCH(int, dtype);
         QFETCH(int, n);
-        Subject& s = subject();
-        const DType dt = static_cast<DType>(dtype);
-        if (!s.first().supports(dt)) QSKIP("no K-type weights here");
-        std::mt19937_64 rng(case_seed(seed_));
-        const int K = 256 * 3, N = 11;
-        const size_t row_bytes = dtype_row_bytes(dt, K), block_bytes = row_bytes / (K / 256);
-        std::vector<uint8_t> bytes(row_bytes * N);
-        for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
-        // The F16 super-block scales (d, and dmin where there is one) finite and of a plausible size.
-        const std::vector<size_t> f16_at = dt == DType::Q6_K ? std::vector<size_t>{block_bytes - 2}  // d last
-                                                             : std::vector<size_t>{0, 2};            // d, dmin first
-        for (size_t off = 0; off < bytes.size(); off += block_bytes)
-            for (size_t at : f16_at) {
-                const uint16_t h = f32_to_f16(std::ldexp(1.0f + static_cast<float>(rng() % 1000) / 1000, -12));
-                std::memcpy(bytes.data() + off + at, &h, 2);
-            }
-        const WeightView stored{bytes.data(), dt, N, K};
-        const std::vector<float> x = random_floats(rng, static_cast<size_t>(n) * K);
-        std::vector<float> ref(static_cast<size_t>(n) * N);
-        matmul_ref(x.data(), n, stored, nullptr, ref.data());
-        Backend& b = *s.backends.back();
-        const WeightView w = b.upload_weight(stored);
-        const DeviceVector<float> x_d(s.first(), x), out_d(s.first(), std::vector<float>(ref.size(), kNaN));
-        b.matmul(x_d.data(), n, w, nullptr, out_d.data());
-        const std::vector<float> out = out_d.download();
-        double ref_max = 0;
-        for (float r : ref) ref_max = std::max(ref_max, static_cast<double>(std::fabs(r)));
-        const Diff d = diff(out.data(), ref.data(), static_cast<int64_t>(out.size()));
-        QVERIFY2(d.within(1e-5 * ref_max, 1e-11), describe(d, out, ref, s.who(b)));
-        if (!s.cpu) return;
-        // Against F32 activations: each product's x is off by at most d_x / 2 = max|x| / 254 per 256 values.
-        std::vector<float> w_f32(static_cast<size_t>(N) * K);
-        for (int r = 0; r < N; ++r) dequantize_row(dt, bytes.data() + r * row_bytes, w_f32.data() + static_cast<size_t>(r) * K, K);
-        for (int t = 0; t < n; ++t)
-            for (int r = 0; r < N; ++r) {
-                double sum = 0, bound = 0;
-                for (int k = 0; k < K; ++k) {
-                    sum += static_cast<double>(x[t * K + k]) * w_f32[static_cast<size_t>(r) * K + k];
-                    bound += std::fabs(w_f32[static_cast<size_t>(r) * K + k]) / 254.0;  // |x| <= 1
-                }
-                QVERIFY2(std::fabs(out[t * N + r] - sum) <= bound * 1.01 + 1e-6,
-                         qPrintable(QString("row %1 col %2: %3 vs %4, bound %5").arg(t).arg(r).arg(out[t * N + r]).arg(sum).arg(bound)));
-            }
+        check_int8_matmul(static_cast<DType>(dtype), n, 256 * 3, 11);
     }
 
     // ---- paged attention + write_kv: random block tables over thousands of blocks, GQA, decode, chunked
