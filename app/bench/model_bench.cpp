@@ -4,6 +4,7 @@
 //   kvscope-model-bench --model FILE [--threads T] [-p 512] [-n 128] [-r 5] [-ctk auto|f32|f16|bf16]
 // -ctk (llama-bench's name; also --cache-type-k, --kv-cache-dtype) is the KV cache type: auto follows
 // the weights; llama-bench's default is f16, so pass -ctk f16 for a like-for-like run.
+// side_by_side.py (beside this file) runs it and llama-bench alternately and prints the ratios.
 #include "command_line/command_line.h"
 #include "command_line/option_checks.h"
 #include "cpu/cpu_kernel_sets.h"

@@ -65,5 +65,10 @@ private:
 std::unique_ptr<Backend> make_cpu_backend(int num_threads);
 // The CpuFeature bits (cpu/cpu_features.h) this set is compiled for: what a CPU must have to run it.
 uint32_t compiled_cpu_features();
+// Reads bytes at data once, as `streams` (1 .. kMaxReadStreams) equal parts side by side, in the set's
+// widest vectors, and returns their sum (so that nothing is optimized away): the memory-read reference of
+// the decode roofline (cpu/read_streams.cpp). Bytes past a multiple of 64 * streams are not read.
+inline constexpr int kMaxReadStreams = 8;
+uint64_t read_streams(const void* data, size_t bytes, int streams);
 
 }  // namespace KVSCOPE_CPU_NAMESPACE

@@ -11,8 +11,10 @@
     namespace kvscope::cpu::set {                               \
     std::unique_ptr<Backend> make_cpu_backend(int num_threads); \
     uint32_t compiled_cpu_features();                           \
+    uint64_t read_streams(const void*, size_t, int);            \
     }
-#define KVSCOPE_KERNEL_SET(set) CpuKernelSet{#set, set::compiled_cpu_features(), &set::make_cpu_backend}
+#define KVSCOPE_KERNEL_SET(set) \
+    CpuKernelSet{#set, set::compiled_cpu_features(), &set::make_cpu_backend, &set::read_streams}
 #define KVSCOPE_KERNEL_SET_OF(set) KVSCOPE_KERNEL_SET(set)  // expands a macro argument first
 
 #if defined(KVSCOPE_CPU_PORTABLE)

@@ -21,6 +21,9 @@ struct CpuKernelSet {
     std::string_view name;  // "avx512", "avx2", "baseline", "native" or "generic"
     uint32_t features;      // CpuFeature bits it was compiled for: what a CPU needs to run it
     std::unique_ptr<Backend> (*make_backend)(int num_threads);
+    // The set's memory-read kernel: reads bytes once as `streams` (1 .. 8) parts side by side and returns
+    // their sum. kvscope-kernel-bench's read bandwidth, the reference of its decode roofline.
+    uint64_t (*read_streams)(const void* data, size_t bytes, int streams);
 };
 
 // Every set built into this binary, widest first.

@@ -68,8 +68,9 @@ inline vf splatv(float x) {
 #endif
 }
 // a * b + c, fused wherever the set has FMA, unfused where it has none (baseline): never left to
-// -ffp-contract, which fused `acc += w * x` in some tile shapes and not in others on AVX2, so a row's
-// F32 matmul result depended on the batch it ran in (test_backend_ops' batch invariance).
+// -ffp-contract. GCC's Zen tuning (avoid-fma-chains) left single-accumulator tiles unfused and wider ones
+// fused, so a row's result depended on the batch it ran in (test_backend_ops, N = 33 on AVX2). The
+// matmul tiles say so here; kernels/CMakeLists.txt also turns that tuning off for every other loop.
 inline vf fmav(vf a, vf b, vf c) {
 #if defined(__AVX512F__)
     return reinterpret_cast<vf>(_mm512_fmadd_ps(reinterpret_cast<__m512>(a), reinterpret_cast<__m512>(b),
