@@ -37,7 +37,8 @@ void unpack_row_q8_0(DType type, const void* src, BlockQ8_0* dst, int64_t n);
 
 
 // An activation row quantized for the int8 dot products of Q8_0 weights (as llama.cpp does): per 32
-// values an F32 scale d = max|x| / 127 and q = x / d rounded to nearest even, in [-127, 127].
+// values a scale d = max|x| / 127 rounded to F16 (llama.cpp's Q8_0 block holds it so; kept here as F32) and
+// q = x * (127 / max|x|) rounded to nearest even, in [-127, 127].
 struct BlockQ8Act {
     float d;
     int8_t qs[32];

@@ -95,10 +95,16 @@ KVSCOPE_HOST_DEVICE float f16_bits(uint16_t h) {
 #endif
 }
 
-// v as the int8 matmul paths see it: d * q with d = amax / 127 and q = v * (127 / amax) rounded to nearest
-// even (the 1.5 * 2^23 trick) and clamped to [-127, 127]; amax = max |x| over v's block of 32.
+// v as the int8 matmul paths see it: d * q with d = amax / 127 rounded to F16 (as llama.cpp's Q8_0 block
+// stores it) and q = v * (127 / amax) rounded to nearest even (the 1.5 * 2^23 trick) and clamped to
+// [-127, 127]; amax = max |x| over v's block of 32.
 KVSCOPE_HOST_DEVICE float q8_activation(float v, float amax) {
-    const float d = div_rn(amax, 127.0f), id = amax > 0.0f ? div_rn(127.0f, amax) : 0.0f;
+#if defined(__CUDA_ARCH__)
+    const float d = __half2float(__float2half_rn(div_rn(amax, 127.0f)));
+#else
+    const float d = f16_to_f32(f32_to_f16(div_rn(amax, 127.0f)));
+#endif
+    const float id = amax > 0.0f ? div_rn(127.0f, amax) : 0.0f;
     const float q = fminf(fmaxf(sub_rn(fma_rn(v, id, 12582912.0f), 12582912.0f), -127.0f), 127.0f);
     return mul_rn(d, q);
 }
