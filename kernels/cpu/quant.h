@@ -9,6 +9,9 @@
 #include "dtype.h"
 
 #include <cstdint>
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
 
 namespace KVSCOPE_CPU_NAMESPACE {
 
@@ -67,10 +70,18 @@ inline void quantize_activations_for(DType t, const float* src, BlockQ8Act* dst,
 constexpr bool matmul_rounds_activations(DType t) { return t == DType::F16 || t == DType::BF16; }
 // dst[0 .. n) = src rounded to t (a matmul_rounds_activations type) and back to F32; dst may be src.
 inline void round_activations_for(DType t, const float* src, float* dst, int64_t n) {
-    if (t == DType::F16)
-        for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(f32_to_f16(src[i]));
-    else
-        for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(f32_to_bf16(src[i]));
+    if (t == DType::F16) {
+        int64_t i = 0;
+#if defined(__F16C__)
+        // The hardware's round-to-nearest-even gives f32_to_f16's bits. The scalar loop alone cost a fifth of
+        // an F16 pp512 (kvscope-model-bench, bench-135m-f16: 482 -> 603 t/s with this, alternating runs).
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT)));
+#endif
+        for (; i < n; ++i) dst[i] = f16_to_f32(f32_to_f16(src[i]));
+        return;
+    }
+    for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(f32_to_bf16(src[i]));
 }
 
 }  // namespace KVSCOPE_CPU_NAMESPACE
