@@ -4,6 +4,7 @@
 #include "cpu/panel_matmul.h"
 #include "cpu/quant.h"
 #include "cpu/simd.h"
+#include "cpu/tile_tasks.h"
 
 #include <algorithm>
 #include <cmath>
@@ -124,47 +125,34 @@ void weight_tile(const float* x, int n, const WeightView& w, int64_t r0, int nw,
 // Every type but the int8 path's: dot-product tiles over F32 (converted) weight rows.
 void matmul_dot_tiles(ThreadPool& pool, MatmulScratch& scratch, const float* x, int n, const WeightView& w, float* out) {
     const int64_t N = w.rows, K = w.cols;
-    // Enough tasks for balance, few enough that each streams a good run of weight rows.
-    const int64_t num_tiles = (N + kTileW - 1) / kTileW;
-    const int64_t tiles_per_task = std::max<int64_t>(1, num_tiles / (pool.size() * 8));
-    const int64_t num_tasks = (num_tiles + tiles_per_task - 1) / tiles_per_task;
-    // x rows in chunks that stay in L2 while the task's weight rows pass over them.
-    constexpr int kChunkX = 64;
+    const TileTasks tasks(N, kTileW, pool.size());
     // With several x chunks (prefill), a task converts its weight rows once for all chunks instead of once
     // per chunk (dequantize_row was 7% of an F16 prefill), when they fit in L2 alongside an x chunk.
-    const size_t task_floats = static_cast<size_t>(tiles_per_task) * kTileW * K;
+    const size_t task_floats = static_cast<size_t>(tasks.tiles_per_task) * kTileW * K;
     const bool convert_once = n > kChunkX && task_floats * sizeof(float) <= (512u << 10);
     // Per-thread scratch grows on first use only.
     const size_t need = convert_once ? task_floats : static_cast<size_t>(kTileW) * K;
     if (scratch.per_thread.size() < static_cast<size_t>(pool.size())) scratch.per_thread.resize(pool.size());
     for (auto& s : scratch.per_thread)
         if (s.size() < need) s.resize(need);
-    pool.run(num_tasks, [&](int64_t task, int thread) {
+    const size_t row_bytes = dtype_row_bytes(w.dtype, K);
+    for_each_tile(pool, tasks, n, [&](int64_t tile, int x0, int nx, int thread) {
         float* s = scratch.per_thread[thread].data();
-        const int64_t first = task * tiles_per_task, end = std::min(num_tiles, first + tiles_per_task);
-        if (convert_once) {
-            const int64_t r0 = first * kTileW, r1 = std::min(N, end * kTileW);
-            const size_t row_bytes = dtype_row_bytes(w.dtype, K);
-            for (int64_t r = r0; r < r1; ++r)
-                dequantize_row(w.dtype, static_cast<const uint8_t*>(w.data) + r * row_bytes, s + (r - r0) * K, K);
-            for (int x0 = 0; x0 < n; x0 += kChunkX) {
-                const int nx = std::min(kChunkX, n - x0);
-                for (int64_t t = first; t < end; ++t) {
-                    const int64_t r = t * kTileW;
-                    tile_rows(x + static_cast<size_t>(x0) * K, nx, K, F32Rows{s + (r - r0) * K, static_cast<size_t>(K)},
-                              static_cast<int>(std::min<int64_t>(kTileW, N - r)), out + static_cast<size_t>(x0) * N + r, N);
-                }
-            }
+        const int64_t r = tile * kTileW;
+        const int nw = static_cast<int>(std::min<int64_t>(kTileW, N - r));
+        const float* xc = x + static_cast<size_t>(x0) * K;
+        float* o = out + static_cast<size_t>(x0) * N;
+        if (!convert_once) {
+            weight_tile(xc, nx, w, r, nw, s, o);
             return;
         }
-        for (int x0 = 0; x0 < n; x0 += kChunkX) {
-            const int nx = std::min(kChunkX, n - x0);
-            for (int64_t t = first; t < end; ++t) {
-                const int64_t r0 = t * kTileW;
-                weight_tile(x + static_cast<size_t>(x0) * K, nx, w, r0,
-                            static_cast<int>(std::min<int64_t>(kTileW, N - r0)), s, out + static_cast<size_t>(x0) * N);
-            }
+        const int64_t task_r0 = tasks.first(tile / tasks.tiles_per_task) * kTileW;
+        if (tile * kTileW == task_r0 && x0 == 0) {  // the task's first call: its rows, converted once
+            const int64_t r1 = std::min(N, task_r0 + tasks.tiles_per_task * kTileW);
+            for (int64_t q = task_r0; q < r1; ++q)
+                dequantize_row(w.dtype, static_cast<const uint8_t*>(w.data) + q * row_bytes, s + (q - task_r0) * K, K);
         }
+        tile_rows(xc, nx, K, F32Rows{s + (r - task_r0) * K, static_cast<size_t>(K)}, nw, o + r, N);
     });
 }
 

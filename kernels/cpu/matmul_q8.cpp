@@ -2,6 +2,7 @@
 
 #include "cpu/q8_values.h"
 #include "cpu/simd.h"
+#include "cpu/tile_tasks.h"
 
 #include <algorithm>
 #include <cmath>
@@ -539,49 +540,40 @@ void matmul_k_rows(ThreadPool& pool, const BlockQ8Act* xq, const ActSumsQ8* xs,
     const size_t row_bytes = dtype_row_bytes(w.dtype, K);
     const auto* rows = static_cast<const uint8_t*>(w.data);
     const int tile_w = n == 1 ? kDecodeWK : kTileWK;
-    const int64_t num_tiles = (N + tile_w - 1) / tile_w;
-    const int64_t tiles_per_task = std::max<int64_t>(1, num_tiles / (pool.size() * 8));
-    const int64_t num_tasks = (num_tiles + tiles_per_task - 1) / tiles_per_task;
-    constexpr int kChunkX = 64;  // activation rows that stay in L2 while the task's weight rows pass
+    const TileTasks tasks(N, tile_w, pool.size());
     if (n > 1) {  // per-thread room for one tile's rows decoded
         if (decoded.size() < static_cast<size_t>(pool.size())) decoded.resize(pool.size());
         for (auto& d : decoded)
             if (d.size() < static_cast<size_t>(kTileWK * nb8)) d.resize(static_cast<size_t>(kTileWK * nb8));
     }
-    pool.run(num_tasks, [&](int64_t task, int thread) {
-        const int64_t end = std::min(num_tiles, (task + 1) * tiles_per_task);
-        for (int x0 = 0; x0 < n; x0 += kChunkX) {
-            const int nx = std::min(kChunkX, n - x0);
-            for (int64_t tile_index = task * tiles_per_task; tile_index < end; ++tile_index) {
-                const int64_t r0 = tile_index * tile_w;
-                const int nw = static_cast<int>(std::min<int64_t>(tile_w, N - r0));
-                const BlockQ8Act* x = xq + static_cast<size_t>(x0) * nb;
-                const ActSumsQ8* s = xs + static_cast<size_t>(x0) * nb8;
-                const uint8_t* wr = rows + r0 * row_bytes;
-                float* o = out + static_cast<size_t>(x0) * N + r0;
-                if (n == 1) {  // each block once: decoded in registers
-                    const DirectRows<Dec> direct{wr, row_bytes};
-                    if (nw == kDecodeWK)
-                        tile_k<DirectRows<Dec>, 1, kDecodeWK>(x, s, nb8, direct, o, N);
-                    else
-                        with_constant<kDecodeWK>(nw, [&](auto NW) { tile_k<DirectRows<Dec>, 1, NW()>(x, s, nb8, direct, o, N); });
-                    continue;
-                }
-                // Several x rows: the tile's weight rows decoded once, then every x tile reads them.
-                DecodedKBlock* g = decoded[thread].data();
-                decode_rows<Dec>(wr, row_bytes, nw, nb8, g);
-                const DecodedRows<Dec> rows_d{g, nb8};
-                with_constant<kTileWK>(nw, [&](auto NW) {
-                    int t = 0;
-                    for (; t + kTileXK <= nx; t += kTileXK)
-                        tile_k<DecodedRows<Dec>, kTileXK, NW()>(x + t * nb, s + t * nb8, nb8, rows_d, o + t * N, N);
-                    if (t < nx)
-                        with_constant<kTileXK>(nx - t, [&](auto MX) {
-                            tile_k<DecodedRows<Dec>, MX(), NW()>(x + t * nb, s + t * nb8, nb8, rows_d, o + t * N, N);
-                        });
-                });
-            }
+    for_each_tile(pool, tasks, n, [&](int64_t tile_index, int x0, int nx, int thread) {
+        const int64_t r0 = tile_index * tile_w;
+        const int nw = static_cast<int>(std::min<int64_t>(tile_w, N - r0));
+        const BlockQ8Act* x = xq + static_cast<size_t>(x0) * nb;
+        const ActSumsQ8* s = xs + static_cast<size_t>(x0) * nb8;
+        const uint8_t* wr = rows + r0 * row_bytes;
+        float* o = out + static_cast<size_t>(x0) * N + r0;
+        if (n == 1) {  // each block once: decoded in registers
+            const DirectRows<Dec> direct{wr, row_bytes};
+            if (nw == kDecodeWK)
+                tile_k<DirectRows<Dec>, 1, kDecodeWK>(x, s, nb8, direct, o, N);
+            else
+                with_constant<kDecodeWK>(nw, [&](auto NW) { tile_k<DirectRows<Dec>, 1, NW()>(x, s, nb8, direct, o, N); });
+            return;
         }
+        // Several x rows: the tile's weight rows decoded once, then every x tile reads them.
+        DecodedKBlock* g = decoded[thread].data();
+        decode_rows<Dec>(wr, row_bytes, nw, nb8, g);
+        const DecodedRows<Dec> rows_d{g, nb8};
+        with_constant<kTileWK>(nw, [&](auto NW) {
+            int t = 0;
+            for (; t + kTileXK <= nx; t += kTileXK)
+                tile_k<DecodedRows<Dec>, kTileXK, NW()>(x + t * nb, s + t * nb8, nb8, rows_d, o + t * N, N);
+            if (t < nx)
+                with_constant<kTileXK>(nx - t, [&](auto MX) {
+                    tile_k<DecodedRows<Dec>, MX(), NW()>(x + t * nb, s + t * nb8, nb8, rows_d, o + t * N, N);
+                });
+        });
     });
 }
 
@@ -607,49 +599,38 @@ void matmul_q8_0(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<std:
         for (auto& u : unpacked)
             if (u.size() < static_cast<size_t>(kDecodeW * nb)) u.resize(static_cast<size_t>(kDecodeW * nb));
     }
-    const int64_t num_tiles = (N + tile_w - 1) / tile_w;
-    const int64_t tiles_per_task = std::max<int64_t>(1, num_tiles / (pool.size() * 8));
-    const int64_t num_tasks = (num_tiles + tiles_per_task - 1) / tiles_per_task;
-    // Activation rows in chunks that stay in L2 while the task's weight rows pass over them.
-    constexpr int kChunkX = 64;
-    pool.run(num_tasks, [&](int64_t task, int thread) {
-        const int64_t end = std::min(num_tiles, (task + 1) * tiles_per_task);
-        for (int x0 = 0; x0 < n; x0 += kChunkX) {
-            const int nx = std::min(kChunkX, n - x0);
-            for (int64_t tile_index = task * tiles_per_task; tile_index < end; ++tile_index) {
-                const int64_t r0 = tile_index * tile_w;
-                const int nw = static_cast<int>(std::min<int64_t>(tile_w, N - r0));
-                const BlockQ8Act* xs = xq.data() + static_cast<size_t>(x0) * nb;
-                const void* rows = static_cast<const uint8_t*>(w.data) + r0 * row_bytes;
-                float* o = out + static_cast<size_t>(x0) * N + r0;
-                if (n == 1 && in_place) {
-                    switch (w.dtype) {
-                    case DType::Q8_0: decode_tile(xs, nb, BlockRows<BlockQ8_0>{static_cast<const BlockQ8_0*>(rows), nb}, nw, o); break;
+    for_each_tile(pool, TileTasks(N, tile_w, pool.size()), n, [&](int64_t tile_index, int x0, int nx, int thread) {
+        const int64_t r0 = tile_index * tile_w;
+        const int nw = static_cast<int>(std::min<int64_t>(tile_w, N - r0));
+        const BlockQ8Act* xs = xq.data() + static_cast<size_t>(x0) * nb;
+        const void* rows = static_cast<const uint8_t*>(w.data) + r0 * row_bytes;
+        float* o = out + static_cast<size_t>(x0) * N + r0;
+        if (n == 1 && in_place) {
+            switch (w.dtype) {
+            case DType::Q8_0: decode_tile(xs, nb, BlockRows<BlockQ8_0>{static_cast<const BlockQ8_0*>(rows), nb}, nw, o); break;
 #if defined(__AVX2__)
-                    case DType::Q4_0: decode_tile(xs, nb, BlockRows<BlockQ4_0>{static_cast<const BlockQ4_0*>(rows), nb}, nw, o); break;
-                    case DType::Q5_0: decode_tile(xs, nb, BlockRows<BlockQ5_0>{static_cast<const BlockQ5_0*>(rows), nb}, nw, o); break;
-                    case DType::IQ4_NL:
-                        decode_tile(xs, nb, BlockRows<BlockIQ4_NL>{static_cast<const BlockIQ4_NL*>(rows), nb}, nw, o);
-                        break;
+            case DType::Q4_0: decode_tile(xs, nb, BlockRows<BlockQ4_0>{static_cast<const BlockQ4_0*>(rows), nb}, nw, o); break;
+            case DType::Q5_0: decode_tile(xs, nb, BlockRows<BlockQ5_0>{static_cast<const BlockQ5_0*>(rows), nb}, nw, o); break;
+            case DType::IQ4_NL:
+                decode_tile(xs, nb, BlockRows<BlockIQ4_NL>{static_cast<const BlockIQ4_NL*>(rows), nb}, nw, o);
+                break;
 #endif
-                    default: throw std::invalid_argument("matmul_q8_0: " + std::string(dtype_name(w.dtype)) + " does not unpack to Q8_0");
-                    }
-                    continue;
-                }
-                const BlockQ8_0* ws = static_cast<const BlockQ8_0*>(rows);
-                if (!in_place) {  // Q4_0 / Q5_0 / IQ4_NL: the tile's rows as Q8_0 blocks, the same values
-                    BlockQ8_0* u = unpacked[thread].data();
-                    for (int r = 0; r < nw; ++r)
-                        unpack_row_q8_0(w.dtype, static_cast<const uint8_t*>(rows) + r * row_bytes, u + r * nb, K);
-                    ws = u;
-                }
-                if (n == 1) {  // sets without q8_values.h: unpacked rows
-                    decode_tile(xs, nb, BlockRows<BlockQ8_0>{ws, nb}, nw, o);
-                    continue;
-                }
-                with_constant<kTileW>(nw, [&](auto NW) { tile_rows_nw<NW()>(xs, nx, nb, BlockRows<BlockQ8_0>{ws, nb}, o, N); });
+            default: throw std::invalid_argument("matmul_q8_0: " + std::string(dtype_name(w.dtype)) + " does not unpack to Q8_0");
             }
+            return;
         }
+        const BlockQ8_0* ws = static_cast<const BlockQ8_0*>(rows);
+        if (!in_place) {  // Q4_0 / Q5_0 / IQ4_NL: the tile's rows as Q8_0 blocks, the same values
+            BlockQ8_0* u = unpacked[thread].data();
+            for (int r = 0; r < nw; ++r)
+                unpack_row_q8_0(w.dtype, static_cast<const uint8_t*>(rows) + r * row_bytes, u + r * nb, K);
+            ws = u;
+        }
+        if (n == 1) {  // sets without q8_values.h: unpacked rows
+            decode_tile(xs, nb, BlockRows<BlockQ8_0>{ws, nb}, nw, o);
+            return;
+        }
+        with_constant<kTileW>(nw, [&](auto NW) { tile_rows_nw<NW()>(xs, nx, nb, BlockRows<BlockQ8_0>{ws, nb}, o, N); });
     });
 }
 
