@@ -3,6 +3,7 @@
 // prompt token ids, 100-token greedy continuations through the batched paged engine for several block
 // sizes, and raw logits (run.c's) at every generated position, for the HF directory and the GGUF file.
 #include "shared_models.h"
+#include "engine_fixtures.h"
 
 #include "prefill_logits.h"
 #include "llm_engine.h"
@@ -46,16 +47,11 @@ private slots:
         QFETCH(int, blockSize);
         auto model = test::load_stories(format);
         const json expected = test::read_json(test::models_dir() + "/expected.json");
-        EngineConfig config;
+        EngineConfig config = test::checked_engine_config();
         config.block_size = blockSize;
-        config.scheduler.max_model_len = 512;
-        config.num_threads = 2;
-        config.check_invariants = true;
         LlmEngine engine(model, config);
         std::vector<std::string> ids;
-        SamplingParams greedy;
-        greedy.temperature = 0;
-        greedy.max_tokens = 100;
+        const SamplingParams greedy = test::greedy(100);  // run.c's continuations are 100 tokens, no EOS
         for (const auto& c : expected["cases"])
             ids.push_back(engine.add_request({"", c["prompt_ids"].get<std::vector<int32_t>>(), greedy, 0, ""}).front());
         std::map<std::string, std::string> texts;
@@ -96,10 +92,8 @@ private slots:
     void logprobsMatchRunC() {
         auto model = test::load_stories("gguf");
         const std::vector<test::ReferenceLogits> refs = test::reference_logits();
-        EngineConfig config;
+        EngineConfig config = test::checked_engine_config();
         config.block_size = 16;
-        config.scheduler.max_model_len = 512;
-        config.num_threads = 2;
         LlmEngine engine(model, config);
         SamplingParams p;
         p.temperature = 0;
@@ -156,11 +150,8 @@ private slots:
         QFETCH(QString, mode);
         auto model = test::load_stories("gguf");
         const std::vector<test::ReferenceLogits> refs = test::reference_logits();
-        EngineConfig config;
+        EngineConfig config = test::checked_engine_config();
         config.block_size = 16;
-        config.scheduler.max_model_len = 512;
-        config.num_threads = 2;
-        config.check_invariants = true;
         config.scheduler.max_num_seqs = 8;  // 8 logits rows: each step's prompt rows go through in many pieces
         // preemption: 24 blocks of 16 tokens for four requests that grow to 10 blocks each.
         const int num_continued = mode == "preemption" ? 100 : 150;  // reference tokens appended to the prompt

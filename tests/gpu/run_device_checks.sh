@@ -108,7 +108,7 @@ if (( ! DRY )); then
         # the Q8_0 matmul read every block type's bytes (the quantized kernels); head size 256 runs the
         # attention kernel with its raised dynamic shared memory.
         KVSCOPE_TEST_BACKENDS=cuda step memcheck 45 "$SANITIZER" --tool memcheck --target-processes all --error-exitcode 9 \
-            "$B/run" "$B/tests/test_backend_ops" write_kv rms_norm argmax embedding matmul_q8_0_int8 || tests_rc=1
+            "$B/run" "$B/tests/test_backend_ops" write_kv rms_norm argmax embedding matmul_int8 || tests_rc=1
         KVSCOPE_TEST_BACKENDS=cuda step racecheck 45 "$SANITIZER" --tool racecheck --target-processes all --error-exitcode 9 \
             "$B/run" "$B/tests/test_backend_ops" rms_norm argmax "paged_attention:D=256 gqa=2 B=16 prefill window=37" || tests_rc=1
         grep -E '^=========.*(ERROR|error|hazard)' "$LOG/memcheck.log" "$LOG/racecheck.log" | head -n 20 | tee -a "$REPORT"

@@ -340,31 +340,28 @@ private slots:
     // activations.
     // Blocks of 32 (Q8_0, and the types that unpack to it): an odd block count (the AVX-512 kernel's unpaired
     // last block), N = 37 (single-row decode's tiles of 8 and a short last one); one x row (blocks read in
-    // place) and several (rows unpacked once per tile).
-    void matmul_q8_0_int8_data() {
+    // place) and several (rows unpacked once per tile). Q4_K / Q5_K / Q6_K (the int8 dots straight from their
+    // blocks): one x row (weights decoded in registers) and several (decoded once per tile), N = 11 (a decode
+    // tiling's short last tile).
+    void matmul_int8_data() {
         QTest::addColumn<int>("dtype");
         QTest::addColumn<int>("n");
+        QTest::addColumn<int>("K");
+        QTest::addColumn<int>("N");
+        auto add = [](DType dt, int n, int K, int N) {
+            QTest::addRow("%s n=%d", dtype_name(dt).data(), n) << static_cast<int>(dt) << n << K << N;
+        };
         for (DType dt : {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::IQ4_NL})
-            for (int n : {1, 7}) QTest::addRow("%s n=%d", dtype_name(dt).data(), n) << static_cast<int>(dt) << n;
-    }
-    void matmul_q8_0_int8() {
-        QFETCH(int, dtype);
-        QFETCH(int, n);
-        check_int8_matmul(static_cast<DType>(dtype), n, 32 * 19, 37);
-    }
-
-    // Q4_K / Q5_K / Q6_K (the int8 dots straight from their blocks): at one x row (weights decoded in
-    // registers) and several (decoded once per tile), N = 11 (a decode tiling's short last tile).
-    void matmul_k_int8_data() {
-        QTest::addColumn<int>("dtype");
-        QTest::addColumn<int>("n");
+            for (int n : {1, 7}) add(dt, n, 32 * 19, 37);
         for (DType dt : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
-            for (int n : {1, 6}) QTest::addRow("%s n=%d", dtype_name(dt).data(), n) << static_cast<int>(dt) << n;
+            for (int n : {1, 6}) add(dt, n, 256 * 3, 11);
     }
-    void matmul_k_int8() {
+    void matmul_int8() {
         QFETCH(int, dtype);
         QFETCH(int, n);
-        check_int8_matmul(static_cast<DType>(dtype), n, 256 * 3, 11);
+        QFETCH(int, K);
+        QFETCH(int, N);
+        check_int8_matmul(static_cast<DType>(dtype), n, K, N);
     }
 
     // ---- paged attention + write_kv: random block tables over thousands of blocks, GQA, decode, chunked
