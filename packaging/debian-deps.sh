@@ -6,7 +6,7 @@ set -euo pipefail
 # dpkg-dev has dpkg-shlibdeps (cpack -G DEB's Depends); desktop-file-utils and appstream validate the
 # desktop file and the metainfo.
 packages=(cmake ninja-build g++ pkg-config git qt6-base-dev qt6-base-dev-tools libqcustomplot-dev
-          nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libcurl4-openssl-dev libssl-dev libpcre2-dev libgl-dev qemu-user
+          nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libcurl4-openssl-dev libssl-dev libpcre2-dev libutf8proc-dev libgl-dev qemu-user
           dpkg-dev desktop-file-utils appstream)
 missing=()
 for p in "${packages[@]}"; do

@@ -277,6 +277,11 @@ std::vector<int32_t> Tokenizer::encode_with_special_tokens(std::string_view text
 
 void Tokenizer::encode_segment(std::string_view text, bool at_start, std::vector<int32_t>& out) const {
     if (text.empty()) return;
+    std::string normalized;  // the tokenizer.json normalizer's form, between the special tokens as in HF
+    if (vocab_.normalization != UnicodeNormalization::none) {
+        normalized = unicode_normalize(text, vocab_.normalization);
+        text = normalized;
+    }
     switch (vocab_.kind) {
         case TokenizerKind::Bytes:
             for (char c : text) out.push_back(static_cast<uint8_t>(c));

@@ -153,12 +153,19 @@ void read_spm_options(const json& doc, TokenizerVocab& v, const std::string& sou
             const json& pattern = n.value("pattern", json::object());
             if (pattern.value("String", std::string()) != " " || n.value("content", std::string()) != kMetaspace)
                 throw BadInput(source + ": normalizer Replace other than ' ' -> '\xE2\x96\x81' is not supported");
-        } else if (t != "NFC" && t != "NFKC") {
+        } else if (t == "NFC" || t == "NFKC") {
+            v.normalization = t == "NFC" ? UnicodeNormalization::nfc : UnicodeNormalization::nfkc;
+        } else {
             throw BadInput(source + ": normalizer type '" + t + "' is not supported");
         }
     });
+    const bool spaces_replaced = contains_type(doc.value("normalizer", json()), "normalizers", "Replace");
     for_each_component(doc.value("pre_tokenizer", json()), "pretokenizers", [&](const json& p) {
         const std::string t = type_of(p);
+        // Gemma 3: Split on " " after the normalizer has replaced every " " with "▁" never splits.
+        if (t == "Split" && spaces_replaced && !p.value("invert", false) &&
+            p.value("pattern", json::object()).value("String", std::string()) == " ")
+            return;
         if (t != "Metaspace") throw BadInput(source + ": pre_tokenizer type '" + t + "' is not supported for a SentencePiece BPE");
         if (p.value("replacement", std::string(kMetaspace)) != kMetaspace)
             throw BadInput(source + ": Metaspace replacement other than '\xE2\x96\x81' is not supported");
@@ -176,8 +183,8 @@ void read_spm_options(const json& doc, TokenizerVocab& v, const std::string& sou
 void read_byte_level_options(const json& doc, TokenizerVocab& v, const std::string& source) {
     v.add_space_prefix = false;
     for_each_component(doc.value("normalizer", json()), "normalizers", [&](const json& n) {
-        // NFC is accepted without normalising (input text is assumed to be NFC already).
         if (type_of(n) != "NFC") throw BadInput(source + ": normalizer type '" + type_of(n) + "' is not supported");
+        v.normalization = UnicodeNormalization::nfc;
     });
     for_each_component(doc.value("pre_tokenizer", json()), "pretokenizers", [&](const json& p) {
         const std::string t = type_of(p);

@@ -3,6 +3,8 @@
 // Tokenizer::from_vocab validates it and builds the lookup tables; this header holds data only.
 #pragma once
 
+#include "model/unicode_normalize.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -38,6 +40,7 @@ struct TokenizerVocab {
     bool space_prefix_first_only = false;   // Metaspace prepend_scheme "first": not after special tokens
     bool metaspace_split = false;           // Metaspace split=true: words break before each "▁"
     bool byte_level_add_prefix_space = false;  // ByteLevel add_prefix_space: prepend " " to the text
+    UnicodeNormalization normalization = UnicodeNormalization::none;  // tokenizer.json normalizer NFC / NFKC
     bool ignore_merges = false;             // a word that is itself a piece is one token (Llama 3;
                                             // also implied by the llama-bpe pre-tokenizer, as in llama.cpp)
 };

@@ -203,6 +203,19 @@ private slots:
         QCOMPARE(llama3_->encode_with_special_tokens("x", true).front(), kBegin);
     }
 
+    // Qwen2 / Qwen3's NFC normalizer: "e" + U+0301 is the composed "é" (bytes C3 A9, ids 0xC3 0xA9 here),
+    // as HF tokenizers encode it; without the normalizer the three bytes stay.
+    void nfc_normalizer() {
+        json doc = json::parse(tokenizer_json(false));
+        doc["normalizer"] = {{"type", "NFC"}};
+        const Tokenizer qwen = Tokenizer::from_hf_json(doc.dump(), "", "qwen/tokenizer.json");
+        const std::string decomposed = "e\xCC\x81", composed = "\xC3\xA9";
+        QCOMPARE(to_qlist(qwen.encode(decomposed, false)), ids_of({0xC3, 0xA9}));
+        QCOMPARE(to_qlist(qwen.encode_with_special_tokens("<|eot_id|>" + decomposed, false)), ids_of({kEot, 0xC3, 0xA9}));
+        QCOMPARE(to_qlist(gpt2_->encode(decomposed, false)), ids_of({'e', 0xCC, 0x81}));
+        QCOMPARE(qwen.decode(qwen.encode(decomposed, false)), composed);
+    }
+
     // The same vocab described the way GGUF does (pre-tokenizer by name) gives the same ids.
     void gguf_pre_names() {
         kvscope::TokenizerVocab v;

@@ -47,6 +47,24 @@ private slots:
         QCOMPARE(t.encode("ab", true), (std::vector<int32_t>{1, 0, 5}));  // "▁" is unknown here
     }
 
+    // Valid variants of the base that real vocabs use: an NFKC normalizer (applied: fullwidth "ａｂ" is
+    // "ab"), and Gemma 3's Split on " " after the Replace normalizer (no space is left to split on).
+    void valid_variants() {
+        const std::string v = kValid;
+        const std::string fullwidth = "\xEF\xBD\x81\xEF\xBD\x82";  // U+FF41 U+FF42
+        const Tokenizer plain = Tokenizer::from_hf_json(v, "", "t/tokenizer.json");
+        QVERIFY(plain.encode(fullwidth, false) != (std::vector<int32_t>{0, 5}));
+        const Tokenizer nfkc = Tokenizer::from_hf_json(
+            with(v, "\"normalizers\": [", "\"normalizers\": [{\"type\": \"NFKC\"}, "), "", "t/tokenizer.json");
+        QCOMPARE(nfkc.encode(fullwidth, false), (std::vector<int32_t>{0, 5}));
+        QCOMPARE(nfkc.encode("a\xFF" "b", false), plain.encode("a\xFF" "b", false));  // invalid UTF-8: as given
+        const Tokenizer gemma3 = Tokenizer::from_hf_json(
+            with(v, "\"decoder\"", "\"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"String\": \" \"}, "
+                                   "\"behavior\": \"MergedWithPrevious\", \"invert\": false}, \"decoder\""),
+            "", "t/tokenizer.json");
+        QCOMPARE(gemma3.encode("ab ab", true), plain.encode("ab ab", true));
+    }
+
     void hf_json_data() {
         QTest::addColumn<QByteArray>("json");
         QTest::addColumn<QByteArray>("config");
@@ -82,6 +100,9 @@ private slots:
         row("bad byte-level split", with(no_normalizer, "\"decoder\": {\"type\": \"ByteFallback\"}",
                                          "\"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"(a\"}, \"behavior\": \"Isolated\"}, \"decoder\": {\"type\": \"ByteLevel\"}"),
             "pre-tokenizer regex '(a' does not compile");
+        row("spm split without replace", with(with(v, "{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"\\u2581\"}", "{\"type\": \"NFC\"}"),
+                                              "\"decoder\"", "\"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"String\": \" \"}}, \"decoder\""),
+            "pre_tokenizer type 'Split' is not supported for a SentencePiece BPE");
         row("split behavior", with(no_normalizer, "\"decoder\": {\"type\": \"ByteFallback\"}",
                                    "\"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"a\"}, \"behavior\": \"Removed\"}, \"decoder\": {\"type\": \"ByteLevel\"}"),
             "Split behavior 'Removed' is not supported");

@@ -137,7 +137,7 @@ private slots:
         const QString depends = field(main_deb_, "Depends");
         qInfo("kvscope Depends: %s", qPrintable(depends));
         for (const char* lib : {"libc6", "libstdc++6", "libqt6core6", "libqt6gui6", "libqt6widgets6", "libqcustomplot",
-                                "libpcre2-8-0"})
+                                "libpcre2-8-0", "libutf8proc2"})
             QVERIFY2(depends.contains(lib), qPrintable(QString(lib) + " not in: " + depends));
         QVERIFY2(!depends.contains("cuda", Qt::CaseInsensitive) && !depends.contains("nvidia", Qt::CaseInsensitive),
                  qPrintable(depends));
