@@ -214,12 +214,11 @@ void Tokenizer::build(const std::string& source) {
     if (v.kind == TokenizerKind::ByteLevelBpe) {
         std::vector<std::string> patterns = v.split_regexes;
         if (patterns.empty()) {
-            auto known = TokenizerPreSplitter::patterns_for_pre(v.pre_tokenizer);
+            auto known = TokenizerPreSplitter::rule_for_pre(v.pre_tokenizer);
             if (!known) throw BadInput(source + ": pre-tokenizer '" + v.pre_tokenizer + "' is not supported");
-            patterns = std::move(*known);
+            patterns = std::move(known->patterns);
+            v.ignore_merges = v.ignore_merges || known->ignore_merges;
         }
-        if (v.pre_tokenizer == "llama-bpe" || v.pre_tokenizer == "llama3" || v.pre_tokenizer == "llama-v3")
-            v.ignore_merges = true;
         splitter_ = TokenizerPreSplitter(patterns, source);
     }
 
@@ -242,14 +241,16 @@ int32_t Tokenizer::find_piece(std::string_view text) const {
 // ---- encoding ----
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos) const {
-    std::vector<int32_t> out;
-    out.reserve(text.size() / 3 + 2);
-    if (add_bos && adds_bos()) out.push_back(vocab_.bos_id);
-    encode_segment(text, true, out);
-    return out;
+    return encode_added(text, add_bos, false);
 }
 
 std::vector<int32_t> Tokenizer::encode_with_special_tokens(std::string_view text, bool add_bos) const {
+    return encode_added(text, add_bos, true);
+}
+
+// The added tokens written in the text (special ones too where match_special) as their ids, leftmost
+// longest first; the text between them through the vocab's pre-tokenizer and BPE.
+std::vector<int32_t> Tokenizer::encode_added(std::string_view text, bool add_bos, bool match_special) const {
     std::vector<int32_t> out;
     out.reserve(text.size() / 3 + 2);
     if (add_bos && adds_bos()) out.push_back(vocab_.bos_id);
@@ -257,6 +258,7 @@ std::vector<int32_t> Tokenizer::encode_with_special_tokens(std::string_view text
     for (size_t i = 0; i < text.size();) {
         int32_t hit = -1;
         for (int32_t id : specials_by_first_byte_[static_cast<uint8_t>(text[i])]) {
+            if (!match_special && type_of(id) != kTokenUserDefined) continue;
             if (text.substr(i).starts_with(vocab_.tokens[id])) {
                 hit = id;
                 break;

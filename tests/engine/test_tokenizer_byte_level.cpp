@@ -190,9 +190,11 @@ private slots:
         const std::string text = "<|begin_of_text|>the<|eot_id|><|user_tag|> is";
         const auto chat = llama3_->encode_with_special_tokens(text, false);
         QCOMPARE(to_qlist(chat), ids_of({kBegin, 't', 257, kEot, kUserTag, ' ', 265}));
-        // User text: the markers are plain characters.
+        // User text: the special markers are plain characters; the added token that is not special is
+        // matched anyway, as HF tokenizers and llama.cpp do.
         const auto plain = llama3_->encode(text, false);
-        for (int32_t id : plain) QVERIFY(id < kBegin);
+        for (int32_t id : plain) QVERIFY(id < kBegin || id == kUserTag);
+        QCOMPARE(std::count(plain.begin(), plain.end(), kUserTag), 1);
         QCOMPARE(llama3_->decode(plain), text);
         // Special tokens are skipped by default, user-defined ones are text.
         QCOMPARE(llama3_->decode(chat), std::string("the<|user_tag|> is"));
@@ -214,6 +216,37 @@ private slots:
         QCOMPARE(to_qlist(qwen.encode_with_special_tokens("<|eot_id|>" + decomposed, false)), ids_of({kEot, 0xC3, 0xA9}));
         QCOMPARE(to_qlist(gpt2_->encode(decomposed, false)), ids_of({'e', 0xCC, 0x81}));
         QCOMPARE(qwen.decode(qwen.encode(decomposed, false)), composed);
+    }
+
+    // GGUF tokenizer.ggml.pre names of current families: the words their rules make (the rules were also
+    // checked whole against transformers.js on each family's real vocab, as test_real_tokenizers does).
+    void gguf_pre_rules_data() {
+        QTest::addColumn<QString>("pre");
+        QTest::addColumn<QByteArray>("text");
+        QTest::addColumn<QStringList>("words");
+        QTest::newRow("tekken: case runs, single digits") << "tekken" << QByteArray("HelloWorld 2123")
+                                                         << QStringList{"Hello", "World", " ", "2", "1", "2", "3"};
+        QTest::newRow("gpt-4o: case runs, contractions, digits 1-3") << "gpt-4o" << QByteArray("HelloWorld's 12345")
+                                                                    << QStringList{"Hello", "World's", " ", "123", "45"};
+        QTest::newRow("llama4 as gpt-4o") << "llama4" << QByteArray("THEY'RE") << QStringList{"THEY'RE"};
+        QTest::newRow("deepseek-v3: digits, CJK, words") << "deepseek-v3" << QByteArray("abc\xE4\xB8\xAD\xE6\x96\x87" "12345")
+                                                        << QStringList{"abc", "\u4E2D\u6587", "123", "45"};
+        QTest::newRow("deepseek-coder: newlines alone") << "deepseek-coder" << QByteArray("a\n\nb 12")
+                                                       << QStringList{"a", "\n", "\n", "b", " ", "1", "2"};
+        QTest::newRow("qwen35: marks with letters") << "qwen35" << QByteArray("e\xCC\x81x 12")
+                                                   << QStringList{"e\u0301x", " ", "1", "2"};
+        QTest::newRow("glm4 as llama3") << "glm4" << QByteArray("1234567") << QStringList{"123", "456", "7"};
+        QTest::newRow("exaone: digits alone") << "exaone" << QByteArray("x 123") << QStringList{"x", " ", "1", "2", "3"};
+    }
+    void gguf_pre_rules() {
+        QFETCH(QString, pre);
+        QFETCH(QByteArray, text);
+        QFETCH(QStringList, words);
+        const auto rule = kvscope::TokenizerPreSplitter::rule_for_pre(pre.toStdString());
+        QVERIFY(rule.has_value());
+        const kvscope::TokenizerPreSplitter splitter(rule->patterns, pre.toStdString());
+        QCOMPARE(words_of(splitter.split(text.toStdString())), words);
+        QCOMPARE(rule->ignore_merges, pre == "tekken");
     }
 
     // The same vocab described the way GGUF does (pre-tokenizer by name) gives the same ids.
