@@ -37,16 +37,51 @@ TokenizerPreSplitter::TokenizerPreSplitter(const std::vector<std::string>& patte
     }
 }
 
-std::optional<std::vector<std::string>> TokenizerPreSplitter::patterns_for_pre(std::string_view name) {
-    if (name == "llama-bpe" || name == "llama3" || name == "llama-v3" || name == "llama-3")
-        return std::vector<std::string>{std::string(kLlama3SplitPattern)};
-    if (name == "qwen2" || name == "deepseek-r1-qwen")
-        return std::vector<std::string>{std::string(kQwen2SplitPattern)};
-    // llama.cpp: digits isolated first, then GPT-2's pattern.
-    if (name == "smollm" || name == "starcoder" || name == "refact" || name == "command-r")
-        return std::vector<std::string>{R"(\p{N})", std::string(kGpt2SplitPattern)};
-    if (name.empty() || name == "gpt2" || name == "gpt-2" || name == "default" || name == "mpt" || name == "olmo")
-        return std::vector<std::string>{std::string(kGpt2SplitPattern)};
+namespace {
+
+// The models' own tokenizer.json Split patterns (PCRE2 reads them as Oniguruma does for these).
+constexpr std::string_view kO200kPattern =  // GPT-4o, Llama 4
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|)"
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|)"
+    R"(\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kTekkenPattern =  // Mistral Nemo, Mistral Small 3, Pixtral
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|)"
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|)"
+    R"(\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kQwen35Pattern =  // Qwen3.5: combining marks stay with their letters
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+bool is_one_of(std::string_view name, std::initializer_list<std::string_view> names) {
+    for (std::string_view n : names)
+        if (name == n) return true;
+    return false;
+}
+
+}  // namespace
+
+std::optional<TokenizerPreSplitter::PreRule> TokenizerPreSplitter::rule_for_pre(std::string_view name) {
+    using P = std::vector<std::string>;
+    if (is_one_of(name, {"llama-bpe", "llama3", "llama-v3", "llama-3", "falcon3", "falcon-h1", "pixtral", "lfm2", "midm-2.0"}))
+        return PreRule{P{std::string(kLlama3SplitPattern)}, true};
+    if (is_one_of(name, {"dbrx", "smaug-bpe", "glm4", "chatglm-bpe"})) return PreRule{P{std::string(kLlama3SplitPattern)}};
+    if (is_one_of(name, {"qwen2", "deepseek-r1-qwen", "stablelm2", "megrez", "hunyuan", "kormo", "grok-2", "solar-open"}))
+        return PreRule{P{std::string(kQwen2SplitPattern)}};
+    if (name == "qwen35") return PreRule{P{std::string(kQwen35Pattern)}};
+    if (name == "tekken") return PreRule{P{std::string(kTekkenPattern)}, true};
+    if (is_one_of(name, {"gpt-4o", "llama4", "kanana2"})) return PreRule{P{std::string(kO200kPattern)}};
+    // Digits isolated first, then GPT-2's pattern.
+    if (is_one_of(name, {"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b"}))
+        return PreRule{P{R"(\p{N})", std::string(kGpt2SplitPattern)}};
+    if (is_one_of(name, {"", "gpt2", "gpt-2", "default", "mpt", "olmo", "phi-2", "jais", "exaone4", "trillion",
+                         "granite-docling", "a.x-4.0", "gigachat", "mellum", "roberta-bpe"}))
+        return PreRule{P{std::string(kGpt2SplitPattern)}};
+    if (is_one_of(name, {"deepseek-v3", "hunyuan-dense"}))
+        return PreRule{P{R"(\p{N}{1,3})", "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+                         R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"}};
+    if (name == "deepseek-coder")
+        return PreRule{P{R"([\r\n])", R"(\s?\p{L}+)", R"(\s?\p{P}+)", "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+", R"(\p{N})"}};
+    if (name == "falcon")
+        return PreRule{P{R"([\p{P}\$\+<=>\^~\|`]+)", std::string(kGpt2SplitPattern), "[0-9][0-9][0-9]"}};
     return std::nullopt;
 }
 

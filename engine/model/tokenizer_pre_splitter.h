@@ -28,8 +28,14 @@ public:
     // Throws BadInput naming `source` and the pattern when one does not compile.
     TokenizerPreSplitter(const std::vector<std::string>& patterns, const std::string& source);
 
-    // The patterns llama.cpp applies for a GGUF tokenizer.ggml.pre name; nullopt when unknown.
-    static std::optional<std::vector<std::string>> patterns_for_pre(std::string_view pre_name);
+    // What a GGUF tokenizer.ggml.pre name means, as llama.cpp reads it: the split patterns (each applied
+    // to the words of the one before, as tokenizer.json's Split sequence), and whether a word that is a
+    // piece of the vocab is taken whole before any merge (ignore_merges); nullopt when unknown.
+    struct PreRule {
+        std::vector<std::string> patterns;
+        bool ignore_merges = false;
+    };
+    static std::optional<PreRule> rule_for_pre(std::string_view pre_name);
 
     // Words of `text` in order; they concatenate to `text`. Invalid UTF-8 bytes never match a
     // pattern, so they end up in gap words and still reach the byte-level encoder.
