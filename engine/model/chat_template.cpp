@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <ctime>
 
 namespace kvscope {
 
@@ -27,27 +28,51 @@ std::string strip(std::string_view s) {
     return std::string(s.substr(b, s.find_last_not_of(ws) - b + 1));
 }
 
-// Qwen2 / SmolLM templates write a default system prompt as a literal:
-// '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n'. Returns it, or "".
+// Qwen2 / Qwen2.5 / SmolLM templates write a default system prompt as a literal:
+// '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' (Qwen2.5 after a tools branch that has
+// the same head followed by an expression). Returns the first literal one, or "".
 std::string chatml_default_system(std::string_view source) {
     for (std::string_view head : {std::string_view("<|im_start|>system\\n"), std::string_view("<|im_start|>system\n")}) {
-        const size_t at = source.find(head);
-        if (at == std::string_view::npos) continue;
-        const size_t begin = at + head.size();
-        const size_t end = source.find("<|im_end|>", begin);
-        if (end == std::string_view::npos) continue;
-        std::string_view text = source.substr(begin, end - begin);
-        // A Jinja expression ("' + messages[0]['content'] + '") is not a literal default.
-        if (has(text, "'") || has(text, "\"") || has(text, "{{") || has(text, "{%") || text.empty()) continue;
-        return std::string(text);
+        for (size_t at = source.find(head); at != std::string_view::npos; at = source.find(head, at + 1)) {
+            const size_t begin = at + head.size();
+            const size_t end = source.find("<|im_end|>", begin);
+            if (end == std::string_view::npos) break;
+            std::string_view text = source.substr(begin, end - begin);
+            // A Jinja expression ("' + messages[0]['content'] + '") is not a literal default.
+            if (has(text, "'") || has(text, "\"") || has(text, "{{") || has(text, "{%") || text.empty()) continue;
+            return std::string(text);
+        }
     }
     return {};
 }
 
-std::string render_llama3(const std::vector<ChatMessage>& messages, bool gen) {
+// Llama 3.2's strftime_now("%d %b %Y"): today, in the local time zone, as HF transformers renders it.
+std::string today_string() {
+    const std::time_t now = std::time(nullptr);
+    std::tm local{};
+    localtime_r(&now, &local);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%d %b %Y", &local);
+    return buf;
+}
+
+// Llama 3 / 3.1+: turns "<|start_header_id|>role<|end_header_id|>\n\n" + trimmed content + "<|eot_id|>".
+// 3.1+ (dated_system) always open with a system turn that dates the knowledge cut-off and today, then the
+// trimmed system prompt, if any.
+std::string render_llama3(const std::vector<ChatMessage>& messages, bool gen, bool dated_system, const std::string& date) {
     std::string out = "<|begin_of_text|>";
-    for (const ChatMessage& m : messages)
-        out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + strip(m.content) + "<|eot_id|>";
+    size_t first = 0;
+    if (dated_system) {
+        std::string system;
+        if (!messages.empty() && messages[0].role == "system") {
+            system = strip(messages[0].content);
+            first = 1;
+        }
+        out += "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: " + date +
+               "\n\n" + system + "<|eot_id|>";
+    }
+    for (size_t i = first; i < messages.size(); ++i)
+        out += "<|start_header_id|>" + messages[i].role + "<|end_header_id|>\n\n" + strip(messages[i].content) + "<|eot_id|>";
     if (gen) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
     return out;
 }
@@ -135,24 +160,53 @@ std::string render_llama2(const std::vector<ChatMessage>& messages) {
     return out;
 }
 
-// Mistral Instruct: one BOS, [INST] turns, EOS after each answer; a system prompt is put before the
-// first user message (as the v0.2+ templates do).
-std::string render_mistral(const std::vector<ChatMessage>& messages) {
+// Mistral Instruct: one BOS, [INST] turns, EOS after each answer. v0.1 writes "[INST] " + content +
+// " [/INST]", v0.3 "[INST] " + content + "[/INST]", Nemo (tekken) "[INST]" + content + "[/INST]"; the system
+// prompt goes before the first user message (v0.1 has none: this keeps it), or before the last one where
+// the template says so (v0.3, Nemo: only when the conversation ends with that user turn).
+std::string render_mistral(const std::vector<ChatMessage>& messages, bool open_space, bool close_space,
+                           bool system_on_last_user) {
     std::string out = "<s>";
     std::string system;
+    for (const ChatMessage& m : messages)
+        if (m.role == "system") system = m.content;
     bool system_used = false;
-    for (const ChatMessage& m : messages) {
-        if (m.role == "system") {
-            system = m.content;
-        } else if (m.role == "user") {
+    for (size_t i = 0; i < messages.size(); ++i) {
+        const ChatMessage& m = messages[i];
+        if (m.role == "user") {
             std::string content = m.content;
-            if (!system.empty() && !system_used) content = system + "\n\n" + content;
+            const bool here = system_on_last_user ? i + 1 == messages.size() : !system_used;
+            if (!system.empty() && here) content = system + "\n\n" + content;
             system_used = true;
-            out += "[INST] " + content + " [/INST]";
+            out += std::string(open_space ? "[INST] " : "[INST]") + content + (close_space ? " [/INST]" : "[/INST]");
         } else if (m.role == "assistant") {
             out += m.content + "</s>";
         }
     }
+    return out;
+}
+
+// DeepSeek V3 / R1: BOS, the system prompts joined by blank lines, then "<｜User｜>" + content and
+// "<｜Assistant｜>" + content + "<｜end▁of▁sentence｜>"; the generation prompt "<｜Assistant｜>" (R1's opens
+// its reasoning: "<think>\n"). R1 sends earlier answers without their reasoning (what follows "</think>").
+std::string render_deepseek(const std::vector<ChatMessage>& messages, bool gen, bool think_prompt) {
+    std::string out = "<\xEF\xBD\x9C" "begin\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>";
+    std::string system;
+    for (const ChatMessage& m : messages)
+        if (m.role == "system") system += (system.empty() ? "" : "\n\n") + m.content;
+    out += system;
+    for (const ChatMessage& m : messages) {
+        if (m.role == "user") {
+            out += "<\xEF\xBD\x9CUser\xEF\xBD\x9C>" + m.content;
+        } else if (m.role == "assistant") {
+            std::string content = m.content;
+            if (think_prompt)
+                if (const size_t end = content.rfind("</think>"); end != std::string::npos) content = content.substr(end + 8);
+            out += "<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C>" + content +
+                   "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>";
+        }
+    }
+    if (gen) out += std::string("<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C>") + (think_prompt ? "<think>\n" : "");
     return out;
 }
 
@@ -179,11 +233,28 @@ std::string render_plain(const std::vector<ChatMessage>& messages, bool gen) {
 }  // namespace
 
 ChatTemplate ChatTemplate::detect(std::string_view source, std::string_view model_hint) {
-    if (has(source, "<|start_header_id|>")) return ChatTemplate("llama3");
+    if (has(source, "<|start_header_id|>")) {
+        ChatTemplate t("llama3");
+        t.dated_system_ = has(source, "Cutting Knowledge Date");
+        t.date_from_clock_ = has(source, "strftime_now");
+        return t;
+    }
     if (has(source, "<start_of_turn>")) return ChatTemplate("gemma");
+    if (has(source, "<\xEF\xBD\x9CUser\xEF\xBD\x9C>")) {  // <｜User｜>
+        ChatTemplate t("deepseek");
+        t.think_prompt_ = has(source, "Assistant\xEF\xBD\x9C><think>\\n");
+        return t;
+    }
     if (has(source, "<|im_start|>"))
         return has(source, "<think>") ? ChatTemplate("qwen3") : ChatTemplate("chatml", chatml_default_system(source));
-    if (has(source, "[INST]")) return ChatTemplate(has(source, "<<SYS>>") ? "llama2" : "mistral");
+    if (has(source, "[INST]")) {
+        if (has(source, "<<SYS>>")) return ChatTemplate("llama2");
+        ChatTemplate t("mistral");
+        t.inst_open_space_ = has(source, "[INST] '") || has(source, "[INST] \"");
+        t.inst_close_space_ = has(source, "' [/INST]") || has(source, "\" [/INST]");
+        t.system_on_last_user_ = has(source, "loop.last and system_message");
+        return t;
+    }
     if (has(source, "<|user|>") && has(source, "<|end|>")) return ChatTemplate("phi3");
     if (has(source, "<|user|>") && (has(source, "</s>") || has(source, "eos_token") || has(source, "<|assistant|>")))
         return ChatTemplate("zephyr");
@@ -201,29 +272,32 @@ ChatTemplate ChatTemplate::detect(std::string_view source, std::string_view mode
     if (has(hint, "qwen") || has(hint, "smollm")) return ChatTemplate("chatml");
     if (has(hint, "tinyllama") || has(hint, "zephyr")) return ChatTemplate("zephyr");
     if (has(hint, "mistral")) return ChatTemplate("mistral");
+    if (has(hint, "deepseek-v3") || has(hint, "deepseek-r1")) return ChatTemplate("deepseek");
     if (has(hint, "llama-2") && has(hint, "chat")) return ChatTemplate("llama2");
     return ChatTemplate("plain");
 }
 
 ChatTemplate ChatTemplate::of_family(std::string_view family) {
-    for (std::string_view f : {"llama2", "llama3", "chatml", "qwen3", "gemma", "phi3", "zephyr", "mistral", "plain"})
+    for (std::string_view f : {"llama2", "llama3", "chatml", "qwen3", "gemma", "phi3", "zephyr", "mistral", "deepseek", "plain"})
         if (f == family) return ChatTemplate(std::string(family));
     throw BadInput("chat template family '" + std::string(family) +
-                   "' is unknown (llama2, llama3, chatml, qwen3, gemma, phi3, zephyr, mistral, plain)");
+                   "' is unknown (llama2, llama3, chatml, qwen3, gemma, phi3, zephyr, mistral, deepseek, plain)");
 }
 
 bool ChatTemplate::renders_bos() const {
-    return family_ == "llama3" || family_ == "llama2" || family_ == "mistral" || family_ == "gemma";
+    return family_ == "llama3" || family_ == "llama2" || family_ == "mistral" || family_ == "gemma" || family_ == "deepseek";
 }
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
-    if (family_ == "llama3") return render_llama3(messages, add_generation_prompt);
+    if (family_ == "llama3")
+        return render_llama3(messages, add_generation_prompt, dated_system_, date_from_clock_ ? today_string() : "26 Jul 2024");
     if (family_ == "chatml") return render_chatml(messages, add_generation_prompt, default_system_);
     if (family_ == "qwen3") return render_qwen3(messages, add_generation_prompt);
     if (family_ == "gemma") return render_gemma(messages, add_generation_prompt);
     if (family_ == "phi3") return render_phi3(messages, add_generation_prompt);
     if (family_ == "llama2") return render_llama2(messages);
-    if (family_ == "mistral") return render_mistral(messages);
+    if (family_ == "mistral") return render_mistral(messages, inst_open_space_, inst_close_space_, system_on_last_user_);
+    if (family_ == "deepseek") return render_deepseek(messages, add_generation_prompt, think_prompt_);
     if (family_ == "zephyr") return render_zephyr(messages, add_generation_prompt);
     return render_plain(messages, add_generation_prompt);
 }

@@ -8,6 +8,8 @@
 
 #include <QtTest>
 
+#include <ctime>
+
 using kvscope::ChatMessage;
 using kvscope::ChatTemplate;
 
@@ -84,6 +86,49 @@ const char* kPhi3Source =
     "'<|end|>\n'}}{% elif message['role'] == 'assistant' %}{{'<|assistant|>\n' + message['content'] + "
     "'<|end|>\n'}}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token "
     "}}{% endif %}";
+// Abridged from meta-llama/Llama-3.1-8B-Instruct (no tools): every chat opens with a dated system turn.
+const char* kLlama31Source =
+    "{{- bos_token }}{%- if not date_string is defined %}{%- set date_string = \"26 Jul 2024\" %}{%- endif %}"
+    "{%- if messages[0]['role'] == 'system' %}{%- set system_message = messages[0]['content']|trim %}{%- set messages = "
+    "messages[1:] %}{%- else %}{%- set system_message = \"\" %}{%- endif %}{{- \"<|start_header_id|>system<|end_header_id|>\\n\\n\" }}"
+    "{{- \"Cutting Knowledge Date: December 2023\\n\" }}{{- \"Today Date: \" + date_string + \"\\n\\n\" }}{{- system_message }}"
+    "{{- \"<|eot_id|>\" }}{%- for message in messages %}{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ "
+    "message['content'] | trim + '<|eot_id|>' }}{%- endfor %}{%- if add_generation_prompt %}{{- "
+    "'<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}";
+// Llama 3.2's date line: today, where the renderer has strftime_now (HF transformers, vLLM).
+const char* kLlama32DateSource =
+    "{%- if not date_string is defined %}{%- if strftime_now is defined %}{%- set date_string = strftime_now(\"%d %b %Y\") %}"
+    "{%- else %}{%- set date_string = \"26 Jul 2024\" %}{%- endif %}{%- endif %}{{- \"<|start_header_id|>system<|end_header_id|>\\n\\n\" }}"
+    "{{- \"Cutting Knowledge Date: December 2023\\n\" }}{{- \"Today Date: \" + date_string + \"\\n\\n\" }}";
+// Qwen2.5: its tools branch opens the same system head with an expression before the literal default.
+const char* kQwen25Source =
+    "{%- if tools %}{{- '<|im_start|>system\\n' }}{%- if messages[0]['role'] == 'system' %}{{- messages[0]['content'] }}"
+    "{%- else %}{{- 'You are Qwen, created by Alibaba Cloud. You are a helpful assistant.' }}{%- endif %}{%- else %}"
+    "{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"
+    "{%- else %}{{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\\n' }}"
+    "{%- endif %}{%- endif %}{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + "
+    "'<|im_end|>' + '\\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
+// Abridged from mistralai/Mistral-Nemo-Instruct-2407 (v3-tekken): no spaces inside [INST], the system prompt on
+// the last user turn.
+const char* kNemoSource =
+    "{%- if messages[0][\"role\"] == \"system\" %}{%- set system_message = messages[0][\"content\"] %}{%- set loop_messages = "
+    "messages[1:] %}{%- else %}{%- set loop_messages = messages %}{%- endif %}{{- bos_token }}{%- for message in loop_messages %}"
+    "{%- if message[\"role\"] == \"user\" %}{%- if loop.last and system_message is defined %}{{- \"[INST]\" + system_message + "
+    "\"\\n\\n\" + message[\"content\"] + \"[/INST]\" }}{%- else %}{{- \"[INST]\" + message[\"content\"] + \"[/INST]\" }}{%- endif %}"
+    "{%- elif message[\"role\"] == \"assistant\" %}{{- message[\"content\"] + eos_token}}{%- endif %}{%- endfor %}";
+// Abridged from deepseek-ai/DeepSeek-V3 and DeepSeek-R1 (no tools).
+const char* kDeepSeekV3Source =
+    "{% set ns = namespace(system_prompt='') %}{%- for message in messages %}{%- if message['role'] == 'system' %}{% set "
+    "ns.system_prompt = message['content'] %}{%- endif %}{%- endfor %}{{ bos_token }}{{ ns.system_prompt }}{%- for message in "
+    "messages %}{%- if message['role'] == 'user' %}{{'<\xEF\xBD\x9CUser\xEF\xBD\x9C>' + message['content']}}{%- endif %}{%- if "
+    "message['role'] == 'assistant' %}{{'<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C>' + message['content'] + '<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>'}}"
+    "{%- endif %}{%- endfor %}{% if add_generation_prompt %}{{'<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C>'}}{% endif %}";
+const char* kDeepSeekR1Source =
+    "{{ bos_token }}{%- for message in messages %}{%- if message['role'] == 'user' %}{{'<\xEF\xBD\x9CUser\xEF\xBD\x9C>' + "
+    "message['content']}}{%- endif %}{%- if message['role'] == 'assistant' %}{% set content = message['content'] %}{% if "
+    "'</think>' in content %}{% set content = content.split('</think>')[-1] %}{% endif %}{{'<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C>' + "
+    "content + '<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>'}}{%- endif %}{%- endfor %}{% if add_generation_prompt %}"
+    "{{'<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C><think>\\n'}}{% endif %}";
 const char* kUnknownSource = "{% for message in messages %}### {{ message['role'] }}: {{ message['content'] }}\n{% endfor %}";
 
 const std::vector<ChatMessage> kSystemUser = {{"system", "You are helpful."}, {"user", "Hi!"}};
@@ -112,6 +157,11 @@ private slots:
         QTest::newRow("gemma") << QByteArray(kGemmaSource) << QByteArray() << "gemma";
         QTest::newRow("qwen3") << QByteArray(kQwen3Source) << QByteArray() << "qwen3";
         QTest::newRow("phi3") << QByteArray(kPhi3Source) << QByteArray() << "phi3";
+        QTest::newRow("llama3.1") << QByteArray(kLlama31Source) << QByteArray() << "llama3";
+        QTest::newRow("qwen2.5") << QByteArray(kQwen25Source) << QByteArray() << "chatml";
+        QTest::newRow("mistral nemo") << QByteArray(kNemoSource) << QByteArray() << "mistral";
+        QTest::newRow("deepseek v3") << QByteArray(kDeepSeekV3Source) << QByteArray() << "deepseek";
+        QTest::newRow("deepseek r1") << QByteArray(kDeepSeekR1Source) << QByteArray() << "deepseek";
         QTest::newRow("unknown template") << QByteArray(kUnknownSource) << QByteArray("qwen2") << "plain";
         QTest::newRow("hint gemma") << QByteArray() << QByteArray("Gemma3ForCausalLM") << "gemma";
         QTest::newRow("hint qwen3") << QByteArray() << QByteArray("Qwen3ForCausalLM") << "qwen3";
@@ -182,6 +232,31 @@ private slots:
         QTest::newRow("phi3") << QByteArray(kPhi3Source) << 2 << true
                               << QByteArray("<|system|>\nYou are helpful.<|end|>\n<|user|>\nHi!<|end|>\n<|assistant|>\n"
                                             "Hello.<|end|>\n<|user|>\nBye<|end|>\n<|assistant|>\n");
+        QTest::newRow("llama3.1 dated system")
+            << QByteArray(kLlama31Source) << 0 << true
+            << QByteArray("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
+                          "Today Date: 26 Jul 2024\n\nYou are helpful.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi!"
+                          "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+        QTest::newRow("llama3.1 no system")
+            << QByteArray(kLlama31Source) << 1 << false
+            << QByteArray("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
+                          "Today Date: 26 Jul 2024\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>");
+        QTest::newRow("qwen2.5 default system")
+            << QByteArray(kQwen25Source) << 1 << true
+            << QByteArray("<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
+                          "<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\n");
+        QTest::newRow("mistral nemo") << QByteArray(kNemoSource) << 2 << true
+                                      << QByteArray("<s>[INST]Hi![/INST]Hello.</s>[INST]You are helpful.\n\nBye[/INST]");
+        QTest::newRow("deepseek v3")
+            << QByteArray(kDeepSeekV3Source) << 2 << true
+            << QByteArray("<\xEF\xBD\x9C" "begin\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>You are helpful.<\xEF\xBD\x9CUser\xEF\xBD\x9C>Hi!"
+                          "<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C>Hello.<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"
+                          "<\xEF\xBD\x9CUser\xEF\xBD\x9C>Bye<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C>");
+        QTest::newRow("deepseek r1 thinking")
+            << QByteArray(kDeepSeekR1Source) << 3 << true
+            << QByteArray("<\xEF\xBD\x9C" "begin\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C><\xEF\xBD\x9CUser\xEF\xBD\x9C>Hi!"
+                          "<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C>\n\nHello.<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"
+                          "<\xEF\xBD\x9CUser\xEF\xBD\x9C>Bye<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C><think>\n");
         QTest::newRow("plain") << QByteArray() << 0 << true << QByteArray("System: You are helpful.\nUser: Hi!\nAssistant:");
         QTest::newRow("plain turns") << QByteArray() << 2 << false
                                      << QByteArray("System: You are helpful.\nUser: Hi!\nAssistant: Hello.\nUser: Bye\n");
@@ -195,6 +270,18 @@ private slots:
         const auto& messages = conversation == 0 ? kSystemUser : conversation == 1 ? kUser : conversation == 2 ? kTurns : kThinkingTurns;
         const ChatTemplate t = ChatTemplate::detect(source.toStdString());
         QCOMPARE(t.render(messages, generation_prompt), expected.toStdString());
+    }
+
+    // Llama 3.2's templates date the system turn today where the renderer has strftime_now, as HF
+    // transformers (and so vLLM) does.
+    void llama32DatesToday() {
+        char today[32];
+        const std::time_t now = std::time(nullptr);
+        std::tm local{};
+        localtime_r(&now, &local);
+        std::strftime(today, sizeof today, "%d %b %Y", &local);
+        const std::string text = ChatTemplate::detect(std::string(kLlama31Source) + kLlama32DateSource).render(kUser, true);
+        QVERIFY2(text.find(std::string("Today Date: ") + today + "\n\n") != std::string::npos, text.c_str());
     }
 
     // Gemma 3's published template, as the model carries it: recognised as gemma, and rendered as that
