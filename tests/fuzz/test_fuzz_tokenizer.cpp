@@ -25,7 +25,9 @@ namespace {
 
 using kvscope::test::read_all;
 
-std::string byte_level_document() {
+// Llama 3 shaped; with qwen_style, Qwen's NFC normalizer and a non-special added token ("<think>"), which
+// user text matches too.
+std::string byte_level_document(bool qwen_style = false) {
     json vocab = json::object();
     for (int b = 0; b < 256; ++b) vocab[kvscope::byte_level_char(static_cast<uint8_t>(b))] = b;
     vocab["\xC4\xA0t"] = 256;
@@ -34,6 +36,10 @@ std::string byte_level_document() {
     json doc;
     doc["added_tokens"] = json::array({{{"id", 259}, {"content", "<|begin_of_text|>"}, {"special", true}},
                                        {{"id", 260}, {"content", "<|eot_id|>"}, {"special", true}}});
+    if (qwen_style) {
+        doc["added_tokens"].push_back({{"id", 261}, {"content", "<think>"}, {"special", false}});
+        doc["normalizer"] = {{"type", "NFC"}};
+    }
     doc["pre_tokenizer"] = {{"type", "Sequence"},
                             {"pretokenizers", json::array({{{"type", "Split"},
                                                             {"pattern", {{"Regex", std::string(kvscope::kLlama3SplitPattern)}}},
@@ -57,7 +63,8 @@ public:
         std::string s(below(max_len + 1), '\0');
         // Mostly ASCII and real UTF-8 pieces, some raw bytes, so that both paths get exercised.
         static const char* pieces[] = {"a", " ", "  ", "\n", "1", "the", "'s", "\xC3\xA9", "\xE6\x97\xA5", "\xF0\x9F\x8D\x95",
-                                       "<s>", "</s>", "<|eot_id|>", "\xE2\x96\x81", "\xF0\x9F", "\x80", "\xFF"};
+                                       "<s>", "</s>", "<|eot_id|>", "\xE2\x96\x81", "\xF0\x9F", "\x80", "\xFF",
+                                       "e\xCC\x81", "\xEF\xBD\x81", "<think>"};
         s.clear();
         while (s.size() < max_len && below(8) != 0) {
             if (below(3) == 0) s += static_cast<char>(below(256));
@@ -188,6 +195,7 @@ private slots:
         const std::string dir = kvscope::test::models_dir();
         documents_.push_back(read_all(dir + "/stories260K-hf/tokenizer.json"));
         documents_.push_back(byte_level_document());
+        documents_.push_back(byte_level_document(true));
         config_ = read_all(dir + "/stories260K-hf/tokenizer_config.json");
     }
 
