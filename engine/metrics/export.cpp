@@ -2,8 +2,8 @@
 
 #include "kvscope_git_revision.h"
 #include "util/errors.h"
+#include "util/local_time.h"
 
-#include <ctime>
 #include <fstream>
 #include <thread>
 
@@ -83,14 +83,7 @@ nlohmann::json machine_info(int threads, const std::string& gpu) {
             {"gpu", gpu}};
 }
 
-std::string result_date() {
-    const std::time_t t = std::time(nullptr);
-    std::tm tm{};
-    localtime_r(&t, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
-    return buf;
-}
+std::string result_date() { return local_time_string("%Y%m%d-%H%M%S"); }
 
 nlohmann::json engine_config_to_json(const EngineConfig& c) {
     return {{"mode", std::string(to_string(c.mode))},

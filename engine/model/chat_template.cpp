@@ -3,10 +3,10 @@
 #include "model/chat_template.h"
 
 #include "util/errors.h"
+#include "util/local_time.h"
 
 #include <algorithm>
 #include <cctype>
-#include <ctime>
 
 namespace kvscope {
 
@@ -44,16 +44,6 @@ std::string chatml_default_system(std::string_view source) {
         }
     }
     return {};
-}
-
-// Llama 3.2's strftime_now("%d %b %Y"): today, in the local time zone, as HF transformers renders it.
-std::string today_string() {
-    const std::time_t now = std::time(nullptr);
-    std::tm local{};
-    localtime_r(&now, &local);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%d %b %Y", &local);
-    return buf;
 }
 
 // Llama 3 / 3.1+: turns "<|start_header_id|>role<|end_header_id|>\n\n" + trimmed content + "<|eot_id|>".
@@ -290,7 +280,7 @@ bool ChatTemplate::renders_bos() const {
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
     if (family_ == "llama3")
-        return render_llama3(messages, add_generation_prompt, dated_system_, date_from_clock_ ? today_string() : "26 Jul 2024");
+        return render_llama3(messages, add_generation_prompt, dated_system_, date_from_clock_ ? local_time_string("%d %b %Y") : "26 Jul 2024");
     if (family_ == "chatml") return render_chatml(messages, add_generation_prompt, default_system_);
     if (family_ == "qwen3") return render_qwen3(messages, add_generation_prompt);
     if (family_ == "gemma") return render_gemma(messages, add_generation_prompt);

@@ -5,10 +5,9 @@
 #include "model/tokenizer.h"
 #include "test_support.h"
 #include "util/errors.h"
+#include "util/local_time.h"
 
 #include <QtTest>
-
-#include <ctime>
 
 using kvscope::ChatMessage;
 using kvscope::ChatTemplate;
@@ -275,11 +274,7 @@ private slots:
     // Llama 3.2's templates date the system turn today where the renderer has strftime_now, as HF
     // transformers (and so vLLM) does.
     void llama32DatesToday() {
-        char today[32];
-        const std::time_t now = std::time(nullptr);
-        std::tm local{};
-        localtime_r(&now, &local);
-        std::strftime(today, sizeof today, "%d %b %Y", &local);
+        const std::string today = kvscope::local_time_string("%d %b %Y");
         const std::string text = ChatTemplate::detect(std::string(kLlama31Source) + kLlama32DateSource).render(kUser, true);
         QVERIFY2(text.find(std::string("Today Date: ") + today + "\n\n") != std::string::npos, text.c_str());
     }
