@@ -129,6 +129,14 @@ std::string render_phi3(const std::vector<ChatMessage>& messages, bool gen) {
     return out;
 }
 
+// Phi-4: ChatML with "<|im_sep|>" after the role instead of a newline, and nothing between turns.
+std::string render_phi4(const std::vector<ChatMessage>& messages, bool gen) {
+    std::string out;
+    for (const ChatMessage& m : messages) out += "<|im_start|>" + m.role + "<|im_sep|>" + m.content + "<|im_end|>";
+    if (gen) out += "<|im_start|>assistant<|im_sep|>";
+    return out;
+}
+
 // Meta's Llama 2 chat template: the system prompt goes inside the first [INST] in <<SYS>> tags;
 // every user turn opens with BOS, every assistant turn ends with EOS. No generation prompt.
 std::string render_llama2(const std::vector<ChatMessage>& messages) {
@@ -235,6 +243,7 @@ ChatTemplate ChatTemplate::detect(std::string_view source, std::string_view mode
         t.think_prompt_ = has(source, "Assistant\xEF\xBD\x9C><think>\\n");
         return t;
     }
+    if (has(source, "<|im_sep|>")) return ChatTemplate("phi4");
     if (has(source, "<|im_start|>"))
         return has(source, "<think>") ? ChatTemplate("qwen3") : ChatTemplate("chatml", chatml_default_system(source));
     if (has(source, "[INST]")) {
@@ -258,6 +267,8 @@ ChatTemplate ChatTemplate::detect(std::string_view source, std::string_view mode
     if (has(hint, "llama-3") || has(hint, "llama3")) return ChatTemplate("llama3");
     if (has(hint, "gemma")) return ChatTemplate("gemma");
     if (has(hint, "phi-3") || has(hint, "phi3")) return ChatTemplate("phi3");
+    // Phi-4-mini has a template of its own ("<|user|>" without the newline): not phi4's.
+    if ((has(hint, "phi-4") || has(hint, "phi4")) && !has(hint, "mini")) return ChatTemplate("phi4");
     if (has(hint, "qwen3")) return ChatTemplate("qwen3");
     if (has(hint, "qwen") || has(hint, "smollm")) return ChatTemplate("chatml");
     if (has(hint, "tinyllama") || has(hint, "zephyr")) return ChatTemplate("zephyr");
@@ -268,10 +279,10 @@ ChatTemplate ChatTemplate::detect(std::string_view source, std::string_view mode
 }
 
 ChatTemplate ChatTemplate::of_family(std::string_view family) {
-    for (std::string_view f : {"llama2", "llama3", "chatml", "qwen3", "gemma", "phi3", "zephyr", "mistral", "deepseek", "plain"})
+    for (std::string_view f : {"llama2", "llama3", "chatml", "qwen3", "gemma", "phi3", "phi4", "zephyr", "mistral", "deepseek", "plain"})
         if (f == family) return ChatTemplate(std::string(family));
     throw BadInput("chat template family '" + std::string(family) +
-                   "' is unknown (llama2, llama3, chatml, qwen3, gemma, phi3, zephyr, mistral, deepseek, plain)");
+                   "' is unknown (llama2, llama3, chatml, qwen3, gemma, phi3, phi4, zephyr, mistral, deepseek, plain)");
 }
 
 bool ChatTemplate::renders_bos() const {
@@ -285,6 +296,7 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool 
     if (family_ == "qwen3") return render_qwen3(messages, add_generation_prompt);
     if (family_ == "gemma") return render_gemma(messages, add_generation_prompt);
     if (family_ == "phi3") return render_phi3(messages, add_generation_prompt);
+    if (family_ == "phi4") return render_phi4(messages, add_generation_prompt);
     if (family_ == "llama2") return render_llama2(messages);
     if (family_ == "mistral") return render_mistral(messages, inst_open_space_, inst_close_space_, system_on_last_user_);
     if (family_ == "deepseek") return render_deepseek(messages, add_generation_prompt, think_prompt_);

@@ -128,6 +128,12 @@ const char* kDeepSeekR1Source =
     "'</think>' in content %}{% set content = content.split('</think>')[-1] %}{% endif %}{{'<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C>' + "
     "content + '<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>'}}{%- endif %}{%- endfor %}{% if add_generation_prompt %}"
     "{{'<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C><think>\\n'}}{% endif %}";
+// microsoft/phi-4's template: ChatML-like with <|im_sep|>.
+const char* kPhi4Source =
+    "{% for message in messages %}{% if (message['role'] == 'system') %}{{'<|im_start|>system<|im_sep|>' + message['content'] + "
+    "'<|im_end|>'}}{% elif (message['role'] == 'user') %}{{'<|im_start|>user<|im_sep|>' + message['content'] + '<|im_end|>'}}{% "
+    "elif (message['role'] == 'assistant') %}{{'<|im_start|>assistant<|im_sep|>' + message['content'] + '<|im_end|>'}}{% endif "
+    "%}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant<|im_sep|>' }}{% endif %}";
 const char* kUnknownSource = "{% for message in messages %}### {{ message['role'] }}: {{ message['content'] }}\n{% endfor %}";
 
 const std::vector<ChatMessage> kSystemUser = {{"system", "You are helpful."}, {"user", "Hi!"}};
@@ -160,6 +166,9 @@ private slots:
         QTest::newRow("qwen2.5") << QByteArray(kQwen25Source) << QByteArray() << "chatml";
         QTest::newRow("mistral nemo") << QByteArray(kNemoSource) << QByteArray() << "mistral";
         QTest::newRow("deepseek v3") << QByteArray(kDeepSeekV3Source) << QByteArray() << "deepseek";
+        QTest::newRow("phi4") << QByteArray(kPhi4Source) << QByteArray() << "phi4";
+        QTest::newRow("hint phi4") << QByteArray() << QByteArray("phi-4") << "phi4";
+        QTest::newRow("hint phi4 mini") << QByteArray() << QByteArray("Phi-4-mini-instruct") << "plain";
         QTest::newRow("deepseek r1") << QByteArray(kDeepSeekR1Source) << QByteArray() << "deepseek";
         QTest::newRow("unknown template") << QByteArray(kUnknownSource) << QByteArray("qwen2") << "plain";
         QTest::newRow("hint gemma") << QByteArray() << QByteArray("Gemma3ForCausalLM") << "gemma";
@@ -256,6 +265,10 @@ private slots:
             << QByteArray("<\xEF\xBD\x9C" "begin\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C><\xEF\xBD\x9CUser\xEF\xBD\x9C>Hi!"
                           "<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C>\n\nHello.<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"
                           "<\xEF\xBD\x9CUser\xEF\xBD\x9C>Bye<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C><think>\n");
+        QTest::newRow("phi4") << QByteArray(kPhi4Source) << 2 << true
+                              << QByteArray("<|im_start|>system<|im_sep|>You are helpful.<|im_end|><|im_start|>user<|im_sep|>Hi!"
+                                            "<|im_end|><|im_start|>assistant<|im_sep|>Hello.<|im_end|><|im_start|>user<|im_sep|>Bye"
+                                            "<|im_end|><|im_start|>assistant<|im_sep|>");
         QTest::newRow("plain") << QByteArray() << 0 << true << QByteArray("System: You are helpful.\nUser: Hi!\nAssistant:");
         QTest::newRow("plain turns") << QByteArray() << 2 << false
                                      << QByteArray("System: You are helpful.\nUser: Hi!\nAssistant: Hello.\nUser: Bye\n");
@@ -301,6 +314,7 @@ private slots:
         QVERIFY(ChatTemplate::of_family("gemma").renders_bos());
         QVERIFY(!ChatTemplate::of_family("qwen3").renders_bos());
         QVERIFY(!ChatTemplate::of_family("phi3").renders_bos());
+        QVERIFY(!ChatTemplate::of_family("phi4").renders_bos());
         QVERIFY(!ChatTemplate::of_family("chatml").renders_bos());
         QVERIFY(!ChatTemplate::of_family("zephyr").renders_bos());
         QVERIFY(!ChatTemplate::of_family("plain").renders_bos());
