@@ -222,15 +222,17 @@ void Tokenizer::build(const std::string& source) {
         splitter_ = TokenizerPreSplitter(patterns, source);
     }
 
-    // Special and added tokens, matched in chat text longest first.
+    // Special and added tokens, matched in text longest first.
     for (size_t id = 0; id < n; ++id) {
         const int32_t t = v.token_types[id];
-        if ((t == kTokenControl || t == kTokenUserDefined || t == kTokenUnknown) && !v.tokens[id].empty())
-            specials_by_first_byte_[static_cast<uint8_t>(v.tokens[id][0])].push_back(static_cast<int32_t>(id));
+        if ((t == kTokenControl || t == kTokenUserDefined || t == kTokenUnknown) && !v.tokens[id].empty() &&
+            added_by_text_.emplace(v.tokens[id], static_cast<int32_t>(id)).second)
+            added_lengths_by_first_byte_[static_cast<uint8_t>(v.tokens[id][0])].push_back(static_cast<uint32_t>(v.tokens[id].size()));
     }
-    for (auto& list : specials_by_first_byte_)
-        std::stable_sort(list.begin(), list.end(),
-                         [&](int32_t a, int32_t b) { return v.tokens[a].size() > v.tokens[b].size(); });
+    for (auto& lengths : added_lengths_by_first_byte_) {
+        std::sort(lengths.begin(), lengths.end(), std::greater<>());
+        lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
+    }
 }
 
 int32_t Tokenizer::find_piece(std::string_view text) const {
@@ -257,12 +259,12 @@ std::vector<int32_t> Tokenizer::encode_added(std::string_view text, bool add_bos
     size_t segment = 0;
     for (size_t i = 0; i < text.size();) {
         int32_t hit = -1;
-        for (int32_t id : specials_by_first_byte_[static_cast<uint8_t>(text[i])]) {
-            if (!match_special && type_of(id) != kTokenUserDefined) continue;
-            if (text.substr(i).starts_with(vocab_.tokens[id])) {
-                hit = id;
-                break;
-            }
+        for (uint32_t length : added_lengths_by_first_byte_[static_cast<uint8_t>(text[i])]) {
+            if (length > text.size() - i) continue;
+            const auto it = added_by_text_.find(text.substr(i, length));
+            if (it == added_by_text_.end() || (!match_special && type_of(it->second) != kTokenUserDefined)) continue;
+            hit = it->second;
+            break;
         }
         if (hit < 0) {
             ++i;

@@ -205,6 +205,19 @@ private slots:
         QCOMPARE(llama3_->encode_with_special_tokens("x", true).front(), kBegin);
     }
 
+    // Added tokens that share a first byte and nest: the longest written at a position wins, and a
+    // special one there leaves user text to the shorter, non-special ones.
+    void nested_added_tokens() {
+        json doc = json::parse(tokenizer_json(false));
+        doc["added_tokens"] = json::array({{{"id", 270}, {"content", "<a>"}, {"special", false}},
+                                           {{"id", 271}, {"content", "<a>b"}, {"special", false}},
+                                           {{"id", 272}, {"content", "<a>bc"}, {"special", true}}});
+        const Tokenizer t = Tokenizer::from_hf_json(doc.dump(), "", "nested/tokenizer.json");
+        QCOMPARE(to_qlist(t.encode_with_special_tokens("<a>bc<a>b<a>x", false)), ids_of({272, 271, 270, 'x'}));
+        QCOMPARE(to_qlist(t.encode("<a>bc<a>b<a>x", false)), ids_of({271, 'c', 271, 270, 'x'}));
+        QCOMPARE(to_qlist(t.encode("<a", false)), ids_of({'<', 'a'}));
+    }
+
     // Qwen2 / Qwen3's NFC normalizer: "e" + U+0301 is the composed "é" (bytes C3 A9, ids 0xC3 0xA9 here),
     // as HF tokenizers encode it; without the normalizer the three bytes stay.
     void nfc_normalizer() {
