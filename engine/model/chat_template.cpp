@@ -187,24 +187,29 @@ std::string render_mistral(const std::vector<ChatMessage>& messages, bool open_s
 // DeepSeek V3 / R1: BOS, the system prompts joined by blank lines, then "<｜User｜>" + content and
 // "<｜Assistant｜>" + content + "<｜end▁of▁sentence｜>"; the generation prompt "<｜Assistant｜>" (R1's opens
 // its reasoning: "<think>\n"). R1 sends earlier answers without their reasoning (what follows "</think>").
+// DeepSeek's markers: fullwidth bars (U+FF5C) and U+2581 for the spaces.
+constexpr std::string_view kDeepSeekBos = "<\xEF\xBD\x9C" "begin\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>";
+constexpr std::string_view kDeepSeekEos = "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>";
+constexpr std::string_view kDeepSeekUser = "<\xEF\xBD\x9CUser\xEF\xBD\x9C>";
+constexpr std::string_view kDeepSeekAssistant = "<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C>";
+
 std::string render_deepseek(const std::vector<ChatMessage>& messages, bool gen, bool think_prompt) {
-    std::string out = "<\xEF\xBD\x9C" "begin\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>";
+    std::string out(kDeepSeekBos);
     std::string system;
     for (const ChatMessage& m : messages)
         if (m.role == "system") system += (system.empty() ? "" : "\n\n") + m.content;
     out += system;
     for (const ChatMessage& m : messages) {
         if (m.role == "user") {
-            out += "<\xEF\xBD\x9CUser\xEF\xBD\x9C>" + m.content;
+            out.append(kDeepSeekUser).append(m.content);
         } else if (m.role == "assistant") {
             std::string content = m.content;
             if (think_prompt)
                 if (const size_t end = content.rfind("</think>"); end != std::string::npos) content = content.substr(end + 8);
-            out += "<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C>" + content +
-                   "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>";
+            out.append(kDeepSeekAssistant).append(content).append(kDeepSeekEos);
         }
     }
-    if (gen) out += std::string("<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C>") + (think_prompt ? "<think>\n" : "");
+    if (gen) out.append(kDeepSeekAssistant).append(think_prompt ? "<think>\n" : "");
     return out;
 }
 
@@ -238,9 +243,9 @@ ChatTemplate ChatTemplate::detect(std::string_view source, std::string_view mode
         return t;
     }
     if (has(source, "<start_of_turn>")) return ChatTemplate("gemma");
-    if (has(source, "<\xEF\xBD\x9CUser\xEF\xBD\x9C>")) {  // <｜User｜>
+    if (has(source, kDeepSeekUser)) {
         ChatTemplate t("deepseek");
-        t.think_prompt_ = has(source, "Assistant\xEF\xBD\x9C><think>\\n");
+        t.think_prompt_ = has(source, std::string(kDeepSeekAssistant) + "<think>\\n");
         return t;
     }
     if (has(source, "<|im_sep|>")) return ChatTemplate("phi4");
