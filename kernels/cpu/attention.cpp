@@ -362,9 +362,7 @@ void paged_attention_as(ThreadPool& pool, std::vector<std::vector<float>>& scrat
     const int Hkv = layout.num_kv_heads, D = layout.head_dim;
     const int group = num_heads / Hkv;
     const size_t need = attend_scratch<KV>(group, std::max(1, meta.max_seq_len), D);
-    if (scratch.size() < static_cast<size_t>(pool.size())) scratch.resize(pool.size());
-    for (auto& s : scratch)
-        if (s.size() < need) s.resize(need);
+    reserve_per_thread(scratch, pool, need);
 
     const AttendFn<KV> attend = pick_attend<KV>(D);
     pool.run(static_cast<int64_t>(meta.num_tokens) * Hkv, [&](int64_t task, int thread) {

@@ -132,9 +132,7 @@ void matmul_dot_tiles(ThreadPool& pool, MatmulScratch& scratch, const float* x, 
     const bool convert_once = n > kChunkX && task_floats * sizeof(float) <= (512u << 10);
     // Per-thread scratch grows on first use only.
     const size_t need = convert_once ? task_floats : static_cast<size_t>(kTileW) * K;
-    if (scratch.per_thread.size() < static_cast<size_t>(pool.size())) scratch.per_thread.resize(pool.size());
-    for (auto& s : scratch.per_thread)
-        if (s.size() < need) s.resize(need);
+    reserve_per_thread(scratch.per_thread, pool, need);
     const size_t row_bytes = dtype_row_bytes(w.dtype, K);
     for_each_tile(pool, tasks, n, [&](int64_t tile, int x0, int nx, int thread) {
         float* s = scratch.per_thread[thread].data();

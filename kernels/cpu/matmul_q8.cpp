@@ -15,9 +15,11 @@ namespace KVSCOPE_CPU_NAMESPACE {
 
 namespace {
 
-// Register tiles per kernel set: kTileX activation rows by kTileW weight rows; single-row decode takes
-// kDecodeW weight rows per tile, so that each x block's loads serve more rows. AVX2 and the baseline hold
+// Register tiles per kernel set: kTileX activation rows by kTileW weight rows. AVX2 and the baseline hold
 // 6 accumulators and the operands of 3 x 2 block dots in 16 registers (measured best of 2x2 to 4x2).
+// Single-row decode takes one weight row at a time (kDecodeW), so that each thread reads its rows as one
+// sequential stream: 8-row tiles (8 streams 1-2 KB apart, x loaded once for all) decoded a Q8_0 model
+// 20-25% slower (kvscope-model-bench tg128, bench-135m Q8_0 and Q6_K); the x blocks come again from L1.
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
 constexpr int kTileX = 4;
 constexpr int kTileW = 4;
@@ -25,7 +27,7 @@ constexpr int kTileW = 4;
 constexpr int kTileX = 3;
 constexpr int kTileW = 2;
 #endif
-constexpr int kDecodeW = 8;
+constexpr int kDecodeW = 1;
 
 // Weight rows of Q8_0 blocks, or (single-row decode on AVX2 sets) of any block type that unpacks to Q8_0,
 // read in place through q8_values.h.
@@ -242,14 +244,9 @@ void tile_rows_nw(const BlockQ8Act* x, int n, int64_t nb, const BlockRows<BlockQ
     if (t < n) with_constant<kTileX>(n - t, [&](auto MX) { tile<MX(), NW>(x + t * nb, nb, w, out + t * ldo, ldo); });
 }
 
-// Single-row decode: weight rows [0, nw) of a row-major tile, kDecodeW at a time (each x block's loads serve
-// them all), a short last tile row by row.
+// Single-row decode: weight rows [0, nw) of a row-major tile, one after the other.
 template <class Block>
 void decode_tile(const BlockQ8Act* x, int64_t nb, const BlockRows<Block>& w, int nw, float* out) {
-    if (nw == kDecodeW) {
-        tile<1, kDecodeW>(x, nb, w, out, 1);
-        return;
-    }
     for (int r = 0; r < nw; ++r) tile<1, 1>(x, nb, BlockRows<Block>{w.base + r * w.stride, w.stride}, out + r, 1);
 }
 
@@ -531,7 +528,8 @@ void tile_k(const BlockQ8Act* x, const ActSumsQ8* xs, int64_t nb8, const Src& sr
 
 #endif
 
-constexpr int kTileXK = 4, kTileWK = 2, kDecodeWK = 4;
+// Single-row decode reads one weight row at a time, as matmul_q8_0 (kDecodeW).
+constexpr int kTileXK = 4, kTileWK = 2;
 
 template <class Dec>
 void matmul_k_rows(ThreadPool& pool, const BlockQ8Act* xq, const ActSumsQ8* xs,
@@ -539,13 +537,9 @@ void matmul_k_rows(ThreadPool& pool, const BlockQ8Act* xq, const ActSumsQ8* xs,
     const int64_t K = w.cols, N = w.rows, nb = K / 32, nb8 = K / 256;
     const size_t row_bytes = dtype_row_bytes(w.dtype, K);
     const auto* rows = static_cast<const uint8_t*>(w.data);
-    const int tile_w = n == 1 ? kDecodeWK : kTileWK;
+    const int tile_w = n == 1 ? kDecodeW : kTileWK;
     const TileTasks tasks(N, tile_w, pool.size());
-    if (n > 1) {  // per-thread room for one tile's rows decoded
-        if (decoded.size() < static_cast<size_t>(pool.size())) decoded.resize(pool.size());
-        for (auto& d : decoded)
-            if (d.size() < static_cast<size_t>(kTileWK * nb8)) d.resize(static_cast<size_t>(kTileWK * nb8));
-    }
+    if (n > 1) reserve_per_thread(decoded, pool, static_cast<size_t>(kTileWK * nb8));  // one tile's rows decoded
     for_each_tile(pool, tasks, n, [&](int64_t tile_index, int x0, int nx, int thread) {
         const int64_t r0 = tile_index * tile_w;
         const int nw = static_cast<int>(std::min<int64_t>(tile_w, N - r0));
@@ -555,10 +549,8 @@ void matmul_k_rows(ThreadPool& pool, const BlockQ8Act* xq, const ActSumsQ8* xs,
         float* o = out + static_cast<size_t>(x0) * N + r0;
         if (n == 1) {  // each block once: decoded in registers
             const DirectRows<Dec> direct{wr, row_bytes};
-            if (nw == kDecodeWK)
-                tile_k<DirectRows<Dec>, 1, kDecodeWK>(x, s, nb8, direct, o, N);
-            else
-                with_constant<kDecodeWK>(nw, [&](auto NW) { tile_k<DirectRows<Dec>, 1, NW()>(x, s, nb8, direct, o, N); });
+            static_assert(kDecodeW == 1);
+            tile_k<DirectRows<Dec>, 1, 1>(x, s, nb8, direct, o, N);
             return;
         }
         // Several x rows: the tile's weight rows decoded once, then every x tile reads them.
@@ -594,11 +586,7 @@ void matmul_q8_0(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<std:
 #endif
     const size_t row_bytes = dtype_row_bytes(w.dtype, K);
     const int tile_w = n == 1 ? kDecodeW : kTileW;
-    if (!in_place) {  // per-thread room for one tile's rows unpacked to Q8_0
-        if (unpacked.size() < static_cast<size_t>(pool.size())) unpacked.resize(pool.size());
-        for (auto& u : unpacked)
-            if (u.size() < static_cast<size_t>(kDecodeW * nb)) u.resize(static_cast<size_t>(kDecodeW * nb));
-    }
+    if (!in_place) reserve_per_thread(unpacked, pool, static_cast<size_t>(tile_w * nb));  // one tile's rows as Q8_0
     for_each_tile(pool, TileTasks(N, tile_w, pool.size()), n, [&](int64_t tile_index, int x0, int nx, int thread) {
         const int64_t r0 = tile_index * tile_w;
         const int nw = static_cast<int>(std::min<int64_t>(tile_w, N - r0));

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "cpu/kernel_set.h"
+#include "cpu/task_regions.h"
 #include "cpu/thread_pool.h"
 
 #include <algorithm>
@@ -31,7 +32,9 @@ struct TileTasks {
 // task's first call is (first(task), 0).
 template <class Fn>
 void for_each_tile(ThreadPool& pool, const TileTasks& tasks, int n, Fn&& fn) {
-    pool.run(tasks.num_tasks, [&](int64_t task, int thread) {
+    TaskRegions regions(tasks.num_tasks, pool.size());
+    pool.run(tasks.num_tasks, [&](int64_t, int thread) {
+        const int64_t task = regions.claim(thread);
         for (int x0 = 0; x0 < n; x0 += kChunkX) {
             const int nx = std::min(kChunkX, n - x0);
             for (int64_t tile = tasks.first(task); tile < tasks.end(task); ++tile) fn(tile, x0, nx, thread);

@@ -1,8 +1,10 @@
 // ThreadPool (cpu/thread_pool.h): every task runs exactly once with a thread id in range, for many job
 // sizes and thread counts; back-to-back tiny jobs (a decode step issues hundreds) stay fast; the pool
-// is destroyed cleanly while idle, asleep, or just after a job.
+// is destroyed cleanly while idle, asleep, or just after a job. TaskRegions (cpu/task_regions.h) hands
+// out every task once, each thread its own region in order first.
 #include "test_support.h"
 
+#include "cpu/task_regions.h"
 #include "cpu/thread_pool.h"
 
 #include <algorithm>
@@ -39,6 +41,43 @@ private slots:
                 QVERIFY2(runs[static_cast<size_t>(t)].load() == 1,
                          qPrintable(QString("tasks=%1: task %2 ran %3 times").arg(num_tasks).arg(t).arg(runs[t].load())));
         }
+    }
+
+    // Claimed inside pool jobs, as for_each_tile does: every task exactly once, whatever the counts.
+    void regions_claim_every_task_once() {
+        for (int threads : {1, 2, 3, 5}) {
+            ThreadPool pool(threads);
+            for (int64_t num_tasks : {int64_t(1), int64_t(2), int64_t(4), int64_t(16), int64_t(17), int64_t(1001)}) {
+                TaskRegions regions(num_tasks, pool.size());
+                std::vector<std::atomic<int>> runs(static_cast<size_t>(num_tasks));
+                std::atomic<int> missing{0};
+                pool.run(num_tasks, [&](int64_t, int thread) {
+                    const int64_t task = regions.claim(thread);
+                    if (task < 0 || task >= num_tasks) missing.fetch_add(1);
+                    else runs[static_cast<size_t>(task)].fetch_add(1, std::memory_order_relaxed);
+                });
+                QCOMPARE(missing.load(), 0);
+                for (int64_t t = 0; t < num_tasks; ++t)
+                    QVERIFY2(runs[static_cast<size_t>(t)].load() == 1,
+                             qPrintable(QString("threads=%1 tasks=%2: task %3 claimed %4 times")
+                                            .arg(threads).arg(num_tasks).arg(t).arg(runs[t].load())));
+            }
+        }
+    }
+
+    // A thread's claims run through its own region in order, then the others' from the next one on.
+    void regions_own_run_first() {
+        TaskRegions regions(10, 3);  // regions [0, 3), [3, 6), [6, 10)
+        QCOMPARE(regions.claim(1), int64_t(3));
+        QCOMPARE(regions.claim(1), int64_t(4));
+        QCOMPARE(regions.claim(2), int64_t(6));
+        QCOMPARE(regions.claim(1), int64_t(5));
+        QCOMPARE(regions.claim(1), int64_t(7));  // own region done: the next region's front
+        QCOMPARE(regions.claim(0), int64_t(0));
+        std::vector<int64_t> rest;
+        for (int i = 0; i < 4; ++i) rest.push_back(regions.claim(0));
+        QCOMPARE(rest, (std::vector<int64_t>{1, 2, 8, 9}));
+        QCOMPARE(regions.claim(2), int64_t(-1));  // all claimed
     }
 
     // run() returns only when every task is done: plain (non-atomic) writes are visible afterwards,
