@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 
 namespace kvscope {
 
@@ -26,6 +27,90 @@ std::string strip(std::string_view s) {
     const size_t b = s.find_first_not_of(ws);
     if (b == std::string_view::npos) return {};
     return std::string(s.substr(b, s.find_last_not_of(ws) - b + 1));
+}
+
+// The text of the Jinja string expression at source[pos]: quoted literals ('...' or "...", with \n, \t and
+// \\ \' \" escapes) joined by '+', where strftime_now('FMT') or a name the template binds to it (`set today =
+// strftime_now("%Y-%m-%d")`) stands for today's date. nullopt for anything else.
+std::optional<std::string> jinja_string_expression(std::string_view source, size_t pos) {
+    std::string out;
+    auto skip_spaces = [&] {
+        while (pos < source.size() && (source[pos] == ' ' || source[pos] == '\n' || source[pos] == '\t')) ++pos;
+    };
+    // strftime_now('FMT') at `at`: today in FMT, and where the call ends.
+    auto strftime_call = [&](size_t at, size_t& end) -> std::optional<std::string> {
+        constexpr std::string_view kCall = "strftime_now(";
+        if (source.substr(at, kCall.size()) != kCall || at + kCall.size() >= source.size()) return std::nullopt;
+        const char quote = source[at + kCall.size()];
+        if (quote != '\'' && quote != '"') return std::nullopt;
+        const size_t begin = at + kCall.size() + 1, close = source.find(quote, begin);
+        if (close == std::string_view::npos || source.substr(close + 1, 1) != ")") return std::nullopt;
+        end = close + 2;
+        return local_time_string(std::string(source.substr(begin, close - begin)).c_str());
+    };
+    for (;;) {
+        skip_spaces();
+        if (pos >= source.size()) return std::nullopt;
+        const char quote = source[pos];
+        if (quote == '\'' || quote == '"') {
+            for (++pos;; ++pos) {
+                if (pos >= source.size()) return std::nullopt;
+                const char c = source[pos];
+                if (c == quote) break;
+                if (c != '\\') {
+                    out += c;
+                    continue;
+                }
+                if (++pos >= source.size()) return std::nullopt;
+                const char e = source[pos];
+                out += e == 'n' ? '\n' : e == 't' ? '\t' : e;
+            }
+            ++pos;
+        } else if (size_t end = 0; auto today = strftime_call(pos, end)) {
+            out += *today;
+            pos = end;
+        } else {  // a name, bound to strftime_now(...) elsewhere in the template
+            size_t name_end = pos;
+            while (name_end < source.size() && (std::isalnum(static_cast<unsigned char>(source[name_end])) || source[name_end] == '_'))
+                ++name_end;
+            if (name_end == pos) return std::nullopt;
+            const std::string binding = "set " + std::string(source.substr(pos, name_end - pos)) + " = ";
+            const size_t bound = source.find(binding);
+            size_t ignored = 0;
+            auto value = bound == std::string_view::npos ? std::nullopt : strftime_call(bound + binding.size(), ignored);
+            if (!value) return std::nullopt;
+            out += *value;
+            pos = name_end;
+        }
+        skip_spaces();
+        if (pos < source.size() && source[pos] == '+') {
+            ++pos;
+            continue;
+        }
+        return out;
+    }
+}
+
+// The default system prompt a template writes when the chat has none, from its `default_system_message =`
+// (Mistral Small 3.x, Ministral 3, Devstral, Granite 4) or `set system_message =` (Granite 3.x) string
+// expression; "" when it has none that jinja_string_expression reads. Granite 3.x then appends a sentence
+// per case (tools, documents, thinking): a plain chat takes the chain's final else.
+std::string template_default_system(std::string_view source) {
+    for (std::string_view key : {std::string_view("default_system_message = "), std::string_view("set system_message = ")})
+        for (size_t at = source.find(key); at != std::string_view::npos; at = source.find(key, at + 1)) {
+            std::optional<std::string> text = jinja_string_expression(source, at + key.size());
+            if (!text) continue;
+            constexpr std::string_view kAppend = "set system_message = system_message + ";
+            for (size_t more = source.find(kAppend, at); more != std::string_view::npos; more = source.find(kAppend, more + 1)) {
+                const std::string_view before = source.substr(0, source.rfind("{", more));
+                const size_t end = before.find_last_not_of(" \t\n");
+                if (end == std::string_view::npos || !before.substr(0, end + 1).ends_with("else %}")) continue;
+                if (auto tail = jinja_string_expression(source, more + kAppend.size())) *text += *tail;
+                break;
+            }
+            return *text;
+        }
+    return {};
 }
 
 // Qwen2 / Qwen2.5 / SmolLM templates write a default system prompt as a literal:
@@ -78,11 +163,12 @@ std::string render_chatml(const std::vector<ChatMessage>& messages, bool gen, co
 
 // Qwen3: ChatML without a default system prompt; an earlier assistant turn is sent without its
 // reasoning (after a "</think>" the template keeps what follows it, left-stripped of newlines). The
-// generation prompt leaves thinking on (enable_thinking's default): no empty think block.
-std::string render_qwen3(const std::vector<ChatMessage>& messages, bool gen) {
+// generation prompt leaves thinking on (enable_thinking's default): no empty think block. QwQ and Qwen3.5
+// open the reasoning in the generation prompt ("<think>\n"); Qwen3.5 trims every message.
+std::string render_qwen3(const std::vector<ChatMessage>& messages, bool gen, bool think_prompt, bool trim) {
     std::string out;
     for (const ChatMessage& m : messages) {
-        std::string content = m.content;
+        std::string content = trim ? strip(m.content) : m.content;
         if (m.role == "assistant") {
             if (const size_t end = content.rfind("</think>"); end != std::string::npos) {
                 content = content.substr(end + 8);
@@ -90,9 +176,9 @@ std::string render_qwen3(const std::vector<ChatMessage>& messages, bool gen) {
                 content.erase(0, text == std::string::npos ? content.size() : text);
             }
         }
-        out += "<|im_start|>" + m.role + "\n" + content + "<|im_end|>\n";
+        out += "<|im_start|>" + m.role + "\n" + (trim ? strip(content) : content) + "<|im_end|>\n";
     }
-    if (gen) out += "<|im_start|>assistant\n";
+    if (gen) out += think_prompt ? "<|im_start|>assistant\n<think>\n" : "<|im_start|>assistant\n";
     return out;
 }
 
@@ -213,6 +299,101 @@ std::string render_deepseek(const std::vector<ChatMessage>& messages, bool gen, 
     return out;
 }
 
+// Mistral's v7 template (Mistral Large 2411, Small 3.x, Ministral 3, Devstral): BOS, the system prompt (the
+// chat's first message, else the template's default) in [SYSTEM_PROMPT] tags, then "[INST]" + user +
+// "[/INST]" and assistant + EOS; later system messages in [SYSTEM_PROMPT] tags where they stand. Large 2411
+// puts a space after each opening tag and before each answer.
+std::string render_mistral_v7(const std::vector<ChatMessage>& messages, const std::string& default_system, bool spaced) {
+    const std::string sp = spaced ? " " : "";
+    std::string out = "<s>";
+    size_t first = 0;
+    if (!messages.empty() && messages[0].role == "system") {
+        out += "[SYSTEM_PROMPT]" + sp + messages[0].content + "[/SYSTEM_PROMPT]";
+        first = 1;
+    } else if (!default_system.empty()) {
+        out += "[SYSTEM_PROMPT]" + sp + default_system + "[/SYSTEM_PROMPT]";
+    }
+    for (size_t i = first; i < messages.size(); ++i) {
+        const ChatMessage& m = messages[i];
+        if (m.role == "system") out += "[SYSTEM_PROMPT]" + sp + m.content + "[/SYSTEM_PROMPT]";
+        else if (m.role == "user") out += "[INST]" + sp + m.content + "[/INST]";
+        else if (m.role == "assistant") out += sp + m.content + "</s>";
+    }
+    return out;
+}
+
+// gpt-oss (OpenAI's harmony format): a system message with the model's identity, today's date and the
+// default reasoning effort (medium); the chat's system prompt as the developer's instructions; answers on
+// the final channel; the generation prompt "<|start|>assistant" (the model names its channel). A last
+// assistant message without a generation prompt ends "<|return|>".
+std::string render_gpt_oss(const std::vector<ChatMessage>& messages, bool gen, const std::string& date) {
+    std::string out = "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+                      "Knowledge cutoff: 2024-06\nCurrent date: " + date +
+                      "\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel must be included "
+                      "for every message.<|end|>";
+    size_t first = 0;
+    if (!messages.empty() && (messages[0].role == "system" || messages[0].role == "developer")) {
+        if (!messages[0].content.empty())
+            out += "<|start|>developer<|message|># Instructions\n\n" + messages[0].content + "\n\n<|end|>";
+        first = 1;
+    }
+    for (size_t i = first; i < messages.size(); ++i) {
+        const ChatMessage& m = messages[i];
+        if (m.role == "user") {
+            out += "<|start|>user<|message|>" + m.content + "<|end|>";
+        } else if (m.role == "assistant") {
+            const bool last = i + 1 == messages.size() && !gen;
+            out += "<|start|>assistant<|channel|>final<|message|>" + m.content + (last ? "<|return|>" : "<|end|>");
+        }
+    }
+    if (gen) out += "<|start|>assistant";
+    return out;
+}
+
+// IBM Granite 3.x / 4: "<|start_of_role|>" + role + "<|end_of_role|>" + content + "<|end_of_text|>\n", a
+// system turn first (the chat's, else the template's default); the generation prompt opens the assistant's.
+std::string render_granite(const std::vector<ChatMessage>& messages, bool gen, const std::string& default_system) {
+    std::string out;
+    auto turn = [&](const std::string& role, const std::string& content) {
+        out += "<|start_of_role|>" + role + "<|end_of_role|>" + content + "<|end_of_text|>\n";
+    };
+    size_t first = 0;
+    if (!messages.empty() && messages[0].role == "system") {
+        turn("system", messages[0].content);
+        first = 1;
+    } else if (!default_system.empty()) {
+        turn("system", default_system);
+    }
+    for (size_t i = first; i < messages.size(); ++i) turn(messages[i].role, messages[i].content);
+    if (gen) out += "<|start_of_role|>assistant<|end_of_role|>";
+    return out;
+}
+
+// Gemma 4: "<bos>", turns "<|turn>" + role ("model" for the assistant) + "\n" + trimmed content + "<turn|>\n",
+// a system role of its own. Earlier answers lose their thinking ("<|channel>...<channel|>"). With thinking off
+// (enable_thinking's default) the generation prompt closes an empty thought channel.
+std::string render_gemma4(const std::vector<ChatMessage>& messages, bool gen) {
+    std::string out = "<bos>";
+    for (const ChatMessage& m : messages) {
+        std::string content = m.content;
+        if (m.role == "assistant") {
+            std::string kept;
+            size_t at = 0;
+            for (;;) {
+                const size_t close = content.find("<channel|>", at);
+                const std::string part = content.substr(at, close == std::string::npos ? std::string::npos : close - at);
+                kept += part.substr(0, part.find("<|channel>"));
+                if (close == std::string::npos) break;
+                at = close + 10;
+            }
+            content = kept;
+        }
+        out += "<|turn>" + std::string(m.role == "assistant" ? "model" : m.role) + "\n" + strip(content) + "<turn|>\n";
+    }
+    if (gen) out += "<|turn>model\n<|channel>thought\n<channel|>";
+    return out;
+}
+
 // Zephyr / TinyLlama-Chat: "<|role|>\n" + content + EOS + "\n".
 std::string render_zephyr(const std::vector<ChatMessage>& messages, bool gen) {
     std::string out;
@@ -243,14 +424,29 @@ ChatTemplate ChatTemplate::detect(std::string_view source, std::string_view mode
         return t;
     }
     if (has(source, "<start_of_turn>")) return ChatTemplate("gemma");
+    if (has(source, "<|turn>") && has(source, "<turn|>")) return ChatTemplate("gemma4");
+    if (has(source, "<|start|>") && has(source, "<|channel|>")) return ChatTemplate("gpt-oss");
+    if (has(source, "<|start_of_role|>")) return ChatTemplate("granite", template_default_system(source));
     if (has(source, kDeepSeekUser)) {
         ChatTemplate t("deepseek");
         t.think_prompt_ = has(source, std::string(kDeepSeekAssistant) + "<think>\\n");
         return t;
     }
     if (has(source, "<|im_sep|>")) return ChatTemplate("phi4");
-    if (has(source, "<|im_start|>"))
-        return has(source, "<think>") ? ChatTemplate("qwen3") : ChatTemplate("chatml", chatml_default_system(source));
+    if (has(source, "<|im_start|>")) {
+        // SmolLM3 writes a metadata system block of its own: not rendered (plain, with the warning).
+        if (has(source, "## Metadata")) return unrecognized_plain();
+        if (!has(source, "<think>")) return ChatTemplate("chatml", chatml_default_system(source));
+        ChatTemplate t("qwen3");
+        t.think_prompt_ = has(source, "'<think>\\n'") || has(source, "assistant\\n<think>\\n'");
+        t.trim_ = has(source, "|trim");
+        return t;
+    }
+    if (has(source, "[SYSTEM_PROMPT]")) {
+        ChatTemplate t("mistral-v7", template_default_system(source));
+        t.inst_open_space_ = has(source, "'[INST] '") || has(source, "\"[INST] \"");
+        return t;
+    }
     if (has(source, "[INST]")) {
         if (has(source, "<<SYS>>")) return ChatTemplate("llama2");
         ChatTemplate t("mistral");
@@ -262,11 +458,7 @@ ChatTemplate ChatTemplate::detect(std::string_view source, std::string_view mode
     if (has(source, "<|user|>") && has(source, "<|end|>")) return ChatTemplate("phi3");
     if (has(source, "<|user|>") && (has(source, "</s>") || has(source, "eos_token") || has(source, "<|assistant|>")))
         return ChatTemplate("zephyr");
-    if (!source.empty()) {
-        ChatTemplate plain("plain");
-        plain.unrecognized_ = true;
-        return plain;
-    }
+    if (!source.empty()) return unrecognized_plain();
 
     const std::string hint = lower(model_hint);
     if (has(hint, "llama-3") || has(hint, "llama3")) return ChatTemplate("llama3");
@@ -283,28 +475,43 @@ ChatTemplate ChatTemplate::detect(std::string_view source, std::string_view mode
     return ChatTemplate("plain");
 }
 
+ChatTemplate ChatTemplate::unrecognized_plain() {
+    ChatTemplate plain("plain");
+    plain.unrecognized_ = true;
+    return plain;
+}
+
 ChatTemplate ChatTemplate::of_family(std::string_view family) {
-    for (std::string_view f : {"llama2", "llama3", "chatml", "qwen3", "gemma", "phi3", "phi4", "zephyr", "mistral", "deepseek", "plain"})
+    constexpr std::string_view kFamilies[] = {"llama2", "llama3", "chatml", "qwen3", "gemma", "gemma4", "phi3", "phi4", "zephyr",
+                                              "mistral", "mistral-v7", "deepseek", "gpt-oss", "granite", "plain"};
+    std::string names;
+    for (std::string_view f : kFamilies) {
         if (f == family) return ChatTemplate(std::string(family));
-    throw BadInput("chat template family '" + std::string(family) +
-                   "' is unknown (llama2, llama3, chatml, qwen3, gemma, phi3, phi4, zephyr, mistral, deepseek, plain)");
+        names += (names.empty() ? "" : ", ") + std::string(f);
+    }
+    throw BadInput("chat template family '" + std::string(family) + "' is unknown (" + names + ")");
 }
 
 bool ChatTemplate::renders_bos() const {
-    return family_ == "llama3" || family_ == "llama2" || family_ == "mistral" || family_ == "gemma" || family_ == "deepseek";
+    return family_ == "llama3" || family_ == "llama2" || family_ == "mistral" || family_ == "mistral-v7" || family_ == "gemma" ||
+           family_ == "gemma4" || family_ == "deepseek";
 }
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
     if (family_ == "llama3")
         return render_llama3(messages, add_generation_prompt, dated_system_, date_from_clock_ ? local_time_string("%d %b %Y") : "26 Jul 2024");
     if (family_ == "chatml") return render_chatml(messages, add_generation_prompt, default_system_);
-    if (family_ == "qwen3") return render_qwen3(messages, add_generation_prompt);
+    if (family_ == "qwen3") return render_qwen3(messages, add_generation_prompt, think_prompt_, trim_);
     if (family_ == "gemma") return render_gemma(messages, add_generation_prompt);
+    if (family_ == "gemma4") return render_gemma4(messages, add_generation_prompt);
     if (family_ == "phi3") return render_phi3(messages, add_generation_prompt);
     if (family_ == "phi4") return render_phi4(messages, add_generation_prompt);
     if (family_ == "llama2") return render_llama2(messages);
     if (family_ == "mistral") return render_mistral(messages, inst_open_space_, inst_close_space_, system_on_last_user_);
+    if (family_ == "mistral-v7") return render_mistral_v7(messages, default_system_, inst_open_space_);
     if (family_ == "deepseek") return render_deepseek(messages, add_generation_prompt, think_prompt_);
+    if (family_ == "gpt-oss") return render_gpt_oss(messages, add_generation_prompt, local_time_string("%Y-%m-%d"));
+    if (family_ == "granite") return render_granite(messages, add_generation_prompt, default_system_);
     if (family_ == "zephyr") return render_zephyr(messages, add_generation_prompt);
     return render_plain(messages, add_generation_prompt);
 }

@@ -22,7 +22,8 @@ public:
     static ChatTemplate detect(std::string_view jinja_source, std::string_view model_hint = {});
     static ChatTemplate of_family(std::string_view family);  // throws BadInput for unknown names
 
-    // "llama2", "llama3", "chatml", "qwen3", "gemma", "phi3", "phi4", "zephyr", "mistral", "deepseek" or "plain".
+    // "llama2", "llama3", "chatml", "qwen3", "gemma", "gemma4", "phi3", "phi4", "zephyr", "mistral", "mistral-v7",
+    // "deepseek", "gpt-oss", "granite" or "plain".
     std::string family() const { return family_; }
     // The model carries a template of no family kvscope knows: chats are rendered plain, which the
     // model was not trained on (info and the GUI say so).
@@ -35,15 +36,18 @@ public:
 private:
     explicit ChatTemplate(std::string family, std::string default_system = {})
         : family_(std::move(family)), default_system_(std::move(default_system)) {}
+    static ChatTemplate unrecognized_plain();  // plain, flagged unrecognized
     std::string family_;
-    std::string default_system_;  // chatml: the system prompt the template adds when none is given
+    std::string default_system_;  // chatml, mistral-v7, granite: the system prompt the template adds when none is given
     bool unrecognized_ = false;
     // Variants within a family, read from the template source:
     bool dated_system_ = false;   // llama3: Llama 3.1+'s system turn ("Cutting Knowledge Date", "Today Date")
     bool date_from_clock_ = false;  // llama3: Llama 3.2+ dates it today (strftime_now), 3.1 "26 Jul 2024"
-    bool inst_open_space_ = true, inst_close_space_ = true;  // mistral: "[INST] " / " [/INST]" (v0.1) or none (Nemo)
+    bool inst_open_space_ = true, inst_close_space_ = true;  // mistral: "[INST] " / " [/INST]" (v0.1) or none (Nemo);
+                                                             // mistral-v7: "[INST] " (Large 2411) or "[INST]"
     bool system_on_last_user_ = false;  // mistral v0.3 / Nemo: the system prompt joins the last user turn
-    bool think_prompt_ = false;   // deepseek: R1's generation prompt opens "<think>\n"
+    bool think_prompt_ = false;   // deepseek (R1), qwen3 (QwQ, Qwen3.5): the generation prompt opens "<think>\n"
+    bool trim_ = false;           // qwen3: Qwen3.5 trims every message
 };
 
 }  // namespace kvscope
