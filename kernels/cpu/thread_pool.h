@@ -59,14 +59,14 @@ private:
     std::atomic<bool> stop_{false};
 };
 
-// Grows per-thread scratch (one buffer per pool thread) to at least `count` elements each, plus two cache
-// lines of slack at the end: the buffers are separate heap blocks that malloc may place back to back, and
-// two threads must not write the two ends of one cache line (or of a pair that the prefetcher fetches
-// together) while they work.
+// Grows per-thread scratch (one buffer per pool thread) to at least `count` elements each, plus a page of
+// slack at the end: the buffers are separate heap blocks that malloc may place back to back, and a thread's
+// writes must not land on lines that the other core holds, shared at a buffer's end or fetched there by its
+// prefetchers.
 template <class T>
 void reserve_per_thread(std::vector<std::vector<T>>& scratch, const ThreadPool& pool, size_t count) {
     if (scratch.size() < static_cast<size_t>(pool.size())) scratch.resize(pool.size());
-    const size_t padded = count + (128 + sizeof(T) - 1) / sizeof(T);
+    const size_t padded = count + (4096 + sizeof(T) - 1) / sizeof(T);
     for (auto& s : scratch)
         if (s.size() < padded) s.resize(padded);
 }
