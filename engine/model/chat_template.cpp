@@ -152,6 +152,15 @@ std::string render_llama3(const std::vector<ChatMessage>& messages, bool gen, bo
     return out;
 }
 
+// Llama 4: "<|begin_of_text|>", turns "<|header_start|>" + role + "<|header_end|>\n\n" + trimmed content +
+// "<|eot|>" (Meta's prompt format; llama.cpp renders it so). No dated system turn, unlike 3.1+.
+std::string render_llama4(const std::vector<ChatMessage>& messages, bool gen) {
+    std::string out = "<|begin_of_text|>";
+    for (const ChatMessage& m : messages) out += "<|header_start|>" + m.role + "<|header_end|>\n\n" + strip(m.content) + "<|eot|>";
+    if (gen) out += "<|header_start|>assistant<|header_end|>\n\n";
+    return out;
+}
+
 std::string render_chatml(const std::vector<ChatMessage>& messages, bool gen, const std::string& default_system) {
     std::string out;
     if (!default_system.empty() && (messages.empty() || messages.front().role != "system"))
@@ -423,6 +432,7 @@ ChatTemplate ChatTemplate::detect(std::string_view source, std::string_view mode
         t.date_from_clock_ = has(source, "strftime_now");
         return t;
     }
+    if (has(source, "<|header_start|>") && has(source, "<|header_end|>")) return ChatTemplate("llama4");
     if (has(source, "<start_of_turn>")) return ChatTemplate("gemma");
     if (has(source, "<|turn>") && has(source, "<turn|>")) return ChatTemplate("gemma4");
     if (has(source, "<|start|>") && has(source, "<|channel|>")) return ChatTemplate("gpt-oss");
@@ -482,7 +492,7 @@ ChatTemplate ChatTemplate::unrecognized_plain() {
 }
 
 ChatTemplate ChatTemplate::of_family(std::string_view family) {
-    constexpr std::string_view kFamilies[] = {"llama2", "llama3", "chatml", "qwen3", "gemma", "gemma4", "phi3", "phi4", "zephyr",
+    constexpr std::string_view kFamilies[] = {"llama2", "llama3", "llama4", "chatml", "qwen3", "gemma", "gemma4", "phi3", "phi4", "zephyr",
                                               "mistral", "mistral-v7", "deepseek", "gpt-oss", "granite", "plain"};
     std::string names;
     for (std::string_view f : kFamilies) {
@@ -493,13 +503,14 @@ ChatTemplate ChatTemplate::of_family(std::string_view family) {
 }
 
 bool ChatTemplate::renders_bos() const {
-    return family_ == "llama3" || family_ == "llama2" || family_ == "mistral" || family_ == "mistral-v7" || family_ == "gemma" ||
+    return family_ == "llama3" || family_ == "llama4" || family_ == "llama2" || family_ == "mistral" || family_ == "mistral-v7" || family_ == "gemma" ||
            family_ == "gemma4" || family_ == "deepseek";
 }
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
     if (family_ == "llama3")
         return render_llama3(messages, add_generation_prompt, dated_system_, date_from_clock_ ? local_time_string("%d %b %Y") : "26 Jul 2024");
+    if (family_ == "llama4") return render_llama4(messages, add_generation_prompt);
     if (family_ == "chatml") return render_chatml(messages, add_generation_prompt, default_system_);
     if (family_ == "qwen3") return render_qwen3(messages, add_generation_prompt, think_prompt_, trim_);
     if (family_ == "gemma") return render_gemma(messages, add_generation_prompt);

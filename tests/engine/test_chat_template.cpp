@@ -198,6 +198,11 @@ const char* kSmolLm3Source =
     "{- \"Reasoning Mode: /think\\n\\n\" -}}{{- \"## Custom Instructions\\n\\n\" -}}{%- for message in messages -%}"
     "{{- \"<|im_start|>\" + message.role + \"\\n\" + message.content + \"<|im_end|>\\n\" -}}{%- endfor -%}{%- if ad"
     "d_generation_prompt -%}{{- \"<|im_start|>assistant\\n<think>\\n\" -}}{%- endif -%}";
+// Llama 4's turns as Meta's prompt format documents them.
+const char* kLlama4Source =
+    "{{- bos_token }}{%- for message in messages %}{{- '<|header_start|>' + message['role'] + '<|header_end|>\\n\\n' }}"
+    "{{- message['content'] | trim }}{{- '<|eot|>' }}{%- endfor %}{%- if add_generation_prompt %}"
+    "{{- '<|header_start|>assistant<|header_end|>\\n\\n' }}{%- endif %}";
 const char* kUnknownSource = "{% for message in messages %}### {{ message['role'] }}: {{ message['content'] }}\n{% endfor %}";
 
 const std::vector<ChatMessage> kSystemUser = {{"system", "You are helpful."}, {"user", "Hi!"}};
@@ -238,6 +243,7 @@ private slots:
         QTest::newRow("mistral small 3") << QByteArray(kMistralSmall3Source) << QByteArray() << "mistral-v7";
         QTest::newRow("mistral large 2411") << QByteArray(kMistralLargeV7Source) << QByteArray() << "mistral-v7";
         QTest::newRow("gpt-oss") << QByteArray(kGptOssSource) << QByteArray() << "gpt-oss";
+        QTest::newRow("llama4") << QByteArray(kLlama4Source) << QByteArray() << "llama4";
         QTest::newRow("granite 3") << QByteArray(kGranite3Source) << QByteArray() << "granite";
         QTest::newRow("granite 4") << QByteArray(kGranite4Source) << QByteArray() << "granite";
         QTest::newRow("gemma 4") << QByteArray(kGemma4Source) << QByteArray() << "gemma4";
@@ -341,6 +347,11 @@ private slots:
                               << QByteArray("<|im_start|>system<|im_sep|>You are helpful.<|im_end|><|im_start|>user<|im_sep|>Hi!"
                                             "<|im_end|><|im_start|>assistant<|im_sep|>Hello.<|im_end|><|im_start|>user<|im_sep|>Bye"
                                             "<|im_end|><|im_start|>assistant<|im_sep|>");
+        QTest::newRow("llama4") << QByteArray(kLlama4Source) << 2 << true
+                                << QByteArray("<|begin_of_text|><|header_start|>system<|header_end|>\n\nYou are helpful.<|eot|>"
+                                              "<|header_start|>user<|header_end|>\n\nHi!<|eot|><|header_start|>assistant<|header_end|>"
+                                              "\n\nHello.<|eot|><|header_start|>user<|header_end|>\n\nBye<|eot|>"
+                                              "<|header_start|>assistant<|header_end|>\n\n");
         QTest::newRow("plain") << QByteArray() << 0 << true << QByteArray("System: You are helpful.\nUser: Hi!\nAssistant:");
         QTest::newRow("plain turns") << QByteArray() << 2 << false
                                      << QByteArray("System: You are helpful.\nUser: Hi!\nAssistant: Hello.\nUser: Bye\n");
@@ -444,6 +455,7 @@ private slots:
         QVERIFY(ChatTemplate::of_family("mistral").renders_bos());
         QVERIFY(ChatTemplate::of_family("gemma").renders_bos());
         QVERIFY(ChatTemplate::of_family("gemma4").renders_bos());
+        QVERIFY(ChatTemplate::of_family("llama4").renders_bos());
         QVERIFY(ChatTemplate::of_family("mistral-v7").renders_bos());
         QVERIFY(!ChatTemplate::of_family("gpt-oss").renders_bos());
         QVERIFY(!ChatTemplate::of_family("granite").renders_bos());
