@@ -232,6 +232,15 @@ std::string render_phi4(const std::vector<ChatMessage>& messages, bool gen) {
     return out;
 }
 
+// Phi-4-mini: "<|role|>" + content + "<|end|>", no newlines; the generation prompt "<|assistant|>", else
+// its EOS ("<|endoftext|>") closes the chat.
+std::string render_phi4_mini(const std::vector<ChatMessage>& messages, bool gen) {
+    std::string out;
+    for (const ChatMessage& m : messages) out += "<|" + m.role + "|>" + m.content + "<|end|>";
+    out += gen ? "<|assistant|>" : "<|endoftext|>";
+    return out;
+}
+
 // Meta's Llama 2 chat template: the system prompt goes inside the first [INST] in <<SYS>> tags;
 // every user turn opens with BOS, every assistant turn ends with EOS. No generation prompt.
 std::string render_llama2(const std::vector<ChatMessage>& messages) {
@@ -466,6 +475,8 @@ ChatTemplate ChatTemplate::detect(std::string_view source, std::string_view mode
         return t;
     }
     if (has(source, "<|user|>") && has(source, "<|end|>")) return ChatTemplate("phi3");
+    if (has(source, "'<|' + message['role'] + '|>' + message['content']") && has(source, "<|end|>"))
+        return ChatTemplate("phi4-mini");
     if (has(source, "<|user|>") && (has(source, "</s>") || has(source, "eos_token") || has(source, "<|assistant|>")))
         return ChatTemplate("zephyr");
     if (!source.empty()) return unrecognized_plain();
@@ -475,7 +486,8 @@ ChatTemplate ChatTemplate::detect(std::string_view source, std::string_view mode
     if (has(hint, "gemma")) return ChatTemplate("gemma");
     if (has(hint, "phi-3") || has(hint, "phi3")) return ChatTemplate("phi3");
     // Phi-4-mini has a template of its own ("<|user|>" without the newline): not phi4's.
-    if ((has(hint, "phi-4") || has(hint, "phi4")) && !has(hint, "mini")) return ChatTemplate("phi4");
+    if ((has(hint, "phi-4") || has(hint, "phi4")) && has(hint, "mini")) return ChatTemplate("phi4-mini");
+    if (has(hint, "phi-4") || has(hint, "phi4")) return ChatTemplate("phi4");
     if (has(hint, "qwen3")) return ChatTemplate("qwen3");
     if (has(hint, "qwen") || has(hint, "smollm")) return ChatTemplate("chatml");
     if (has(hint, "tinyllama") || has(hint, "zephyr")) return ChatTemplate("zephyr");
@@ -492,7 +504,7 @@ ChatTemplate ChatTemplate::unrecognized_plain() {
 }
 
 ChatTemplate ChatTemplate::of_family(std::string_view family) {
-    constexpr std::string_view kFamilies[] = {"llama2", "llama3", "llama4", "chatml", "qwen3", "gemma", "gemma4", "phi3", "phi4", "zephyr",
+    constexpr std::string_view kFamilies[] = {"llama2", "llama3", "llama4", "chatml", "qwen3", "gemma", "gemma4", "phi3", "phi4", "phi4-mini", "zephyr",
                                               "mistral", "mistral-v7", "deepseek", "gpt-oss", "granite", "plain"};
     std::string names;
     for (std::string_view f : kFamilies) {
@@ -517,6 +529,7 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool 
     if (family_ == "gemma4") return render_gemma4(messages, add_generation_prompt);
     if (family_ == "phi3") return render_phi3(messages, add_generation_prompt);
     if (family_ == "phi4") return render_phi4(messages, add_generation_prompt);
+    if (family_ == "phi4-mini") return render_phi4_mini(messages, add_generation_prompt);
     if (family_ == "llama2") return render_llama2(messages);
     if (family_ == "mistral") return render_mistral(messages, inst_open_space_, inst_close_space_, system_on_last_user_);
     if (family_ == "mistral-v7") return render_mistral_v7(messages, default_system_, inst_open_space_);

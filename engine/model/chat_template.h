@@ -22,7 +22,7 @@ public:
     static ChatTemplate detect(std::string_view jinja_source, std::string_view model_hint = {});
     static ChatTemplate of_family(std::string_view family);  // throws BadInput for unknown names
 
-    // "llama2", "llama3", "llama4", "chatml", "qwen3", "gemma", "gemma4", "phi3", "phi4", "zephyr", "mistral", "mistral-v7",
+    // "llama2", "llama3", "llama4", "chatml", "qwen3", "gemma", "gemma4", "phi3", "phi4", "phi4-mini", "zephyr", "mistral", "mistral-v7",
     // "deepseek", "gpt-oss", "granite" or "plain".
     std::string family() const { return family_; }
     // The model carries a template of no family kvscope knows: chats are rendered plain, which the

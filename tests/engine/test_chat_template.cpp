@@ -203,6 +203,12 @@ const char* kLlama4Source =
     "{{- bos_token }}{%- for message in messages %}{{- '<|header_start|>' + message['role'] + '<|header_end|>\\n\\n' }}"
     "{{- message['content'] | trim }}{{- '<|eot|>' }}{%- endfor %}{%- if add_generation_prompt %}"
     "{{- '<|header_start|>assistant<|header_end|>\\n\\n' }}{%- endif %}";
+// microsoft/Phi-4-mini-instruct's template.
+const char* kPhi4MiniSource =
+    "{% for message in messages %}{% if message['role'] == 'system' and 'tools' in message and message['tools'] is not none %}"
+    "{{ '<|' + message['role'] + '|>' + message['content'] + '<|tool|>' + message['tools'] + '<|/tool|>' + '<|end|>' }}{% else %}"
+    "{{ '<|' + message['role'] + '|>' + message['content'] + '<|end|>' }}{% endif %}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|assistant|>' }}{% else %}{{ eos_token }}{% endif %}";
 const char* kUnknownSource = "{% for message in messages %}### {{ message['role'] }}: {{ message['content'] }}\n{% endfor %}";
 
 const std::vector<ChatMessage> kSystemUser = {{"system", "You are helpful."}, {"user", "Hi!"}};
@@ -237,7 +243,8 @@ private slots:
         QTest::newRow("deepseek v3") << QByteArray(kDeepSeekV3Source) << QByteArray() << "deepseek";
         QTest::newRow("phi4") << QByteArray(kPhi4Source) << QByteArray() << "phi4";
         QTest::newRow("hint phi4") << QByteArray() << QByteArray("phi-4") << "phi4";
-        QTest::newRow("hint phi4 mini") << QByteArray() << QByteArray("Phi-4-mini-instruct") << "plain";
+        QTest::newRow("hint phi4 mini") << QByteArray() << QByteArray("Phi-4-mini-instruct") << "phi4-mini";
+        QTest::newRow("phi4 mini") << QByteArray(kPhi4MiniSource) << QByteArray() << "phi4-mini";
         QTest::newRow("deepseek r1") << QByteArray(kDeepSeekR1Source) << QByteArray() << "deepseek";
         QTest::newRow("unknown template") << QByteArray(kUnknownSource) << QByteArray("qwen2") << "plain";
         QTest::newRow("mistral small 3") << QByteArray(kMistralSmall3Source) << QByteArray() << "mistral-v7";
@@ -352,6 +359,12 @@ private slots:
                                               "<|header_start|>user<|header_end|>\n\nHi!<|eot|><|header_start|>assistant<|header_end|>"
                                               "\n\nHello.<|eot|><|header_start|>user<|header_end|>\n\nBye<|eot|>"
                                               "<|header_start|>assistant<|header_end|>\n\n");
+        QTest::newRow("phi4 mini") << QByteArray(kPhi4MiniSource) << 2 << true
+                                   << QByteArray("<|system|>You are helpful.<|end|><|user|>Hi!<|end|><|assistant|>Hello.<|end|>"
+                                                 "<|user|>Bye<|end|><|assistant|>");
+        QTest::newRow("phi4 mini no prompt") << QByteArray(kPhi4MiniSource) << 2 << false
+                                             << QByteArray("<|system|>You are helpful.<|end|><|user|>Hi!<|end|><|assistant|>"
+                                                           "Hello.<|end|><|user|>Bye<|end|><|endoftext|>");
         QTest::newRow("plain") << QByteArray() << 0 << true << QByteArray("System: You are helpful.\nUser: Hi!\nAssistant:");
         QTest::newRow("plain turns") << QByteArray() << 2 << false
                                      << QByteArray("System: You are helpful.\nUser: Hi!\nAssistant: Hello.\nUser: Bye\n");
@@ -462,6 +475,7 @@ private slots:
         QVERIFY(!ChatTemplate::of_family("qwen3").renders_bos());
         QVERIFY(!ChatTemplate::of_family("phi3").renders_bos());
         QVERIFY(!ChatTemplate::of_family("phi4").renders_bos());
+        QVERIFY(!ChatTemplate::of_family("phi4-mini").renders_bos());
         QVERIFY(!ChatTemplate::of_family("chatml").renders_bos());
         QVERIFY(!ChatTemplate::of_family("zephyr").renders_bos());
         QVERIFY(!ChatTemplate::of_family("plain").renders_bos());
