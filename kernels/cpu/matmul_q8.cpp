@@ -15,14 +15,19 @@ namespace KVSCOPE_CPU_NAMESPACE {
 
 namespace {
 
-// Register tiles per kernel set: kTileX activation rows by kTileW weight rows. AVX2 and the baseline hold
-// 6 accumulators and the operands of 3 x 2 block dots in 16 registers (measured best of 2x2 to 4x2).
+// Register tiles per kernel set: kTileX activation rows by kTileW weight rows. AVX2 holds 8 accumulators and
+// the operands of 4 x 2 block dots (4 x 2 ran 1-5% faster than 3 x 2 in alternating bench-135m Q8_0 /
+// Q4_K_M prefills on Zen 3, 8% in a single-thread kernel harness); the SSSE3 baseline, whose x blocks take
+// two registers each, 3 x 2.
 // Single-row decode takes one weight row at a time (kDecodeW), so that each thread reads its rows as one
 // sequential stream: 8-row tiles (8 streams 1-2 KB apart, x loaded once for all) decoded a Q8_0 model
 // 20-25% slower (kvscope-model-bench tg128, bench-135m Q8_0 and Q6_K); the x blocks come again from L1.
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
 constexpr int kTileX = 4;
 constexpr int kTileW = 4;
+#elif defined(__AVX2__)
+constexpr int kTileX = 4;
+constexpr int kTileW = 2;
 #else
 constexpr int kTileX = 3;
 constexpr int kTileW = 2;
