@@ -445,7 +445,11 @@ ChatTemplate ChatTemplate::detect(std::string_view source, std::string_view mode
     if (has(source, "<start_of_turn>")) return ChatTemplate("gemma");
     if (has(source, "<|turn>") && has(source, "<turn|>")) return ChatTemplate("gemma4");
     if (has(source, "<|start|>") && has(source, "<|channel|>")) return ChatTemplate("gpt-oss");
-    if (has(source, "<|start_of_role|>")) return ChatTemplate("granite", template_default_system(source));
+    if (has(source, "<|start_of_role|>")) {
+        ChatTemplate t("granite");
+        t.source_ = source;
+        return t;
+    }
     if (has(source, kDeepSeekUser)) {
         ChatTemplate t("deepseek");
         t.think_prompt_ = has(source, std::string(kDeepSeekAssistant) + "<think>\\n");
@@ -462,7 +466,8 @@ ChatTemplate ChatTemplate::detect(std::string_view source, std::string_view mode
         return t;
     }
     if (has(source, "[SYSTEM_PROMPT]")) {
-        ChatTemplate t("mistral-v7", template_default_system(source));
+        ChatTemplate t("mistral-v7");
+        t.source_ = source;
         t.inst_open_space_ = has(source, "'[INST] '") || has(source, "\"[INST] \"");
         return t;
     }
@@ -532,10 +537,10 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool 
     if (family_ == "phi4-mini") return render_phi4_mini(messages, add_generation_prompt);
     if (family_ == "llama2") return render_llama2(messages);
     if (family_ == "mistral") return render_mistral(messages, inst_open_space_, inst_close_space_, system_on_last_user_);
-    if (family_ == "mistral-v7") return render_mistral_v7(messages, default_system_, inst_open_space_);
+    if (family_ == "mistral-v7") return render_mistral_v7(messages, template_default_system(source_), inst_open_space_);
     if (family_ == "deepseek") return render_deepseek(messages, add_generation_prompt, think_prompt_);
     if (family_ == "gpt-oss") return render_gpt_oss(messages, add_generation_prompt, local_time_string("%Y-%m-%d"));
-    if (family_ == "granite") return render_granite(messages, add_generation_prompt, default_system_);
+    if (family_ == "granite") return render_granite(messages, add_generation_prompt, template_default_system(source_));
     if (family_ == "zephyr") return render_zephyr(messages, add_generation_prompt);
     return render_plain(messages, add_generation_prompt);
 }

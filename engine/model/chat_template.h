@@ -38,7 +38,10 @@ private:
         : family_(std::move(family)), default_system_(std::move(default_system)) {}
     static ChatTemplate unrecognized_plain();  // plain, flagged unrecognized
     std::string family_;
-    std::string default_system_;  // chatml, mistral-v7, granite: the system prompt the template adds when none is given
+    std::string default_system_;  // chatml: the system prompt the template adds when none is given
+    // mistral-v7, granite: the template text, whose default system prompt is read at each render (it may
+    // name today's date, as strftime_now does at each HF render).
+    std::string source_;
     bool unrecognized_ = false;
     // Variants within a family, read from the template source:
     bool dated_system_ = false;   // llama3: Llama 3.1+'s system turn ("Cutting Knowledge Date", "Today Date")
