@@ -641,6 +641,14 @@ void matmul_q8_k(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<ActS
         quantize_activations_q8_k(x + t * K, q, K);
         for (int64_t b = 0; b < nb; ++b) {
             ActSumsQ8& a = sums[t * nb8 + b / 8];
+#if defined(__AVX2__)
+            const __m256i pairs = _mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[b].qs)));
+            _mm256_store_si256(reinterpret_cast<__m256i*>(a.offset32_pairs[b % 8]), _mm256_slli_epi16(pairs, 5));
+            const __m128i s = _mm_add_epi16(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1));
+            const __m128i s4 = _mm_madd_epi16(s, _mm_set1_epi16(1));  // |sum| <= 32 * 127: int16 pairs do not overflow
+            const __m128i s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+            a.isum[b % 8] = static_cast<int16_t>(_mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_srli_si128(s2, 4))));
+#else
             int32_t total = 0;
             for (int i = 0; i < 16; ++i) {
                 const int32_t pair = q[b].qs[2 * i] + q[b].qs[2 * i + 1];
@@ -648,6 +656,7 @@ void matmul_q8_k(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<ActS
                 total += pair;
             }
             a.isum[b % 8] = static_cast<int16_t>(total);
+#endif
         }
     });
     switch (w.dtype) {

@@ -8,6 +8,7 @@
 #include "cpu/quant.h"
 #include "dtype.h"
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -370,6 +371,65 @@ private slots:
                          qPrintable(QString("block %1 [%2]: err %3, d %4").arg(b).arg(j).arg(err).arg(q[b].d)));
             }
             QCOMPARE(qmax, b == 1 ? 0 : 127);
+        }
+    }
+
+    // Both activation quantizers equal their definitions byte for byte (the AVX2 versions are vector code):
+    // Q8_0's d = max|x| / 127 through F16, q = x * 127 / max|x| by fma and the 1.5 * 2^23 rounding; Q8_K's
+    // m = the first value of largest magnitude, d = 1 / (-127 / m), q = nearest-even(x * (-127 / m)). With
+    // ties: +a and -a both largest (the first one's sign wins), products that land on k + 1/2 (a scale of
+    // 1: max|x| = 127), zero blocks, and amplitudes from 2^-20 to 2^10.
+    void activations_match_definitions() {
+        std::mt19937_64 rng(seed_ + 7);
+        const int n = 256 * 24;
+        std::vector<float> x(n);
+        for (int b = 0; b < n / 256; ++b) {
+            float* v = x.data() + b * 256;
+            const float amp = std::ldexp(1.0f, static_cast<int>(rng() % 31) - 20);
+            std::uniform_real_distribution<float> dist(-amp, amp);
+            for (int j = 0; j < 256; ++j) v[j] = dist(rng);
+            switch (b % 6) {
+            case 1: {  // the largest magnitude twice, with both signs, in either order
+                const int i = static_cast<int>(rng() % 128), k = 128 + static_cast<int>(rng() % 128);
+                v[i] = (b % 12 == 1 ? -1.5f : 1.5f) * amp;
+                v[k] = -v[i];
+                break;
+            }
+            case 2:  // halves: q = x exactly where max|x| = 127 in a block of 32 / of 256
+                for (int j = 0; j < 256; ++j) v[j] = static_cast<float>(static_cast<int>(rng() % 253) - 126) + 0.5f;
+                for (int g = 0; g < 8; ++g) v[32 * g + static_cast<int>(rng() % 32)] = g % 2 ? 127.0f : -127.0f;
+                break;
+            case 3:  // a zero block of 32 and one of 256
+                for (int j = 0; j < (b % 12 == 3 ? 256 : 32); ++j) v[j] = 0.0f;
+                break;
+            default: break;
+            }
+        }
+        std::vector<BlockQ8Act> got(n / 32);
+        quantize_activations_q8(x.data(), got.data(), n);
+        for (int b = 0; b < n / 32; ++b) {
+            const float* v = x.data() + 32 * b;
+            float amax = 0;
+            for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(v[j]));
+            const float id = amax > 0 ? 127.0f / amax : 0.0f;
+            QCOMPARE(got[b].d, f16_to_f32(f32_to_f16(amax / 127.0f)));
+            for (int j = 0; j < 32; ++j) {
+                const float r = std::fma(v[j], id, 12582912.0f) - 12582912.0f;
+                QCOMPARE(int{got[b].qs[j]}, static_cast<int>(std::clamp(r, -127.0f, 127.0f)));
+            }
+        }
+        quantize_activations_q8_k(x.data(), got.data(), n);
+        for (int b = 0; b < n / 256; ++b) {
+            const float* v = x.data() + 256 * b;
+            float m = 0;
+            for (int j = 0; j < 256; ++j)
+                if (std::fabs(v[j]) > std::fabs(m)) m = v[j];
+            const float iscale = m != 0 ? -127.0f / m : 0.0f;
+            for (int g = 0; g < 8; ++g) {
+                QCOMPARE(got[8 * b + g].d, m != 0 ? 1.0f / iscale : 0.0f);
+                for (int j = 0; j < 32; ++j)
+                    QCOMPARE(int{got[8 * b + g].qs[j]}, static_cast<int>(std::min(127.0f, std::nearbyint(v[32 * g + j] * iscale))));
+            }
         }
     }
 
