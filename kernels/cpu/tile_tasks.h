@@ -29,10 +29,37 @@ struct TileTasks {
 
 // fn(tile, x0, nx, thread) for every weight tile and every chunk [x0, x0 + nx) of the n x rows: a task
 // takes its tiles chunk by chunk, so that each chunk stays cached while the task's weight rows pass, and a
-// task's first call is (first(task), 0).
+// task's first call is (first(task), 0) (n > 1).
+// Single-row decode reads kDecodeStreams tasks' weight rows side by side, a tile of each in turn: two
+// sequential streams per thread. One stream per thread read memory at 32-39 GB/s here where two read
+// 44-47 (kvscope-kernel-bench's read reference); two took bench-135m's tg128 from 168 to 196 t/s on Q8_0
+// and from 174 to 196 on Q6_K (kvscope-model-bench, alternating runs), four no further.
+constexpr int kDecodeStreams = 2;
+
 template <class Fn>
 void for_each_tile(ThreadPool& pool, const TileTasks& tasks, int n, Fn&& fn) {
     TaskRegions regions(tasks.num_tasks, pool.size());
+    if (n == 1) {
+        pool.run((tasks.num_tasks + kDecodeStreams - 1) / kDecodeStreams, [&](int64_t, int thread) {
+            int64_t tile[kDecodeStreams], end[kDecodeStreams];
+            int live = 0;
+            for (; live < kDecodeStreams; ++live) {
+                const int64_t task = regions.claim(thread);  // -1 once every task is claimed
+                if (task < 0) break;
+                tile[live] = tasks.first(task);
+                end[live] = tasks.end(task);
+            }
+            for (bool more = true; more;) {
+                more = false;
+                for (int s = 0; s < live; ++s)
+                    if (tile[s] < end[s]) {
+                        fn(tile[s]++, 0, 1, thread);
+                        more = true;
+                    }
+            }
+        });
+        return;
+    }
     pool.run(tasks.num_tasks, [&](int64_t, int thread) {
         const int64_t task = regions.claim(thread);
         for (int x0 = 0; x0 < n; x0 += kChunkX) {
