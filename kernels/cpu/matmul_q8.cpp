@@ -1,5 +1,7 @@
 #include "cpu/matmul_q8.h"
 
+#include "cpu/matmul_q4k_x8.h"
+
 #include "cpu/q8_values.h"
 #include "cpu/simd.h"
 #include "cpu/tile_tasks.h"
@@ -659,6 +661,10 @@ void matmul_q8_k(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<ActS
 #endif
         }
     });
+    if (w.layout == WeightLayout::q4k_x8) {
+        matmul_q4k_x8(pool, xq.data(), sums.data(), n, w, out);
+        return;
+    }
     switch (w.dtype) {
     case DType::Q4_K: matmul_k_rows<Q4KDecoder>(pool, xq.data(), sums.data(), decoded, n, w, out); break;
     case DType::Q5_K: matmul_k_rows<Q5KDecoder>(pool, xq.data(), sums.data(), decoded, n, w, out); break;

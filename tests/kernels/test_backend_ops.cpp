@@ -204,7 +204,8 @@ private slots:
         const int shapes[][2] = {{64, 172}, {172, 64}, {75, 40}, {256, 96}, {576, 1536}, {1024, 33}, {2048, 64}, {2048, 8192}};
         for (DType dt : kDTypes)
             for (bool panels : {false, true}) {
-                if (panels && dt != DType::F32 && dt != DType::F16 && dt != DType::BF16) continue;  // nothing repacks them
+                if (panels && dt != DType::F32 && dt != DType::F16 && dt != DType::BF16 && dt != DType::Q4_K)
+                    continue;  // nothing repacks them
                 // 130: x chunks of 64, 64, 2 (row-major tiles); 6 x-row tiles with every tail (CPU panels);
                 // 16 and 257: GEMMs on the GPU
                 for (int n : {1, 2, 3, 4, 5, 12, 13, 16, 31, 64, 130, 257})
