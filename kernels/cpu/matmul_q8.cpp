@@ -1,6 +1,6 @@
 #include "cpu/matmul_q8.h"
 
-#include "cpu/matmul_q4k_x8.h"
+#include "cpu/matmul_k_x8.h"
 
 #include "cpu/q8_values.h"
 #include "cpu/simd.h"
@@ -661,8 +661,8 @@ void matmul_q8_k(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<ActS
 #endif
         }
     });
-    if (w.layout == WeightLayout::q4k_x8) {
-        matmul_q4k_x8(pool, xq.data(), sums.data(), n, w, out);
+    if (w.layout == WeightLayout::k_x8) {
+        matmul_k_x8(pool, xq.data(), sums.data(), n, w, out);
         return;
     }
     switch (w.dtype) {

@@ -1,0 +1,244 @@
+#include "cpu/matmul_k_x8.h"
+
+#include "cpu/tile_tasks.h"
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+namespace KVSCOPE_CPU_NAMESPACE {
+
+#if defined(__AVX2__)
+
+namespace {
+
+constexpr int kRows = 8;
+
+// Block b of 8 rows: the same bytes as their 8 BlockQ4_K / BlockQ5_K, rearranged. A row's qs[32p + i]
+// holds value i of group 2p (low nibble) and of group 2p + 1 (high nibble), so after the nibbles are
+// split, qs[p][c] gives values 4c .. 4c + 3 of groups 2p and 2p + 1 for the 8 rows. Q5_K's fifth bits:
+// bit j of qh[i] belongs to value i of group j, so qh[c] serves chunk c of every group.
+struct BlockQ4_Kx8 {
+    uint16_t d[kRows], dmin[kRows];
+    uint8_t scales[12][kRows];    // byte k of row r's 12 packed scale and min bytes at [k][r]
+    uint8_t qs[4][8][kRows][4];  // [pair p][chunk c][row r]: row r's qs[32p + 4c .. 32p + 4c + 3]
+};
+static_assert(sizeof(BlockQ4_Kx8) == kRows * sizeof(BlockQ4_K));
+
+struct BlockQ5_Kx8 {
+    uint16_t d[kRows], dmin[kRows];
+    uint8_t scales[12][kRows];
+    uint8_t qh[8][kRows][4];     // [chunk c][row r]: row r's qh[4c .. 4c + 3]
+    uint8_t qs[4][8][kRows][4];
+};
+static_assert(sizeof(BlockQ5_Kx8) == kRows * sizeof(BlockQ5_K));
+
+// pshufb indices over 16 bytes [group a: rows 0-7][group b: rows 0-7] present in both 128-bit halves
+// (rows 0-3 come out of the low half, 4-7 of the high): kSpread[0] puts group a's byte of row r in both
+// words of dword r (the scale pmaddwd multiplies each int16 pair sum by), kSpread[1] group b's;
+// kPair puts a's in word 0 and b's in word 1 (the mins, against the pair of x sums).
+struct Indices {
+    alignas(32) int8_t spread[2][32];
+    alignas(32) int8_t pair[32];
+    constexpr Indices() : spread{}, pair{} {
+        for (int i = 0; i < 32; ++i) {
+            const int r = i / 4, byte = i % 4;  // dword r (row r; the high half's indices address its own copy)
+            for (int g = 0; g < 2; ++g) spread[g][i] = static_cast<int8_t>(byte % 2 ? -1 : 8 * g + r);
+            pair[i] = static_cast<int8_t>(byte % 2 ? -1 : 8 * (byte / 2) + r);
+        }
+    }
+};
+inline constexpr Indices kIndices{};
+
+inline __m256i load32(const void* p) { return _mm256_load_si256(static_cast<const __m256i*>(p)); }
+inline __m256i broadcast_i32(const void* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+// The 128-bit half h of v in both halves.
+inline __m256i both_halves(__m256i v, int h) {
+    return h ? _mm256_permute4x64_epi64(v, 0xEE) : _mm256_permute4x64_epi64(v, 0x44);
+}
+
+// Bit J of each byte of v at bit 4, the other bits zero.
+template <int J>
+inline __m256i bit_at_4(__m256i v) {
+    const __m256i bit4 = _mm256_set1_epi8(0x10);
+    if constexpr (J <= 4)
+        return _mm256_and_si256(_mm256_slli_epi16(v, 4 - J), bit4);
+    else
+        return _mm256_and_si256(_mm256_srli_epi16(v, J - 4), bit4);
+}
+
+// Groups 2P and 2P + 1 of one block of 8 rows against xb (the block's 8 BlockQ8Act of one activation
+// row): the exact int32 sums of (value * q_x) per row, in int16 over at most kChunks chunks of 4 at a
+// time, times the groups' scales sc (bytes [group][row] for groups 2P, 2P + 1 in both halves), into isum.
+template <int P, class Block>
+inline void accumulate_pair(const Block& blk, const BlockQ8Act* xb, __m256i sc, __m256i& isum) {
+    constexpr bool kFifthBit = std::is_same_v<Block, BlockQ5_Kx8>;
+    constexpr int kChunks = kFifthBit ? 4 : 8;  // pmaddubsw pairs of 2 * 31 * 127 (2 * 15 * 127): below 2^15
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    const __m256i sc_a = _mm256_shuffle_epi8(sc, load32(kIndices.spread[0])), sc_b = _mm256_shuffle_epi8(sc, load32(kIndices.spread[1]));
+    for (int c0 = 0; c0 < 8; c0 += kChunks) {
+        __m256i sum_a = _mm256_setzero_si256(), sum_b = _mm256_setzero_si256();
+        for (int c = c0; c < c0 + kChunks; ++c) {
+            const __m256i q = load32(blk.qs[P][c]);
+            __m256i a = _mm256_and_si256(q, low4), b = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+            if constexpr (kFifthBit) {  // bits 2P and 2P + 1 of qh to bit 4
+                const __m256i h = load32(blk.qh[c]);
+                a = _mm256_or_si256(a, bit_at_4<2 * P>(h));
+                b = _mm256_or_si256(b, bit_at_4<2 * P + 1>(h));
+            }
+            sum_a = _mm256_add_epi16(sum_a, _mm256_maddubs_epi16(a, broadcast_i32(xb[2 * P].qs + 4 * c)));
+            sum_b = _mm256_add_epi16(sum_b, _mm256_maddubs_epi16(b, broadcast_i32(xb[2 * P + 1].qs + 4 * c)));
+        }
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(sum_a, sc_a));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(sum_b, sc_b));
+    }
+}
+
+// One block of 8 rows (Q4_K or Q5_K) against xb and its sums s, into acc.
+template <class Block>
+inline void accumulate(const Block& blk, const BlockQ8Act* xb, const ActSumsQ8& s, __m256& acc) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F), low6 = _mm256_set1_epi8(0x3F), bits45 = _mm256_set1_epi8(0x30);
+    // The 6-bit scales and mins of the 8 rows, bytes [group j][row r] (q4k_scale_min on 8 rows at once):
+    // j < 4 the low 6 bits of bytes j and j + 4; j >= 4 a nibble of byte j + 4 and the top 2 bits of
+    // byte j - 4 (scale) or j (min).
+    const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.scales[0]));
+    const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.scales[4]));
+    const __m256i v2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.scales[8]));
+    const __m256i sc_lo = _mm256_and_si256(v0, low6), m_lo = _mm256_and_si256(v1, low6);
+    const __m256i sc_hi = _mm256_or_si256(_mm256_and_si256(v2, low4), _mm256_and_si256(_mm256_srli_epi16(v0, 2), bits45));
+    const __m256i m_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v2, 4), low4),
+                                         _mm256_and_si256(_mm256_srli_epi16(v1, 2), bits45));
+    // Groups 2p and 2p + 1's scales (bytes 16 * (p % 2) of the lo / hi vectors) in both halves.
+    __m256i isum = _mm256_setzero_si256();
+    accumulate_pair<0>(blk, xb, both_halves(sc_lo, 0), isum);
+    accumulate_pair<1>(blk, xb, both_halves(sc_lo, 1), isum);
+    accumulate_pair<2>(blk, xb, both_halves(sc_hi, 0), isum);
+    accumulate_pair<3>(blk, xb, both_halves(sc_hi, 1), isum);
+    // The mins against the groups' sums of q_x, a pair of groups per pmaddwd.
+    const __m256i pair = load32(kIndices.pair);
+    __m256i msum = _mm256_setzero_si256();
+    for (int p = 0; p < 4; ++p) {
+        const __m256i m = both_halves(p < 2 ? m_lo : m_hi, p % 2);
+        msum = _mm256_add_epi32(msum, _mm256_madd_epi16(_mm256_shuffle_epi8(m, pair), broadcast_i32(s.isum + 2 * p)));
+    }
+    const __m256 dx = _mm256_set1_ps(xb[0].d);
+    const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(blk.d)));
+    const __m256 dmin = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(blk.dmin)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, dx), acc);
+    acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, dx), acc);
+}
+
+// Decode streams the weights once, and waits on memory rather than on the arithmetic. Each block fetches
+// the lines of the block kPrefetchBlocks ahead (the next group's with K = 2048), and a decode tile is two
+// groups half the matrix apart, read block by block: more streams in flight. 2048 x 2048 streamed on 2
+// threads (alternating runs): 26-30 GB/s with neither, 30-35 with the prefetch, 33-37 with both.
+constexpr int kPrefetchBlocks = 8;
+
+// Lanes r = rows 0..7 of each group w[i] (nb8 blocks), i < Groups: x (one activation row: nb8 * 8
+// BlockQ8Act, sums xs) dotted with each row, into out[i][0 .. 8). A group's steps do not depend on Groups.
+template <class Block, int Groups, bool Prefetch>
+void dot_rows8(const Block* const* w, int64_t nb8, const BlockQ8Act* x, const ActSumsQ8* xs, float* const* out) {
+    __m256 accs[Groups];
+    for (__m256& acc : accs) acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb8; ++b)
+#pragma GCC unroll 1  // unrolled, GCC shares the x broadcasts of the two groups and spills them
+        for (int i = 0; i < Groups; ++i) {
+        const Block& blk = w[i][b];
+        __m256& acc = accs[i];
+        if constexpr (Prefetch)
+            for (int line = 0; line < static_cast<int>(sizeof blk / 64); ++line)
+                _mm_prefetch(reinterpret_cast<const char*>(&blk + kPrefetchBlocks) + 64 * line, _MM_HINT_T0);
+        accumulate(blk, x + 8 * b, xs[b], acc);
+    }
+    for (int i = 0; i < Groups; ++i) _mm256_storeu_ps(out[i], accs[i]);
+}
+
+template <class Block>
+void run(ThreadPool& pool, const BlockQ8Act* xq, const ActSumsQ8* xs, int n, const WeightView& w, float* out) {
+    const int64_t K = w.cols, N = w.rows, nb = K / 32, nb8 = K / 256;
+    const auto* groups = static_cast<const Block*>(w.data);
+    const int64_t G = N / kRows;
+    if (n == 1 && G % 2 == 0) {  // tile g: groups g and g + G / 2
+        for_each_tile(pool, TileTasks(N / 2, kRows, pool.size()), 1, [&](int64_t g, int, int, int) {
+            const Block* const w2[2] = {groups + g * nb8, groups + (g + G / 2) * nb8};
+            float* const o2[2] = {out + g * kRows, out + (g + G / 2) * kRows};
+            dot_rows8<Block, 2, true>(w2, nb8, xq, xs, o2);
+        });
+        return;
+    }
+    for_each_tile(pool, TileTasks(N, kRows, pool.size()), n, [&](int64_t g, int x0, int nx, int) {
+        const Block* const w1[1] = {groups + g * nb8};
+        if (n == 1) {
+            float* const o1[1] = {out + g * kRows};
+            dot_rows8<Block, 1, true>(w1, nb8, xq, xs, o1);
+            return;
+        }
+        for (int t = x0; t < x0 + nx; ++t) {  // the group's blocks stay in L1 / L2 across the x rows
+            float* const o1[1] = {out + t * N + g * kRows};
+            dot_rows8<Block, 1, false>(w1, nb8, xq + t * nb, xs + t * nb8, o1);
+        }
+    });
+}
+
+}  // namespace
+
+bool k_x8_packable(const WeightView& w) {
+    return w.layout == WeightLayout::row_major && (w.dtype == DType::Q4_K || w.dtype == DType::Q5_K) && w.rows > 0 &&
+           w.rows % kRows == 0 && w.cols > 0;
+}
+
+WeightView pack_k_x8(ThreadPool& pool, const WeightView& w, void* dst) {
+    const int64_t nb8 = w.cols / 256;
+    const size_t row_bytes = dtype_row_bytes(w.dtype, w.cols);
+    auto pack = [&]<class In, class Out>(const In*, Out* out) {
+        pool.run(w.rows / kRows, [&](int64_t g, int) {
+            for (int64_t b = 0; b < nb8; ++b) {
+                Out& o = out[g * nb8 + b];
+                for (int r = 0; r < kRows; ++r) {
+                    const In& in = reinterpret_cast<const In*>(static_cast<const uint8_t*>(w.data) + (g * kRows + r) * row_bytes)[b];
+                    o.d[r] = in.d;
+                    o.dmin[r] = in.dmin;
+                    for (int k = 0; k < 12; ++k) o.scales[k][r] = in.scales[k];
+                    for (int p = 0; p < 4; ++p)
+                        for (int c = 0; c < 8; ++c) std::memcpy(o.qs[p][c][r], in.qs + 32 * p + 4 * c, 4);
+                    if constexpr (std::is_same_v<In, BlockQ5_K>)
+                        for (int c = 0; c < 8; ++c) std::memcpy(o.qh[c][r], in.qh + 4 * c, 4);
+                }
+            }
+        });
+    };
+    if (w.dtype == DType::Q4_K)
+        pack(static_cast<const BlockQ4_K*>(nullptr), static_cast<BlockQ4_Kx8*>(dst));
+    else
+        pack(static_cast<const BlockQ5_K*>(nullptr), static_cast<BlockQ5_Kx8*>(dst));
+    WeightView view = w;
+    view.data = dst;
+    view.layout = WeightLayout::k_x8;
+    return view;
+}
+
+void matmul_k_x8(ThreadPool& pool, const BlockQ8Act* xq, const ActSumsQ8* xs, int n, const WeightView& w, float* out) {
+    if (w.dtype == DType::Q4_K)
+        run<BlockQ4_Kx8>(pool, xq, xs, n, w, out);
+    else
+        run<BlockQ5_Kx8>(pool, xq, xs, n, w, out);
+}
+
+#else  // sets without AVX2 keep the K types row-major
+
+bool k_x8_packable(const WeightView&) { return false; }
+WeightView pack_k_x8(ThreadPool&, const WeightView& w, void*) { return w; }
+void matmul_k_x8(ThreadPool&, const BlockQ8Act*, const ActSumsQ8*, int, const WeightView&, float*) {}
+
+#endif
+
+}  // namespace KVSCOPE_CPU_NAMESPACE

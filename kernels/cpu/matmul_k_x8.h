@@ -1,0 +1,41 @@
+// Q4_K and Q5_K weights repacked once at load for the int8 dots of AVX2 sets: 8 rows interleaved
+// (llama.cpp's CPU repack does the same for Q4_K on AVX2, block_q4_Kx8), so that one vector holds 4 values
+// of each of 8 rows and each output row is one int32 lane.
+//
+// The row-major kernel (matmul_q8.cpp) spends per group of 32 values a byte shuffle to broadcast the
+// group's scale and an int32 multiply-add per 4 values, and per block a horizontal layout of 8 lanes that
+// all end up in one output. Here a group's chunks of 4 values are summed in int16 (pmaddubsw pairs of at
+// most 2 * 15 * 127 for Q4_K, 8 of them below 2^15; 2 * 31 * 127 for Q5_K, 4 of them: exact), then scaled
+// once by the 8 rows' scales (one pmaddwd), and the per-block work (scales, mins, d) is shared by 8 rows:
+// for Q4_K about 35 vector operations per 256 weights instead of 60, which is what bound decode
+// (compute-bound at 65% of the read bandwidth).
+//
+// Batch invariance: every output is the same steps whatever n is (prefill runs the decode kernel once
+// per x row over weights that stay in L1): per block, the exact int32 sum of its 8 groups' (scale * dot)
+// converted to F32 (below 2^24 for Q4_K: exact), times d_w * d_x, accumulated by FMA in block order; then the
+// mins' exact int32 sum, times dmin_w * d_x, subtracted the same way.
+#pragma once
+
+#include "backend.h"
+#include "cpu/kernel_set.h"
+#include "cpu/matmul_q8.h"
+#include "cpu/thread_pool.h"
+
+#include <cstddef>
+
+KVSCOPE_CPU_KERNEL_SET_ONLY("cpu/matmul_k_x8.h");
+
+namespace KVSCOPE_CPU_NAMESPACE {
+
+// Whether this set repacks w (row-major Q4_K or Q5_K with a multiple of 8 rows; AVX2 sets only).
+bool k_x8_packable(const WeightView& w);
+
+// Packs w (k_x8_packable) into dst (dtype_row_bytes(w.dtype, cols) * rows bytes: the same size) and
+// returns the view of it (WeightLayout::k_x8).
+WeightView pack_k_x8(ThreadPool& pool, const WeightView& w, void* dst);
+
+// out[n, N] = x @ w^T for w packed by pack_k_x8, x quantized by quantize_activations_q8_k into xq
+// [n, K / 32] with its sums xs [n, K / 256] (matmul_q8_k does both).
+void matmul_k_x8(ThreadPool& pool, const BlockQ8Act* xq, const ActSumsQ8* xs, int n, const WeightView& w, float* out);
+
+}  // namespace KVSCOPE_CPU_NAMESPACE
