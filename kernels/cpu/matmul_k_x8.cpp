@@ -38,9 +38,9 @@ struct BlockQ5_Kx8 {
 static_assert(sizeof(BlockQ5_Kx8) == kRows * sizeof(BlockQ5_K));
 
 // pshufb indices over 16 bytes [group a: rows 0-7][group b: rows 0-7] present in both 128-bit halves
-// (rows 0-3 come out of the low half, 4-7 of the high): kSpread[0] puts group a's byte of row r in both
-// words of dword r (the scale pmaddwd multiplies each int16 pair sum by), kSpread[1] group b's;
-// kPair puts a's in word 0 and b's in word 1 (the mins, against the pair of x sums).
+// (rows 0-3 come out of the low half, 4-7 of the high): spread[0] puts group a's byte of row r in both
+// words of dword r (the scale pmaddwd multiplies each int16 pair sum by), spread[1] group b's; pair puts
+// a's in word 0 and b's in word 1 (the mins, against the pair of x sums).
 struct Indices {
     alignas(32) int8_t spread[2][32];
     alignas(32) int8_t pair[32];
@@ -149,15 +149,16 @@ template <class Block, int Groups, bool Prefetch>
 void dot_rows8(const Block* const* w, int64_t nb8, const BlockQ8Act* x, const ActSumsQ8* xs, float* const* out) {
     __m256 accs[Groups];
     for (__m256& acc : accs) acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb8; ++b)
-#pragma GCC unroll 1  // unrolled, GCC shares the x broadcasts of the two groups and spills them
+    for (int64_t b = 0; b < nb8; ++b) {
+        // Rolled: unrolled, GCC shared the x broadcasts of the two groups and spilled them (Q4_K 15% slower).
+#pragma GCC unroll 1
         for (int i = 0; i < Groups; ++i) {
-        const Block& blk = w[i][b];
-        __m256& acc = accs[i];
-        if constexpr (Prefetch)
-            for (int line = 0; line < static_cast<int>(sizeof blk / 64); ++line)
-                _mm_prefetch(reinterpret_cast<const char*>(&blk + kPrefetchBlocks) + 64 * line, _MM_HINT_T0);
-        accumulate(blk, x + 8 * b, xs[b], acc);
+            const Block& blk = w[i][b];
+            if constexpr (Prefetch)
+                for (int line = 0; line < static_cast<int>(sizeof blk / 64); ++line)
+                    _mm_prefetch(reinterpret_cast<const char*>(&blk + kPrefetchBlocks) + 64 * line, _MM_HINT_T0);
+            accumulate(blk, x + 8 * b, xs[b], accs[i]);
+        }
     }
     for (int i = 0; i < Groups; ++i) _mm256_storeu_ps(out[i], accs[i]);
 }

@@ -12,8 +12,9 @@
 //
 // Batch invariance: every output is the same steps whatever n is (prefill runs the decode kernel once
 // per x row over weights that stay in L1): per block, the exact int32 sum of its 8 groups' (scale * dot)
-// converted to F32 (below 2^24 for Q4_K: exact), times d_w * d_x, accumulated by FMA in block order; then the
-// mins' exact int32 sum, times dmin_w * d_x, subtracted the same way.
+// converted to F32 (exact below 2^24, which takes blocks of near-extreme values to pass), times d_w * d_x,
+// accumulated by FMA in block order; then the mins' exact int32 sum, times dmin_w * d_x, subtracted the
+// same way.
 #pragma once
 
 #include "backend.h"
