@@ -2,7 +2,6 @@
 
 #include "cpu/tile_tasks.h"
 
-#include <algorithm>
 #include <cstring>
 #include <type_traits>
 

@@ -22,8 +22,9 @@ public:
             regions_[r].end = num_tasks * (r + 1) / num_threads;
         }
     }
-    // A task not yet claimed: the caller's region first, then the others' in turn. Call it at most once
-    // per task: there is then always one left (a region once empty stays empty).
+    // A task not yet claimed: the caller's region first, then the others' in turn; -1 once every task is
+    // claimed (a region once empty stays empty). Called once per task, it always finds one; decode's
+    // for_each_tile claims two at a time and takes the -1 as the end.
     int64_t claim(int thread) {
         const int num = static_cast<int>(regions_.size());
         for (int i = 0; i < num; ++i) {
@@ -32,7 +33,7 @@ public:
             const int64_t task = region.next.fetch_add(1, std::memory_order_relaxed);
             if (task < region.end) return task;
         }
-        return -1;  // unreachable when called once per task
+        return -1;
     }
 
 private:
