@@ -165,13 +165,18 @@ void matmul(ThreadPool& pool, MatmulScratch& scratch, const float* x, int n, con
         if (scratch.activations_rounded.size() < count) scratch.activations_rounded.resize(count);
         round_activations_for(w.dtype, x, scratch.activations_rounded.data(), static_cast<int64_t>(count));
         x = scratch.activations_rounded.data();
+    } else if (has_block_mins(w.dtype) && !kQ8TileMins) {  // F32 dots on the activations the int8 path uses
+        const size_t count = static_cast<size_t>(n) * w.cols;
+        if (scratch.activations_rounded.size() < count) scratch.activations_rounded.resize(count);
+        dequantized_activations(w.dtype, x, scratch.activations_rounded.data(), static_cast<int64_t>(count));
+        x = scratch.activations_rounded.data();
     }
     if (w.layout == WeightLayout::panels16) {
         matmul_panels(pool, x, n, w, out);
     } else if (matmul_runs_k_int8(w.dtype)) {
         matmul_q8_k(pool, scratch.activations_q8, scratch.activation_sums, scratch.decoded_k, x, n, w, out);
-    } else if (unpacks_to_q8_0(w.dtype)) {
-        matmul_q8_0(pool, scratch.activations_q8, scratch.unpacked_q8, x, n, w, out);
+    } else if (unpacks_to_q8_0(w.dtype) || (has_block_mins(w.dtype) && kQ8TileMins)) {
+        matmul_q8_0(pool, scratch.activations_q8, scratch.activation_block_sums, scratch.unpacked_q8, x, n, w, out);
     } else {
         matmul_dot_tiles(pool, scratch, x, n, w, out);
     }

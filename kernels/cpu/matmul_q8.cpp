@@ -1,6 +1,7 @@
 #include "cpu/matmul_q8.h"
 
 #include "cpu/matmul_k_x8.h"
+#include "q4k_scales.h"
 
 #include "cpu/q8_values.h"
 #include "cpu/simd.h"
@@ -24,7 +25,7 @@ namespace {
 // Single-row decode takes one weight row at a time (kDecodeW), so that each thread reads its rows as one
 // sequential stream: 8-row tiles (8 streams 1-2 KB apart, x loaded once for all) decoded a Q8_0 model
 // 20-25% slower (kvscope-model-bench tg128, bench-135m Q8_0 and Q6_K); the x blocks come again from L1.
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
+#if defined(KVSCOPE_Q8_TILE_VNNI)
 constexpr int kTileX = 4;
 constexpr int kTileW = 4;
 #elif defined(__AVX2__)
@@ -37,15 +38,19 @@ constexpr int kTileW = 2;
 constexpr int kDecodeW = 1;
 
 // Weight rows of Q8_0 blocks, or (single-row decode on AVX2 sets) of any block type that unpacks to Q8_0,
-// read in place through q8_values.h.
+// read in place through q8_values.h; Q4_1 / Q5_1 rows (AVX2 sets) also with the activation blocks' d_x *
+// sum(q_x), which their mins multiply: x_sums[i] for the activation block x_base[i].
 template <class Block>
 struct BlockRows {
     const Block* base;
     int64_t stride;  // blocks between rows
+    const BlockQ8Act* x_base = nullptr;
+    const float* x_sums = nullptr;
     const Block& block(int r, int64_t b) const { return base[r * stride + b]; }
+    float x_sum(const BlockQ8Act& xb) const { return x_sums[&xb - x_base]; }
 };
 
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
+#if defined(KVSCOPE_Q8_TILE_VNNI)
 
 // Two consecutive 32-byte blocks in one register: block b in the low half, b + 1 (or zeros) in the high.
 inline __m512i pair_i8(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
@@ -121,8 +126,9 @@ inline __m256i block_dot(__m256i w_abs, __m256i w, __m256i x) {
 template <int MX, int NW, class Rows>
 void tile(const BlockQ8Act* x, int64_t nb, const Rows& w, float* out, int64_t ldo) {
     __m256 acc[MX][NW];
+    float mins[MX][NW];  // Q4_1 / Q5_1: sum over blocks of m * d_x * sum(q_x), added to the lanes' sum at the end
     for (int t = 0; t < MX; ++t)
-        for (int r = 0; r < NW; ++r) acc[t][r] = _mm256_setzero_ps();
+        for (int r = 0; r < NW; ++r) acc[t][r] = _mm256_setzero_ps(), mins[t][r] = 0.0f;
     for (int64_t b = 0; b < nb; ++b) {
         __m256i xq[MX];
         __m256 xd[MX];
@@ -143,20 +149,25 @@ void tile(const BlockQ8Act* x, int64_t nb, const Rows& w, float* out, int64_t ld
         for (int r = 0; r < NW; ++r) {
             const auto& wb = w.block(r, b);
             const __m256 wd = _mm256_set1_ps(f16_scale(wb.d));
-            if constexpr (kOffset != 0) {  // the same int16 pairs as block_dot's, from the stored unsigned bits
+            if constexpr (kQ8Unsigned<Block>) {  // the same int16 pairs as block_dot's, from the stored unsigned bits
                 const __m256i u = q8_stored(wb);
                 for (int t = 0; t < MX; ++t) {
-                    const __m256i pairs = _mm256_sub_epi16(_mm256_maddubs_epi16(u, xq[t]), x_offset[t]);
+                    __m256i pairs = _mm256_maddubs_epi16(u, xq[t]);
+                    if constexpr (kOffset != 0) pairs = _mm256_sub_epi16(pairs, x_offset[t]);
                     const __m256 dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
                     acc[t][r] = _mm256_fmadd_ps(dot, _mm256_mul_ps(wd, xd[t]), acc[t][r]);
                 }
-                continue;
-            }
-            const __m256i wq = q8_values(wb);
-            const __m256i w_abs = _mm256_sign_epi8(wq, wq);
-            for (int t = 0; t < MX; ++t) {
-                const __m256 dot = _mm256_cvtepi32_ps(block_dot(w_abs, wq, xq[t]));
-                acc[t][r] = _mm256_fmadd_ps(dot, _mm256_mul_ps(wd, xd[t]), acc[t][r]);
+                if constexpr (kQ8Mins<Block>) {  // + m * d_x * sum(q_x), in a scalar beside the lanes
+                    const float m = f16_scale(wb.m);
+                    for (int t = 0; t < MX; ++t) mins[t][r] = std::fma(m, w.x_sum(x[t * nb + b]), mins[t][r]);
+                }
+            } else {
+                const __m256i wq = q8_values(wb);
+                const __m256i w_abs = _mm256_sign_epi8(wq, wq);
+                for (int t = 0; t < MX; ++t) {
+                    const __m256 dot = _mm256_cvtepi32_ps(block_dot(w_abs, wq, xq[t]));
+                    acc[t][r] = _mm256_fmadd_ps(dot, _mm256_mul_ps(wd, xd[t]), acc[t][r]);
+                }
             }
         }
     }
@@ -169,13 +180,13 @@ void tile(const BlockQ8Act* x, int64_t nb, const Rows& w, float* out, int64_t ld
         float sums[kPadded];
         for (int i = 0; i < kPadded; i += kLanes) storev(sums + i, hsum_lanes(flat + i));
         for (int t = 0; t < MX; ++t)
-            for (int r = 0; r < NW; ++r) out[t * ldo + r] = sums[t * NW + r];
+            for (int r = 0; r < NW; ++r) out[t * ldo + r] = sums[t * NW + r] + mins[t][r];
     } else {
         for (int t = 0; t < MX; ++t)
             for (int r = 0; r < NW; ++r) {
                 __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc[t][r]), _mm256_extractf128_ps(acc[t][r], 1));
                 s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-                out[t * ldo + r] = _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+                out[t * ldo + r] = _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s))) + mins[t][r];
             }
     }
 }
@@ -244,8 +255,8 @@ void tile(const BlockQ8Act* x, int64_t nb, const Rows& w, float* out, int64_t ld
 
 #endif
 
-template <int NW>
-void tile_rows_nw(const BlockQ8Act* x, int n, int64_t nb, const BlockRows<BlockQ8_0>& w, float* out, int64_t ldo) {
+template <int NW, class Rows>
+void tile_rows_nw(const BlockQ8Act* x, int n, int64_t nb, const Rows& w, float* out, int64_t ldo) {
     int t = 0;
     for (; t + kTileX <= n; t += kTileX) tile<kTileX, NW>(x + t * nb, nb, w, out + t * ldo, ldo);
     if (t < n) with_constant<kTileX>(n - t, [&](auto MX) { tile<MX(), NW>(x + t * nb, nb, w, out + t * ldo, ldo); });
@@ -254,7 +265,8 @@ void tile_rows_nw(const BlockQ8Act* x, int n, int64_t nb, const BlockRows<BlockQ
 // Single-row decode: weight rows [0, nw) of a row-major tile, one after the other.
 template <class Block>
 void decode_tile(const BlockQ8Act* x, int64_t nb, const BlockRows<Block>& w, int nw, float* out) {
-    for (int r = 0; r < nw; ++r) tile<1, 1>(x, nb, BlockRows<Block>{w.base + r * w.stride, w.stride}, out + r, 1);
+    for (int r = 0; r < nw; ++r)
+        tile<1, 1>(x, nb, BlockRows<Block>{w.base + r * w.stride, w.stride, w.x_base, w.x_sums}, out + r, 1);
 }
 
 // ---- Q4_K, Q5_K, Q6_K straight from their blocks (matmul_q8_k). A 256-value block is 8 groups of 32
@@ -302,7 +314,8 @@ inline __m256i broadcast_words(__m256i v, int lo, int hi) {
 template <class B, int Bits>
 struct QKAffineDecoder {
     using Block = B;
-    static constexpr bool kMins = true, kOffset32 = false;
+    static constexpr bool kMins = true, kMins16 = false, kSigned = false;
+    static constexpr int kOffset = 0;
     const Block& blk;
     uint64_t sc, m;  // byte j: group j's 6-bit scale, min
 #if defined(__AVX2__)
@@ -318,6 +331,7 @@ struct QKAffineDecoder {
     float dmin() const { return f16_scale(blk.dmin); }
     int32_t scale(int j, int) const { return static_cast<int32_t>((sc >> (8 * j)) & 0xFF); }
     int32_t group_imin(int j) const { return static_cast<int32_t>((m >> (8 * j)) & 0xFF); }
+    int32_t imin16(int) const { return 0; }
     int value(int j, int i) const {
         const int lo = (blk.qs[32 * (j / 2) + i] >> (4 * (j % 2))) & 0xF;
         if constexpr (Bits == 5)
@@ -339,6 +353,7 @@ struct QKAffineDecoder {
     }
     __m256i scales16(int j) const { return broadcast_words(sc16, j, j); }
     __m128i mins16() const { return _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(m))); }
+    __m256i mins16x16() const { return _mm256_setzero_si256(); }
 #endif
 };
 using Q4KDecoder = QKAffineDecoder<BlockQ4_K, 4>;
@@ -347,7 +362,8 @@ using Q5KDecoder = QKAffineDecoder<BlockQ5_K, 5>;
 // Q6_K: an int8 scale per 16 values; group j = 4 * half + quarter, as dequantize_q6_k walks the block.
 struct Q6KDecoder {
     using Block = BlockQ6_K;
-    static constexpr bool kMins = false, kOffset32 = true;
+    static constexpr bool kMins = false, kMins16 = false, kSigned = false;
+    static constexpr int kOffset = 32;
     const Block& blk;
 #if defined(__AVX2__)
     __m256i sc_lo, sc_hi;  // the 16 scales as int16: 0-7 in both halves, 8-15 in both halves
@@ -363,6 +379,7 @@ struct Q6KDecoder {
     float dmin() const { return 0.0f; }
     int32_t scale(int j, int i) const { return blk.scales[2 * j + i / 16]; }
     int32_t group_imin(int) const { return 0; }
+    int32_t imin16(int) const { return 0; }
     int value(int j, int i) const {
         const int half = j / 4, quarter = j % 4;
         return ((blk.ql[64 * half + 32 * (quarter % 2) + i] >> (4 * (quarter / 2))) & 0xF) |
@@ -382,6 +399,128 @@ struct Q6KDecoder {
         return broadcast_words(j < 4 ? sc_lo : sc_hi, (2 * j) % 8, (2 * j + 1) % 8);
     }
     __m128i mins16() const { return _mm_setzero_si128(); }
+    __m256i mins16x16() const { return _mm256_setzero_si256(); }
+#endif
+};
+
+#if defined(__AVX2__)
+// Two scale vectors from 16 per-16-values int8 scales, as Q6KDecoder keeps them: scales 0-7 in both
+// halves, 8-15 in both halves.
+inline void split_scales16(__m256i s16, __m256i& lo, __m256i& hi) {
+    lo = _mm256_permute2x128_si256(s16, s16, 0x00);
+    hi = _mm256_permute2x128_si256(s16, s16, 0x11);
+}
+// Q2_K and Q3_K's low 2 bits of group j's values: bits 2 * (j % 4) of qs[32 * (j / 4) + i] (dequantize_q2_k).
+inline __m256i q2_bits_avx2(const uint8_t* qs, int j) {
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * (j / 4)));
+    return _mm256_and_si256(_mm256_srli_epi16(q, 2 * (j % 4)), _mm256_set1_epi8(3));
+}
+#endif
+
+// Q2_K: a 4-bit scale and a 4-bit min per 16 values (value = d * scale * q - dmin * min, q of 2 bits): the
+// mins against the activations' sums per 16 (kMins16).
+struct Q2KDecoder {
+    using Block = BlockQ2_K;
+    static constexpr bool kMins = false, kMins16 = true, kSigned = false;
+    static constexpr int kOffset = 0;
+    const Block& blk;
+#if defined(__AVX2__)
+    __m256i sc_lo, sc_hi;
+#endif
+    explicit Q2KDecoder(const Block& b) : blk(b) {
+#if defined(__AVX2__)
+        const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+        split_scales16(_mm256_cvtepu8_epi16(_mm_and_si128(s, _mm_set1_epi8(0x0F))), sc_lo, sc_hi);
+#endif
+    }
+    float d() const { return f16_scale(blk.d); }
+    float dmin() const { return f16_scale(blk.dmin); }
+    int32_t scale(int j, int i) const { return blk.scales[2 * j + i / 16] & 0xF; }
+    int32_t group_imin(int) const { return 0; }
+    int32_t imin16(int s) const { return blk.scales[s] >> 4; }
+    int value(int j, int i) const { return (blk.qs[32 * (j / 4) + i] >> (2 * (j % 4))) & 3; }
+#if defined(__AVX2__)
+    __m256i values(int j) const { return q2_bits_avx2(blk.qs, j); }
+    __m256i scales16(int j) const { return broadcast_words(j < 4 ? sc_lo : sc_hi, (2 * j) % 8, (2 * j + 1) % 8); }
+    __m128i mins16() const { return _mm_setzero_si128(); }
+    __m256i mins16x16() const {
+        const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));
+        return _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s, 4), _mm_set1_epi8(0x0F)));
+    }
+#endif
+};
+
+// Q3_K: a signed 6-bit scale per 16 values, q of 3 bits stored as the low 2 bits plus 4 * the hmask bit,
+// with an offset of 4 (dequantize_q3_k: a clear bit subtracts 4).
+struct Q3KDecoder {
+    using Block = BlockQ3_K;
+    static constexpr bool kMins = false, kMins16 = false, kSigned = false;
+    static constexpr int kOffset = 4;
+    const Block& blk;
+#if defined(__AVX2__)
+    __m256i sc_lo, sc_hi;
+#endif
+    explicit Q3KDecoder(const Block& b) : blk(b) {
+#if defined(__AVX2__)
+        alignas(16) int8_t sc[16];
+        for (int j = 0; j < 16; ++j) sc[j] = static_cast<int8_t>(q3k_scale(j, b.scales));
+        split_scales16(_mm256_cvtepi8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(sc))), sc_lo, sc_hi);
+#endif
+    }
+    float d() const { return f16_scale(blk.d); }
+    float dmin() const { return 0.0f; }
+    int32_t scale(int j, int i) const { return q3k_scale(2 * j + i / 16, blk.scales); }
+    int32_t group_imin(int) const { return 0; }
+    int32_t imin16(int) const { return 0; }
+    int value(int j, int i) const {
+        return ((blk.qs[32 * (j / 4) + i] >> (2 * (j % 4))) & 3) | (((blk.hmask[i] >> j) & 1) << 2);
+    }
+#if defined(__AVX2__)
+    __m256i values(int j) const {  // bit j of each hmask byte to bit 2
+        const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.hmask));
+        const __m256i at2 = j <= 2 ? _mm256_slli_epi16(h, 2 - j) : _mm256_srli_epi16(h, j - 2);
+        return _mm256_or_si256(q2_bits_avx2(blk.qs, j), _mm256_and_si256(at2, _mm256_set1_epi8(4)));
+    }
+    __m256i scales16(int j) const { return broadcast_words(j < 4 ? sc_lo : sc_hi, (2 * j) % 8, (2 * j + 1) % 8); }
+    __m128i mins16() const { return _mm_setzero_si128(); }
+    __m256i mins16x16() const { return _mm256_setzero_si256(); }
+#endif
+};
+
+// IQ4_XS: IQ4_NL's 16 int8 levels (signed: kSigned, multiplied with pmaddubsw's sign trick) times a signed
+// 6-bit scale per 32 values.
+struct IQ4XSDecoder {
+    using Block = BlockIQ4_XS;
+    static constexpr bool kMins = false, kMins16 = false, kSigned = true;
+    static constexpr int kOffset = 0;
+    const Block& blk;
+#if defined(__AVX2__)
+    __m256i sc16;  // the 8 scales as int16, in both halves
+#endif
+    explicit IQ4XSDecoder(const Block& b) : blk(b) {
+#if defined(__AVX2__)
+        alignas(16) int16_t sc[8];
+        for (int j = 0; j < 8; ++j) sc[j] = static_cast<int16_t>(iq4xs_scale(j, b.scales_l, b.scales_h));
+        sc16 = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(sc)));
+#endif
+    }
+    float d() const { return f16_scale(blk.d); }
+    float dmin() const { return 0.0f; }
+    int32_t scale(int j, int) const { return iq4xs_scale(j, blk.scales_l, blk.scales_h); }
+    int32_t group_imin(int) const { return 0; }
+    int32_t imin16(int) const { return 0; }
+    int value(int j, int i) const {
+        const uint8_t byte = blk.qs[16 * j + i % 16];
+        return kIq4nlValues[i < 16 ? byte & 0xF : byte >> 4];
+    }
+#if defined(__AVX2__)
+    __m256i values(int j) const {
+        const __m256i levels = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+        return _mm256_shuffle_epi8(levels, nibbles_avx2(blk.qs + 16 * j));
+    }
+    __m256i scales16(int j) const { return broadcast_words(sc16, j, j); }
+    __m128i mins16() const { return _mm_setzero_si128(); }
+    __m256i mins16x16() const { return _mm256_setzero_si256(); }
 #endif
 };
 
@@ -405,17 +544,20 @@ struct DirectRows {
 
 template <class Dec>
 struct DecodedBlockView {
-    static constexpr bool kMins = Dec::kMins, kOffset32 = Dec::kOffset32;
+    static constexpr bool kMins = Dec::kMins, kMins16 = Dec::kMins16, kSigned = Dec::kSigned;
+    static constexpr int kOffset = Dec::kOffset;
     const DecodedKBlock& k;
     float d() const { return k.d; }
     float dmin() const { return k.dmin; }
     int32_t scale(int j, int i) const { return k.scale16[j][i / 2]; }
     int32_t group_imin(int j) const { return k.imin[j]; }
-    int value(int j, int i) const { return k.q[j][i]; }
+    int32_t imin16(int s) const { return k.imin16[s]; }
+    int value(int j, int i) const { return kSigned ? static_cast<int8_t>(k.q[j][i]) : k.q[j][i]; }
 #if defined(__AVX2__)
     __m256i values(int j) const { return _mm256_load_si256(reinterpret_cast<const __m256i*>(k.q[j])); }
     __m256i scales16(int j) const { return _mm256_load_si256(reinterpret_cast<const __m256i*>(k.scale16[j])); }
     __m128i mins16() const { return _mm_load_si128(reinterpret_cast<const __m128i*>(k.imin)); }
+    __m256i mins16x16() const { return _mm256_load_si256(reinterpret_cast<const __m256i*>(k.imin16)); }
 #endif
 };
 
@@ -446,6 +588,7 @@ void decode_rows(const uint8_t* src, size_t row_bytes, int nw, int64_t nb8, Deco
                 for (int i = 0; i < 16; ++i) out.scale16[j][i] = static_cast<int16_t>(dec.scale(j, 2 * i));
                 out.imin[j] = static_cast<int16_t>(dec.group_imin(j));
             }
+            for (int s = 0; s < 16; ++s) out.imin16[s] = static_cast<int16_t>(dec.imin16(s));
         }
 }
 
@@ -482,9 +625,17 @@ void tile_k(const BlockQ8Act* x, const ActSumsQ8* xs, int64_t nb8, const Src& sr
                 const ActSumsQ8& a = xs[t * nb8 + b];
                 __m256i isum = _mm256_setzero_si256();
                 for (int j = 0; j < 8; ++j) {
-                    __m256i p = _mm256_maddubs_epi16(dec.values(j), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[j].qs)));
-                    if constexpr (Dec::kOffset32)
-                        p = _mm256_sub_epi16(p, _mm256_load_si256(reinterpret_cast<const __m256i*>(a.offset32_pairs[j])));
+                    const __m256i v = dec.values(j), xj = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[j].qs));
+                    __m256i p;
+                    if constexpr (Dec::kSigned)  // |v| times x with v's sign: |v| <= 127, so pairs fit int16
+                        p = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(xj, v));
+                    else
+                        p = _mm256_maddubs_epi16(v, xj);
+                    if constexpr (Dec::kOffset != 0) {  // offset * pair sums: 32 * pairs shifted (exact)
+                        static_assert(Dec::kOffset == 32 || Dec::kOffset == 4);
+                        const __m256i o32 = _mm256_load_si256(reinterpret_cast<const __m256i*>(a.offset32_pairs[j]));
+                        p = _mm256_sub_epi16(p, Dec::kOffset == 32 ? o32 : _mm256_srai_epi16(o32, 3));
+                    }
                     isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, dec.scales16(j)));
                 }
                 acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(dw * xb[0].d), acc[t][r]);
@@ -492,6 +643,10 @@ void tile_k(const BlockQ8Act* x, const ActSumsQ8* xs, int64_t nb8, const Src& sr
                     const __m128i mins = _mm_madd_epi16(dec.mins16(), _mm_load_si128(reinterpret_cast<const __m128i*>(a.isum)));
                     acc[t][r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(_mm256_zextsi128_si256(mins)),
                                                  _mm256_set1_ps(dec.dmin() * xb[0].d), acc[t][r]);
+                }
+                if constexpr (Dec::kMins16) {  // a pair of 16-value mins per lane
+                    const __m256i mins = _mm256_madd_epi16(dec.mins16x16(), _mm256_load_si256(reinterpret_cast<const __m256i*>(a.isum16)));
+                    acc[t][r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(dec.dmin() * xb[0].d), acc[t][r]);
                 }
             }
         }
@@ -516,7 +671,7 @@ void tile_k(const BlockQ8Act* x, const ActSumsQ8* xs, int64_t nb8, const Src& sr
                 for (int j = 0; j < 8; ++j)
                     for (int l = 0; l < 8; ++l) {
                         int32_t dot = 0;
-                        for (int i = 4 * l; i < 4 * l + 4; ++i) dot += (dec.value(j, i) - (Dec::kOffset32 ? 32 : 0)) * int32_t{xb[j].qs[i]};
+                        for (int i = 4 * l; i < 4 * l + 4; ++i) dot += (dec.value(j, i) - Dec::kOffset) * int32_t{xb[j].qs[i]};
                         isum[l] += dot * dec.scale(j, 4 * l);
                     }
                 const float scale = dec.d() * xb[0].d;
@@ -526,6 +681,12 @@ void tile_k(const BlockQ8Act* x, const ActSumsQ8* xs, int64_t nb8, const Src& sr
                     const float scale_m = dec.dmin() * xb[0].d;
                     for (int l = 0; l < 4; ++l)
                         acc[l] -= static_cast<float>(dec.group_imin(2 * l) * s[2 * l] + dec.group_imin(2 * l + 1) * s[2 * l + 1]) * scale_m;
+                }
+                if constexpr (Dec::kMins16) {
+                    const int16_t* s = xs[t * nb8 + b].isum16;
+                    const float scale_m = dec.dmin() * xb[0].d;
+                    for (int l = 0; l < 8; ++l)
+                        acc[l] -= static_cast<float>(dec.imin16(2 * l) * s[2 * l] + dec.imin16(2 * l + 1) * s[2 * l + 1]) * scale_m;
                 }
             }
             const float* v = acc;
@@ -578,19 +739,30 @@ void matmul_k_rows(ThreadPool& pool, const BlockQ8Act* xq, const ActSumsQ8* xs,
 
 }  // namespace
 
-void matmul_q8_0(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<std::vector<BlockQ8_0>>& unpacked,
-                 const float* x, int n, const WeightView& w, float* out) {
+void matmul_q8_0(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<float>& x_sums,
+                 std::vector<std::vector<BlockQ8_0>>& unpacked, const float* x, int n, const WeightView& w, float* out) {
     const int64_t K = w.cols, N = w.rows, nb = K / 32;
     if (xq.size() < static_cast<size_t>(n * nb)) xq.resize(static_cast<size_t>(n * nb));
-    pool.run(n, [&](int64_t t, int) { quantize_activations_q8(x + t * K, xq.data() + t * nb, K); });
+    if (has_block_mins(w.dtype) && x_sums.size() < static_cast<size_t>(n * nb)) x_sums.resize(static_cast<size_t>(n * nb));
+    pool.run(n, [&](int64_t t, int) {
+        quantize_activations_q8(x + t * K, xq.data() + t * nb, K);
+        if (has_block_mins(w.dtype))
+            for (int64_t b = t * nb; b < (t + 1) * nb; ++b) {
+                int32_t sum = 0;
+                for (int8_t q : xq[b].qs) sum += q;
+                x_sums[b] = xq[b].d * static_cast<float>(sum);
+            }
+    });
     // Single-row decode reads every type's blocks in place where the set has q8_values.h (each block is used
     // once: unpacking it to scratch first cost a store and a load per block, and Q4_0 ran at a fifth of the
     // bandwidth); prefill unpacks a tile's rows once for all its x tiles.
 #if defined(__AVX2__)
-    const bool in_place = w.dtype == DType::Q8_0 || n == 1;
+    const bool in_place = w.dtype == DType::Q8_0 || n == 1 || has_block_mins(w.dtype);
 #else
     const bool in_place = w.dtype == DType::Q8_0;
 #endif
+    if (has_block_mins(w.dtype) && !kQ8TileMins)
+        throw std::invalid_argument("matmul_q8_0: this kernel set's tile does not add " + std::string(dtype_name(w.dtype)) + "'s mins");
     const size_t row_bytes = dtype_row_bytes(w.dtype, K);
     const int tile_w = n == 1 ? kDecodeW : kTileW;
     if (!in_place) reserve_per_thread(unpacked, pool, static_cast<size_t>(tile_w * nb));  // one tile's rows as Q8_0
@@ -600,15 +772,27 @@ void matmul_q8_0(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<std:
         const BlockQ8Act* xs = xq.data() + static_cast<size_t>(x0) * nb;
         const void* rows = static_cast<const uint8_t*>(w.data) + r0 * row_bytes;
         float* o = out + static_cast<size_t>(x0) * N + r0;
-        if (n == 1 && in_place) {
+        if (in_place && (n == 1 || w.dtype != DType::Q8_0)) {
+            // Rows of any such block type in place: a row at a time (decode), or in tiles (Q4_1 / Q5_1, whose
+            // mins have no place in an unpacked Q8_0 block).
+            auto run = [&](auto block_tag) {
+                using Block = decltype(block_tag);
+                const BlockRows<Block> wr{static_cast<const Block*>(rows), nb, xq.data(), x_sums.data()};
+                if (n == 1)
+                    decode_tile(xs, nb, wr, nw, o);
+                else
+                    with_constant<kTileW>(nw, [&](auto NW) { tile_rows_nw<NW()>(xs, nx, nb, wr, o, N); });
+            };
             switch (w.dtype) {
-            case DType::Q8_0: decode_tile(xs, nb, BlockRows<BlockQ8_0>{static_cast<const BlockQ8_0*>(rows), nb}, nw, o); break;
+            case DType::Q8_0: run(BlockQ8_0{}); break;
 #if defined(__AVX2__)
-            case DType::Q4_0: decode_tile(xs, nb, BlockRows<BlockQ4_0>{static_cast<const BlockQ4_0*>(rows), nb}, nw, o); break;
-            case DType::Q5_0: decode_tile(xs, nb, BlockRows<BlockQ5_0>{static_cast<const BlockQ5_0*>(rows), nb}, nw, o); break;
-            case DType::IQ4_NL:
-                decode_tile(xs, nb, BlockRows<BlockIQ4_NL>{static_cast<const BlockIQ4_NL*>(rows), nb}, nw, o);
-                break;
+            case DType::Q4_0: run(BlockQ4_0{}); break;
+            case DType::Q5_0: run(BlockQ5_0{}); break;
+            case DType::IQ4_NL: run(BlockIQ4_NL{}); break;
+#if !defined(KVSCOPE_Q8_TILE_VNNI)
+            case DType::Q4_1: run(BlockQ4_1{}); break;
+            case DType::Q5_1: run(BlockQ5_1{}); break;
+#endif
 #endif
             default: throw std::invalid_argument("matmul_q8_0: " + std::string(dtype_name(w.dtype)) + " does not unpack to Q8_0");
             }
@@ -659,6 +843,12 @@ void matmul_q8_k(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<ActS
             }
             a.isum[b % 8] = static_cast<int16_t>(total);
 #endif
+            if (w.dtype == DType::Q2_K)  // its mins: sums of q_x per 16 values
+                for (int h = 0; h < 2; ++h) {
+                    int32_t half = 0;
+                    for (int i = 16 * h; i < 16 * h + 16; ++i) half += q[b].qs[i];
+                    a.isum16[2 * (b % 8) + h] = static_cast<int16_t>(half);
+                }
         }
     });
     if (w.layout == WeightLayout::k_x8) {
@@ -669,6 +859,9 @@ void matmul_q8_k(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<ActS
     case DType::Q4_K: matmul_k_rows<Q4KDecoder>(pool, xq.data(), sums.data(), decoded, n, w, out); break;
     case DType::Q5_K: matmul_k_rows<Q5KDecoder>(pool, xq.data(), sums.data(), decoded, n, w, out); break;
     case DType::Q6_K: matmul_k_rows<Q6KDecoder>(pool, xq.data(), sums.data(), decoded, n, w, out); break;
+    case DType::Q2_K: matmul_k_rows<Q2KDecoder>(pool, xq.data(), sums.data(), decoded, n, w, out); break;
+    case DType::Q3_K: matmul_k_rows<Q3KDecoder>(pool, xq.data(), sums.data(), decoded, n, w, out); break;
+    case DType::IQ4_XS: matmul_k_rows<IQ4XSDecoder>(pool, xq.data(), sums.data(), decoded, n, w, out); break;
     default: throw std::invalid_argument("matmul_q8_k: " + std::string(dtype_name(w.dtype)) + " is not a K type");
     }
 }

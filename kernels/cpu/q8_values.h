@@ -1,6 +1,7 @@
 // The blocks that unpack to Q8_0 (quant.h unpacks_to_q8_0: Q8_0, Q4_0, Q5_0, IQ4_NL) as their 32 int8 values
 // in one AVX2 register, a block at a time: unpack_row_q8_0 stores them for the prefill tiles, and the
 // single-row decode tile of matmul_q8.cpp reads them straight from the weights, so both see the same bytes.
+// Also Q4_1 and Q5_1's q (their mins apart), which the AVX2 tile reads in place at every batch size.
 #pragma once
 
 #include "cpu/kernel_set.h"
@@ -31,15 +32,34 @@ inline __m256i fifth_bits_avx2(const uint8_t* qh) {
 }
 
 // Q4_0 and Q5_0 store value + kQ8Offset as unsigned bits (q8_stored): a dot can take those as pmaddubsw's
-// unsigned operand and subtract kQ8Offset * (sums of x), cheaper than signing both operands.
+// unsigned operand and subtract kQ8Offset * (sums of x), cheaper than signing both operands. Q4_1 and Q5_1
+// store q itself (offset 0) and add their min apart (kQ8Mins: quant.h has_block_mins).
+template <class Block>
+constexpr bool kQ8Unsigned = false;
 template <class Block>
 constexpr int kQ8Offset = 0;
+template <class Block>
+constexpr bool kQ8Mins = false;
+template <>
+constexpr bool kQ8Unsigned<BlockQ4_0> = true;
+template <>
+constexpr bool kQ8Unsigned<BlockQ5_0> = true;
+template <>
+constexpr bool kQ8Unsigned<BlockQ4_1> = true;
+template <>
+constexpr bool kQ8Unsigned<BlockQ5_1> = true;
 template <>
 constexpr int kQ8Offset<BlockQ4_0> = 8;
 template <>
 constexpr int kQ8Offset<BlockQ5_0> = 16;
+template <>
+constexpr bool kQ8Mins<BlockQ4_1> = true;
+template <>
+constexpr bool kQ8Mins<BlockQ5_1> = true;
 inline __m256i q8_stored(const BlockQ4_0& b) { return nibbles_avx2(b.qs); }
 inline __m256i q8_stored(const BlockQ5_0& b) { return _mm256_or_si256(nibbles_avx2(b.qs), fifth_bits_avx2(b.qh)); }
+inline __m256i q8_stored(const BlockQ4_1& b) { return nibbles_avx2(b.qs); }
+inline __m256i q8_stored(const BlockQ5_1& b) { return _mm256_or_si256(nibbles_avx2(b.qs), fifth_bits_avx2(b.qh)); }
 
 // A block's 32 values as int8: exactly dequantize_row's value / d.
 inline __m256i q8_values(const BlockQ8_0& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)); }

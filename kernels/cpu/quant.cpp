@@ -53,19 +53,6 @@ void pack_scale_min_k4(const uint8_t ls[8], const uint8_t lm[8], uint8_t out[12]
     }
 }
 
-// Sub-block j's (0..15) 6-bit Q3_K scale: the low 4 bits in nibble j / 8 of byte j % 8, the top 2 bits in
-// bits 2 * (j / 4) of byte 8 + j % 4. Stored with an offset of 32.
-inline int q3k_scale(int j, const uint8_t* s) {
-    const int lo = (s[j % 8] >> (4 * (j / 8))) & 0xF;
-    const int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
-    return (lo | (hi << 4)) - 32;
-}
-
-// IQ4_XS sub-block j's (0..7) scale, with its offset of 32 removed.
-inline int iq4xs_scale(int j, const BlockIQ4_XS& b) {
-    return (((b.scales_l[j / 2] >> (4 * (j % 2))) & 0xF) | (((b.scales_h >> (2 * j)) & 3) << 4)) - 32;
-}
-
 #if defined(__AVX2__)
 // y[0..32) = scale * u[i] - offset for 32 unsigned bytes u, rounded as the scalar expression is.
 inline void store_affine_u8x32(__m256i u, float scale, float offset, float* y) {
@@ -209,7 +196,7 @@ void dequantize_iq4_xs(const BlockIQ4_XS* __restrict blocks, float* __restrict d
         const __m256i table = _mm256_set_m128i(levels, levels);
 #endif
         for (int s = 0; s < 8; ++s) {
-            const float dl = d * static_cast<float>(iq4xs_scale(s, blk));
+            const float dl = d * static_cast<float>(iq4xs_scale(s, blk.scales_l, blk.scales_h));
 #if defined(__AVX2__)
             store_scaled_i8x32(_mm256_shuffle_epi8(table, nibbles_avx2(blk.qs + 16 * s)), dl, dl, dst + b * 256 + s * 32);
 #else
@@ -784,6 +771,15 @@ void quantize_activations_q8_k(const float* src, BlockQ8Act* dst, int64_t n) {
                 out.qs[j] = static_cast<int8_t>(std::min(127.0f, std::nearbyint(x[32 * g + j] * iscale)));
 #endif
         }
+    }
+}
+
+void dequantized_activations(DType t, const float* src, float* dst, int64_t n) {
+    const int64_t chunk = matmul_runs_k_int8(t) ? 256 : 32;  // the quantizer's unit: nothing allocated
+    BlockQ8Act blocks[8];
+    for (int64_t i = 0; i < n; i += chunk) {
+        quantize_activations_for(t, src + i, blocks, chunk);
+        for (int64_t k = 0; k < chunk; ++k) dst[i + k] = blocks[k / 32].d * blocks[k / 32].qs[k % 32];
     }
 }
 

@@ -27,12 +27,23 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n);
 constexpr bool unpacks_to_q8_0(DType t) {
     return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0 || t == DType::IQ4_NL;
 }
-// Q4_K, Q5_K and Q6_K run int8 dot products too, straight from their blocks (matmul_q8.h's matmul_q8_k):
-// their values are small unsigned integers times per-sub-block scales (minus a min), and the sub-blocks
-// line up with the activations' blocks of 32. Dequantizing them to F32 and multiplying in F32 left
-// single-row decode compute-bound at a fraction of the memory bandwidth.
-constexpr bool matmul_runs_k_int8(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
-constexpr bool matmul_quantizes_activations(DType t) { return unpacks_to_q8_0(t) || matmul_runs_k_int8(t); }
+// The K types run int8 dot products too, straight from their blocks (matmul_q8.h's matmul_q8_k): their
+// values are small integers (IQ4_XS: its 16 int8 levels) times per-sub-block integer scales (minus a min),
+// and the sub-blocks line up with the activations' blocks of 32. Dequantizing them to F32 and multiplying
+// in F32 left single-row decode compute-bound at a fraction of the memory bandwidth (Q2_K and Q3_K files
+// decoded at 40% of llama.cpp's speed that way).
+constexpr bool matmul_runs_k_int8(DType t) {
+    return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ||
+           t == DType::IQ4_XS;
+}
+// Q4_1 and Q5_1: d * q + m per value, q unsigned (4 or 5 bits). Their q are int8 values times d as above,
+// and the min adds m * d_x * sum(q_x) per activation block, so they run the same int8 dots with the mins
+// beside (as llama.cpp's Q8_1 activations carry d_x * sum(q_x) for them). A decode of a Q4_1 file ran at
+// 80 t/s on F32 dots, llama.cpp's at 184 (bench-135m, 2 threads).
+constexpr bool has_block_mins(DType t) { return t == DType::Q4_1 || t == DType::Q5_1; }
+constexpr bool matmul_quantizes_activations(DType t) {
+    return unpacks_to_q8_0(t) || has_block_mins(t) || matmul_runs_k_int8(t);
+}
 
 // dst[0 .. n / 32) = the blocks of a row of an unpacks_to_q8_0 type as Q8_0 blocks with the same values (exactly
 // what dequantize_row gives, as d * q). n a multiple of 32.
@@ -62,6 +73,10 @@ inline void quantize_activations_for(DType t, const float* src, BlockQ8Act* dst,
     else
         quantize_activations_q8(src, dst, n);
 }
+// dst[0 .. n) = src[0 .. n) as quantize_activations_for(t) rounds it, back in F32 (d * q): what the int8
+// path of t multiplies, for the references and the paths that multiply it in F32. n a multiple of 256 for
+// the K types, of 32 otherwise.
+void dequantized_activations(DType t, const float* src, float* dst, int64_t n);
 
 // F16 and BF16 weights multiply activations rounded to the weight's type, as the CUDA backend (cuBLAS
 // takes both operands in one type) and llama.cpp do: the F16 twins of test_llamacpp_xcheck came 2.4x

@@ -20,11 +20,8 @@ void matmul_ref(const float* x, int n, const WeightView& w, const float* bias, f
         // The int8 path multiplies quantized activations: the reference uses the same activations,
         // dequantized, so it checks the kernel's arithmetic (activation quantization is checked apart).
         xq.resize(static_cast<size_t>(n) * K);
-        std::vector<BlockQ8Act> blocks(K / 32);
-        for (int t = 0; t < n; ++t) {
-            quantize_activations_for(w.dtype, x + static_cast<size_t>(t) * K, blocks.data(), K);
-            for (int64_t k = 0; k < K; ++k) xq[t * K + k] = blocks[k / 32].d * blocks[k / 32].qs[k % 32];
-        }
+        for (int t = 0; t < n; ++t)
+            dequantized_activations(w.dtype, x + static_cast<size_t>(t) * K, xq.data() + static_cast<size_t>(t) * K, K);
         x = xq.data();
     } else if (matmul_rounds_activations(w.dtype)) {
         xq.resize(static_cast<size_t>(n) * K);

@@ -193,9 +193,8 @@ struct Quant<DType::IQ4_XS> {
     using Block = BlockIQ4_XS;
     static constexpr int kElems = 256;
     KVSCOPE_HOST_DEVICE static float value(const Block& b, int i) {
-        const int s = i / 32;  // sub-block of 32; 6-bit scale with an offset of 32
-        const int sc = (((b.scales_l[s / 2] >> (4 * (s % 2))) & 0xF) | (((b.scales_h >> (2 * s)) & 3) << 4)) - 32;
-        const float dl = mul_rn(f16_bits(b.d), static_cast<float>(sc));
+        const int s = i / 32;  // sub-block of 32
+        const float dl = mul_rn(f16_bits(b.d), static_cast<float>(iq4xs_scale(s, b.scales_l, b.scales_h)));
         return mul_rn(dl, static_cast<float>(iq4nl_level(nibble32(b.qs + 16 * s, i % 32))));
     }
 };
@@ -217,9 +216,7 @@ struct Quant<DType::Q3_K> {
     using Block = BlockQ3_K;
     static constexpr int kElems = 256;
     KVSCOPE_HOST_DEVICE static float value(const Block& b, int i) {
-        const int s = i / 16;  // 6-bit scale: low 4 bits in nibble s / 8 of byte s % 8, top 2 at 8 + s % 4
-        const int lo = (b.scales[s % 8] >> (4 * (s / 8))) & 0xF, hi = (b.scales[8 + s % 4] >> (2 * (s / 4))) & 3;
-        const float dl = mul_rn(f16_bits(b.d), static_cast<float>((lo | (hi << 4)) - 32));
+        const float dl = mul_rn(f16_bits(b.d), static_cast<float>(q3k_scale(i / 16, b.scales)));
         const int q = q2_bits(b.qs, i) - (((b.hmask[i % 32] >> (i / 32)) & 1) ? 0 : 4);
         return mul_rn(dl, static_cast<float>(q));
     }
