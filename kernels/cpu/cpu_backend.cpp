@@ -2,7 +2,7 @@
 
 #include "cpu/attention.h"
 #include "cpu/cpu_features.h"
-#include "cpu/matmul_k_x8.h"
+#include "cpu/matmul_x8.h"
 #include "cpu/panel_matmul.h"
 #include "cpu/quant.h"
 #include "cpu/simd.h"
@@ -54,10 +54,10 @@ CpuBackend::~CpuBackend() {
 }
 
 WeightView CpuBackend::repack_matmul_weight(const WeightView& w) {
-    if (k_x8_packable(w)) {
+    if (x8_packable(w)) {
         void* dst = allocate(dtype_row_bytes(w.dtype, w.cols) * static_cast<size_t>(w.rows));
         packed_weights_.push_back(dst);
-        return pack_k_x8(pool_, w, dst);
+        return pack_x8(pool_, w, dst);
     }
     if (w.layout != WeightLayout::row_major || !panel_packable(w.dtype) || w.rows == 0 || w.cols == 0) return w;
     void* dst = allocate(panel_bytes(w));

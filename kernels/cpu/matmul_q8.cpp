@@ -1,6 +1,6 @@
 #include "cpu/matmul_q8.h"
 
-#include "cpu/matmul_k_x8.h"
+#include "cpu/matmul_x8.h"
 #include "q4k_scales.h"
 
 #include "cpu/q8_values.h"
@@ -869,8 +869,8 @@ void matmul_q8_k(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<ActS
                 }
         }
     });
-    if (w.layout == WeightLayout::k_x8) {
-        matmul_k_x8(pool, xq.data(), sums.data(), n, w, out);
+    if (w.layout == WeightLayout::rows_x8) {
+        matmul_x8_k(pool, xq.data(), sums.data(), n, w, out);
         return;
     }
     switch (w.dtype) {

@@ -24,19 +24,19 @@
 
 #include <cstddef>
 
-KVSCOPE_CPU_KERNEL_SET_ONLY("cpu/matmul_k_x8.h");
+KVSCOPE_CPU_KERNEL_SET_ONLY("cpu/matmul_x8.h");
 
 namespace KVSCOPE_CPU_NAMESPACE {
 
 // Whether this set repacks w (row-major Q4_K or Q5_K with a multiple of 8 rows; AVX2 sets only).
-bool k_x8_packable(const WeightView& w);
+bool x8_packable(const WeightView& w);
 
-// Packs w (k_x8_packable) into dst (dtype_row_bytes(w.dtype, cols) * rows bytes: the same size) and
-// returns the view of it (WeightLayout::k_x8).
-WeightView pack_k_x8(ThreadPool& pool, const WeightView& w, void* dst);
+// Packs w (x8_packable) into dst (dtype_row_bytes(w.dtype, cols) * rows bytes: the same size) and
+// returns the view of it (WeightLayout::rows_x8).
+WeightView pack_x8(ThreadPool& pool, const WeightView& w, void* dst);
 
-// out[n, N] = x @ w^T for w packed by pack_k_x8, x quantized by quantize_activations_q8_k into xq
+// out[n, N] = x @ w^T for w packed by pack_x8, x quantized by quantize_activations_q8_k into xq
 // [n, K / 32] with its sums xs [n, K / 256] (matmul_q8_k does both).
-void matmul_k_x8(ThreadPool& pool, const BlockQ8Act* xq, const ActSumsQ8* xs, int n, const WeightView& w, float* out);
+void matmul_x8_k(ThreadPool& pool, const BlockQ8Act* xq, const ActSumsQ8* xs, int n, const WeightView& w, float* out);
 
 }  // namespace KVSCOPE_CPU_NAMESPACE

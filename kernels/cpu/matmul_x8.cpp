@@ -1,4 +1,4 @@
-#include "cpu/matmul_k_x8.h"
+#include "cpu/matmul_x8.h"
 
 #include "cpu/tile_tasks.h"
 
@@ -191,12 +191,12 @@ void run(ThreadPool& pool, const BlockQ8Act* xq, const ActSumsQ8* xs, int n, con
 
 }  // namespace
 
-bool k_x8_packable(const WeightView& w) {
+bool x8_packable(const WeightView& w) {
     return w.layout == WeightLayout::row_major && (w.dtype == DType::Q4_K || w.dtype == DType::Q5_K) && w.rows > 0 &&
            w.rows % kRows == 0 && w.cols > 0;
 }
 
-WeightView pack_k_x8(ThreadPool& pool, const WeightView& w, void* dst) {
+WeightView pack_x8(ThreadPool& pool, const WeightView& w, void* dst) {
     const int64_t nb8 = w.cols / 256;
     const size_t row_bytes = dtype_row_bytes(w.dtype, w.cols);
     auto pack = [&]<class In, class Out>(const In*, Out* out) {
@@ -222,11 +222,11 @@ WeightView pack_k_x8(ThreadPool& pool, const WeightView& w, void* dst) {
         pack(static_cast<const BlockQ5_K*>(nullptr), static_cast<BlockQ5_Kx8*>(dst));
     WeightView view = w;
     view.data = dst;
-    view.layout = WeightLayout::k_x8;
+    view.layout = WeightLayout::rows_x8;
     return view;
 }
 
-void matmul_k_x8(ThreadPool& pool, const BlockQ8Act* xq, const ActSumsQ8* xs, int n, const WeightView& w, float* out) {
+void matmul_x8_k(ThreadPool& pool, const BlockQ8Act* xq, const ActSumsQ8* xs, int n, const WeightView& w, float* out) {
     if (w.dtype == DType::Q4_K)
         run<BlockQ4_Kx8>(pool, xq, xs, n, w, out);
     else
@@ -235,9 +235,9 @@ void matmul_k_x8(ThreadPool& pool, const BlockQ8Act* xq, const ActSumsQ8* xs, in
 
 #else  // sets without AVX2 keep the K types row-major
 
-bool k_x8_packable(const WeightView&) { return false; }
-WeightView pack_k_x8(ThreadPool&, const WeightView& w, void*) { return w; }
-void matmul_k_x8(ThreadPool&, const BlockQ8Act*, const ActSumsQ8*, int, const WeightView&, float*) {}
+bool x8_packable(const WeightView&) { return false; }
+WeightView pack_x8(ThreadPool&, const WeightView& w, void*) { return w; }
+void matmul_x8_k(ThreadPool&, const BlockQ8Act*, const ActSumsQ8*, int, const WeightView&, float*) {}
 
 #endif
 
