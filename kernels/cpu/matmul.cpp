@@ -176,7 +176,8 @@ void matmul(ThreadPool& pool, MatmulScratch& scratch, const float* x, int n, con
     } else if (matmul_runs_k_int8(w.dtype)) {
         matmul_q8_k(pool, scratch.activations_q8, scratch.activation_sums, scratch.decoded_k, x, n, w, out);
     } else if (unpacks_to_q8_0(w.dtype) || (has_block_mins(w.dtype) && kQ8TileMins)) {
-        matmul_q8_0(pool, scratch.activations_q8, scratch.activation_block_sums, scratch.unpacked_q8, x, n, w, out);
+        matmul_q8_0(pool, scratch.activations_q8, scratch.activation_block_sums, scratch.activation_block_isums,
+                    scratch.unpacked_q8, x, n, w, out);
     } else {
         matmul_dot_tiles(pool, scratch, x, n, w, out);
     }

@@ -13,7 +13,7 @@
 // Other block-quantized weights (Q4_1, Q5_1, Q2_K, Q3_K, IQ4_XS) are always dequantized a tile at a
 // time into scratch, then dotted as F32. Q8_0, Q4_0, Q5_0, IQ4_NL, Q4_K, Q5_K and Q6_K weights take the int8 paths of matmul_q8.h instead, and weights the backend repacked at load
 // (WeightLayout::panels16: what the engine uses for F32/F16/BF16) the outer-product path of panel_matmul.h;
-// Q4_K and Q5_K repacked 8 rows at a time (WeightLayout::rows_x8, AVX2 sets) the int8 path of matmul_x8.h.
+// Q4_K, Q5_K and Q4_0 repacked 8 rows at a time (WeightLayout::rows_x8, AVX2 sets) the int8 paths of matmul_x8.h.
 #pragma once
 
 #include "backend.h"
@@ -34,6 +34,7 @@ struct MatmulScratch {
     std::vector<std::vector<BlockQ8_0>> unpacked_q8;  // int8 path, Q4_0 / Q5_0 / IQ4_NL: a weight tile per thread
     std::vector<ActSumsQ8> activation_sums;           // int8 path, K types: the x blocks' sums
     std::vector<float> activation_block_sums;         // int8 path, Q4_1 / Q5_1: d_x * sum(q_x) per x block
+    std::vector<int32_t> activation_block_isums;      // int8 path, Q4_0 interleaved by 8: sum(q_x) per x block
     std::vector<std::vector<DecodedKBlock>> decoded_k; // int8 path, K types: a weight tile per thread, decoded
     std::vector<float> activations_rounded;           // F16 / BF16: x rounded to the weight's type (Q4_1 / Q5_1 off
                                                       // the int8 path: as it quantizes x)

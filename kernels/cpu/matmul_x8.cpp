@@ -36,6 +36,28 @@ struct BlockQ5_Kx8 {
 };
 static_assert(sizeof(BlockQ5_Kx8) == kRows * sizeof(BlockQ5_K));
 
+// Block b (32 values) of 8 Q4_0 rows, the same bytes rearranged: qs[c][r] is row r's qs[4c .. 4c + 3], whose
+// low nibbles are values 4c .. 4c + 3 and high nibbles values 16 + 4c .. 16 + 4c + 3.
+struct BlockQ4_0x8 {
+    uint16_t d[kRows];
+    uint8_t qs[4][kRows][4];
+};
+static_assert(sizeof(BlockQ4_0x8) == kRows * sizeof(BlockQ4_0));
+
+// Per packed block: how many values it holds, and what it is dotted with beside the activation blocks
+// (BlockQ8Act): the K types a block of 256 against 8 of them and their ActSumsQ8, Q4_0 one of 32 against
+// one and its sum(q_x).
+template <class Block>
+struct X8Traits {
+    static constexpr int kValues = 256;
+    using Sums = ActSumsQ8;
+};
+template <>
+struct X8Traits<BlockQ4_0x8> {
+    static constexpr int kValues = 32;
+    using Sums = int32_t;
+};
+
 // pshufb indices over 16 bytes [group a: rows 0-7][group b: rows 0-7] present in both 128-bit halves
 // (rows 0-3 come out of the low half, 4-7 of the high): spread[0] puts group a's byte of row r in both
 // words of dword r (the scale pmaddwd multiplies each int16 pair sum by), spread[1] group b's; pair puts
@@ -54,6 +76,7 @@ struct Indices {
 inline constexpr Indices kIndices{};
 
 inline __m256i load32(const void* p) { return _mm256_load_si256(static_cast<const __m256i*>(p)); }
+inline __m256i loadu32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 inline __m256i broadcast_i32(const void* p) {
     int32_t v;
     std::memcpy(&v, p, 4);
@@ -136,35 +159,57 @@ inline void accumulate(const Block& blk, const BlockQ8Act* xb, const ActSumsQ8& 
     acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, dx), acc);
 }
 
-// Decode streams the weights once, and waits on memory rather than on the arithmetic. Each block fetches
-// the lines of the block kPrefetchBlocks ahead (the next group's with K = 2048), and a decode tile is two
-// groups half the matrix apart, read block by block: more streams in flight. 2048 x 2048 streamed on 2
-// threads (alternating runs): 26-30 GB/s with neither, 30-35 with the prefetch, 33-37 with both.
-constexpr int kPrefetchBlocks = 8;
+// One block of 8 Q4_0 rows against its activation block xb, whose values sum to xsum: per row the exact
+// int32 sum of (q - 8) * q_x, as the stored nibbles' products summed in int16 (8 pmaddubsw pairs of at most
+// 2 * 15 * 127: below 2^15) minus 8 * xsum, times d_w * d_x into acc (lane r: row r).
+inline void accumulate(const BlockQ4_0x8& blk, const BlockQ8Act* xb, int32_t xsum, __m256& acc) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    __m256i sum = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+        const __m256i q = loadu32(blk.qs[c]);  // 144-byte blocks: every other one is 32-byte aligned
+        sum = _mm256_add_epi16(sum, _mm256_maddubs_epi16(_mm256_and_si256(q, low4), broadcast_i32(xb->qs + 4 * c)));
+        sum = _mm256_add_epi16(sum, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4),
+                                                         broadcast_i32(xb->qs + 16 + 4 * c)));
+    }
+    const __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(sum, _mm256_set1_epi16(1)), _mm256_set1_epi32(8 * xsum));
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.d)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, _mm256_set1_ps(xb->d)), acc);
+}
 
-// Lanes r = rows 0..7 of each group w[i] (nb8 blocks), i < Groups: x (one activation row: nb8 * 8
-// BlockQ8Act, sums xs) dotted with each row, into out[i][0 .. 8). A group's steps do not depend on Groups.
+// Decode streams the weights once, and waits on memory rather than on the arithmetic. Each block fetches
+// the lines kPrefetchBytes ahead (8 blocks of a K type: the next group's with K = 2048), and a decode tile
+// is two groups half the matrix apart, read block by block: more streams in flight. Q4_K 2048 x 2048
+// streamed on 2 threads (alternating runs): 26-30 GB/s with neither, 30-35 with the prefetch, 33-37 with
+// both.
+constexpr int kPrefetchBytes = 8 * static_cast<int>(sizeof(BlockQ4_Kx8));
+
+// Lanes r = rows 0..7 of each group w[i] (nblk blocks), i < Groups: x (one activation row: the BlockQ8Act of
+// nblk blocks, their sums xs) dotted with each row, into out[i][0 .. 8). A group's steps do not depend on
+// Groups.
 template <class Block, int Groups, bool Prefetch>
-void dot_rows8(const Block* const* w, int64_t nb8, const BlockQ8Act* x, const ActSumsQ8* xs, float* const* out) {
+void dot_rows8(const Block* const* w, int64_t nblk, const BlockQ8Act* x, const typename X8Traits<Block>::Sums* xs,
+               float* const* out) {
+    constexpr int kActBlocks = X8Traits<Block>::kValues / 32;
     __m256 accs[Groups];
     for (__m256& acc : accs) acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb8; ++b) {
+    for (int64_t b = 0; b < nblk; ++b) {
         // Rolled: unrolled, GCC shared the x broadcasts of the two groups and spilled them (Q4_K 15% slower).
 #pragma GCC unroll 1
         for (int i = 0; i < Groups; ++i) {
             const Block& blk = w[i][b];
-            if constexpr (Prefetch)
-                for (int line = 0; line < static_cast<int>(sizeof blk / 64); ++line)
-                    _mm_prefetch(reinterpret_cast<const char*>(&blk + kPrefetchBlocks) + 64 * line, _MM_HINT_T0);
-            accumulate(blk, x + 8 * b, xs[b], accs[i]);
+            if constexpr (Prefetch)  // every line of the block kPrefetchBytes on (probes 64 bytes apart)
+                for (int off = 0; off < static_cast<int>(sizeof blk); off += 64)
+                    _mm_prefetch(reinterpret_cast<const char*>(&blk) + kPrefetchBytes + off, _MM_HINT_T0);
+            accumulate(blk, x + kActBlocks * b, xs[b], accs[i]);
         }
     }
     for (int i = 0; i < Groups; ++i) _mm256_storeu_ps(out[i], accs[i]);
 }
 
 template <class Block>
-void run(ThreadPool& pool, const BlockQ8Act* xq, const ActSumsQ8* xs, int n, const WeightView& w, float* out) {
-    const int64_t K = w.cols, N = w.rows, nb = K / 32, nb8 = K / 256;
+void run(ThreadPool& pool, const BlockQ8Act* xq, const typename X8Traits<Block>::Sums* xs, int n, const WeightView& w,
+         float* out) {
+    const int64_t K = w.cols, N = w.rows, nb = K / 32, nb8 = K / X8Traits<Block>::kValues;
     const auto* groups = static_cast<const Block*>(w.data);
     const int64_t G = N / kRows;
     if (n == 1 && G % 2 == 0) {  // tile g: groups g and g + G / 2
@@ -192,13 +237,29 @@ void run(ThreadPool& pool, const BlockQ8Act* xq, const ActSumsQ8* xs, int n, con
 }  // namespace
 
 bool x8_packable(const WeightView& w) {
-    return w.layout == WeightLayout::row_major && (w.dtype == DType::Q4_K || w.dtype == DType::Q5_K) && w.rows > 0 &&
-           w.rows % kRows == 0 && w.cols > 0;
+    return w.layout == WeightLayout::row_major && (w.dtype == DType::Q4_K || w.dtype == DType::Q5_K || w.dtype == DType::Q4_0) &&
+           w.rows > 0 && w.rows % kRows == 0 && w.cols > 0;
 }
 
 WeightView pack_x8(ThreadPool& pool, const WeightView& w, void* dst) {
     const int64_t nb8 = w.cols / 256;
     const size_t row_bytes = dtype_row_bytes(w.dtype, w.cols);
+    WeightView view = w;
+    view.data = dst;
+    view.layout = WeightLayout::rows_x8;
+    if (w.dtype == DType::Q4_0) {
+        const int64_t nb = w.cols / 32;
+        auto* out = static_cast<BlockQ4_0x8*>(dst);
+        pool.run(w.rows / kRows, [&](int64_t g, int) {
+            for (int64_t b = 0; b < nb; ++b)
+                for (int r = 0; r < kRows; ++r) {
+                    const BlockQ4_0& in = reinterpret_cast<const BlockQ4_0*>(static_cast<const uint8_t*>(w.data) + (g * kRows + r) * row_bytes)[b];
+                    out[g * nb + b].d[r] = in.d;
+                    for (int c = 0; c < 4; ++c) std::memcpy(out[g * nb + b].qs[c][r], in.qs + 4 * c, 4);
+                }
+        });
+        return view;
+    }
     auto pack = [&]<class In, class Out>(const In*, Out* out) {
         pool.run(w.rows / kRows, [&](int64_t g, int) {
             for (int64_t b = 0; b < nb8; ++b) {
@@ -220,9 +281,6 @@ WeightView pack_x8(ThreadPool& pool, const WeightView& w, void* dst) {
         pack(static_cast<const BlockQ4_K*>(nullptr), static_cast<BlockQ4_Kx8*>(dst));
     else
         pack(static_cast<const BlockQ5_K*>(nullptr), static_cast<BlockQ5_Kx8*>(dst));
-    WeightView view = w;
-    view.data = dst;
-    view.layout = WeightLayout::rows_x8;
     return view;
 }
 
@@ -233,11 +291,17 @@ void matmul_x8_k(ThreadPool& pool, const BlockQ8Act* xq, const ActSumsQ8* xs, in
         run<BlockQ5_Kx8>(pool, xq, xs, n, w, out);
 }
 
-#else  // sets without AVX2 keep the K types row-major
+void matmul_x8_q4_0(ThreadPool& pool, const BlockQ8Act* xq, const int32_t* x_isums, int n, const WeightView& w,
+                    float* out) {
+    run<BlockQ4_0x8>(pool, xq, x_isums, n, w, out);
+}
+
+#else  // sets without AVX2 keep every type row-major
 
 bool x8_packable(const WeightView&) { return false; }
 WeightView pack_x8(ThreadPool&, const WeightView& w, void*) { return w; }
 void matmul_x8_k(ThreadPool&, const BlockQ8Act*, const ActSumsQ8*, int, const WeightView&, float*) {}
+void matmul_x8_q4_0(ThreadPool&, const BlockQ8Act*, const int32_t*, int, const WeightView&, float*) {}
 
 #endif
 
