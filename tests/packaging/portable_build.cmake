@@ -2,8 +2,9 @@
 # label's suites require): a KVSCOPE_PORTABLE build of kvscope-cli, kvscope and, where the toolkit is,
 # libkvscope-cuda.so, in BUILD_DIR. test_portable_cpu_kernels runs its kvscope-cli under qemu and
 # test_package makes the packages from it, so a native build pays for one portable build, not two.
-# Without tests, and without the install-time build of everything (CMAKE_SKIP_INSTALL_ALL_DEPENDENCY):
-# cpack installs only these. kernels/cuda gets the calling build's architectures, so that ccache has it.
+# Of its tests only test_backend_ops is built: it checks every CPU kernel set this CPU can run (the native
+# build has one), for test_portable_backend_ops. Without the install-time build of everything
+# (CMAKE_SKIP_INSTALL_ALL_DEPENDENCY): cpack installs only the programs (the tests install nothing). kernels/cuda gets the calling build's architectures, so that ccache has it.
 # -D: SOURCE_DIR, BUILD_DIR, GENERATOR, CUDA (ON or OFF), CUDA_ARCHITECTURES (comma-separated).
 foreach(v SOURCE_DIR BUILD_DIR GENERATOR CUDA CUDA_ARCHITECTURES)
   if(NOT DEFINED ${v})
@@ -12,14 +13,14 @@ foreach(v SOURCE_DIR BUILD_DIR GENERATOR CUDA CUDA_ARCHITECTURES)
 endforeach()
 string(REPLACE "," ";" CUDA_ARCHITECTURES "${CUDA_ARCHITECTURES}")
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${BUILD_DIR} -G ${GENERATOR}
-                        -DCMAKE_BUILD_TYPE=Release -DKVSCOPE_PORTABLE=ON -DKVSCOPE_BUILD_GUI=ON -DBUILD_TESTING=OFF
+                        -DCMAKE_BUILD_TYPE=Release -DKVSCOPE_PORTABLE=ON -DKVSCOPE_BUILD_GUI=ON -DBUILD_TESTING=ON
                         -DKVSCOPE_CUDA=${CUDA} "-DKVSCOPE_CUDA_ARCHITECTURES=${CUDA_ARCHITECTURES}"
                         -DCMAKE_SKIP_INSTALL_ALL_DEPENDENCY=ON
                 RESULT_VARIABLE rc)
 if(rc)
   message(FATAL_ERROR "configuring the portable build in ${BUILD_DIR} failed (${rc})")
 endif()
-set(targets kvscope-cli kvscope)
+set(targets kvscope-cli kvscope test_backend_ops)
 if(CUDA)
   list(APPEND targets kvscope_cuda_library)
 endif()
