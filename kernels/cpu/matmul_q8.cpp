@@ -359,6 +359,17 @@ struct QKAffineDecoder {
 using Q4KDecoder = QKAffineDecoder<BlockQ4_K, 4>;
 using Q5KDecoder = QKAffineDecoder<BlockQ5_K, 5>;
 
+#if defined(__AVX2__)
+// The 16 scales of the types with one per 16 values (Q6_K, Q2_K, Q3_K) as int16, 0-7 in both halves of lo,
+// 8-15 in both halves of hi; group j's are scales 2j (words 0-7) and 2j + 1 (words 8-15).
+struct Scales16 {
+    __m256i lo, hi;
+    explicit Scales16(__m256i s16)
+        : lo(_mm256_permute2x128_si256(s16, s16, 0x00)), hi(_mm256_permute2x128_si256(s16, s16, 0x11)) {}
+    __m256i group(int j) const { return broadcast_words(j < 4 ? lo : hi, (2 * j) % 8, (2 * j + 1) % 8); }
+};
+#endif
+
 // Q6_K: an int8 scale per 16 values; group j = 4 * half + quarter, as dequantize_q6_k walks the block.
 struct Q6KDecoder {
     using Block = BlockQ6_K;
@@ -366,15 +377,12 @@ struct Q6KDecoder {
     static constexpr int kOffset = 32;
     const Block& blk;
 #if defined(__AVX2__)
-    __m256i sc_lo, sc_hi;  // the 16 scales as int16: 0-7 in both halves, 8-15 in both halves
+    Scales16 sc;
+    explicit Q6KDecoder(const Block& b)
+        : blk(b), sc(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)))) {}
+#else
+    explicit Q6KDecoder(const Block& b) : blk(b) {}
 #endif
-    explicit Q6KDecoder(const Block& b) : blk(b) {
-#if defined(__AVX2__)
-        const __m256i s = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
-        sc_lo = _mm256_permute2x128_si256(s, s, 0x00);
-        sc_hi = _mm256_permute2x128_si256(s, s, 0x11);
-#endif
-    }
     float d() const { return f16_scale(blk.d); }
     float dmin() const { return 0.0f; }
     int32_t scale(int j, int i) const { return blk.scales[2 * j + i / 16]; }
@@ -395,21 +403,13 @@ struct Q6KDecoder {
         const __m256i h_at4 = quarter < 2 ? _mm256_slli_epi16(h, 4 - 2 * quarter) : _mm256_srli_epi16(h, 2 * quarter - 4);
         return _mm256_or_si256(l4, _mm256_and_si256(h_at4, _mm256_set1_epi8(0x30)));
     }
-    __m256i scales16(int j) const {  // scales[2j] in words 0-7, scales[2j + 1] in words 8-15
-        return broadcast_words(j < 4 ? sc_lo : sc_hi, (2 * j) % 8, (2 * j + 1) % 8);
-    }
+    __m256i scales16(int j) const { return sc.group(j); }
     __m128i mins16() const { return _mm_setzero_si128(); }
     __m256i mins16x16() const { return _mm256_setzero_si256(); }
 #endif
 };
 
 #if defined(__AVX2__)
-// Two scale vectors from 16 per-16-values int8 scales, as Q6KDecoder keeps them: scales 0-7 in both
-// halves, 8-15 in both halves.
-inline void split_scales16(__m256i s16, __m256i& lo, __m256i& hi) {
-    lo = _mm256_permute2x128_si256(s16, s16, 0x00);
-    hi = _mm256_permute2x128_si256(s16, s16, 0x11);
-}
 // Q2_K and Q3_K's low 2 bits of group j's values: bits 2 * (j % 4) of qs[32 * (j / 4) + i] (dequantize_q2_k).
 inline __m256i q2_bits_avx2(const uint8_t* qs, int j) {
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * (j / 4)));
@@ -425,14 +425,13 @@ struct Q2KDecoder {
     static constexpr int kOffset = 0;
     const Block& blk;
 #if defined(__AVX2__)
-    __m256i sc_lo, sc_hi;
+    Scales16 sc;
+    explicit Q2KDecoder(const Block& b)
+        : blk(b), sc(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)),
+                                                       _mm_set1_epi8(0x0F)))) {}
+#else
+    explicit Q2KDecoder(const Block& b) : blk(b) {}
 #endif
-    explicit Q2KDecoder(const Block& b) : blk(b) {
-#if defined(__AVX2__)
-        const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
-        split_scales16(_mm256_cvtepu8_epi16(_mm_and_si128(s, _mm_set1_epi8(0x0F))), sc_lo, sc_hi);
-#endif
-    }
     float d() const { return f16_scale(blk.d); }
     float dmin() const { return f16_scale(blk.dmin); }
     int32_t scale(int j, int i) const { return blk.scales[2 * j + i / 16] & 0xF; }
@@ -441,7 +440,7 @@ struct Q2KDecoder {
     int value(int j, int i) const { return (blk.qs[32 * (j / 4) + i] >> (2 * (j % 4))) & 3; }
 #if defined(__AVX2__)
     __m256i values(int j) const { return q2_bits_avx2(blk.qs, j); }
-    __m256i scales16(int j) const { return broadcast_words(j < 4 ? sc_lo : sc_hi, (2 * j) % 8, (2 * j + 1) % 8); }
+    __m256i scales16(int j) const { return sc.group(j); }
     __m128i mins16() const { return _mm_setzero_si128(); }
     __m256i mins16x16() const {
         const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));
@@ -458,13 +457,12 @@ struct Q3KDecoder {
     static constexpr int kOffset = 4;
     const Block& blk;
 #if defined(__AVX2__)
-    __m256i sc_lo, sc_hi;
-#endif
-    explicit Q3KDecoder(const Block& b) : blk(b) {
-#if defined(__AVX2__)
-        // q3k_scale for all 16 in registers (scalar ones stored to bytes and loaded as a vector stalled on
-        // store forwarding: 82 cycles per block): byte j's low 4 bits from nibble j / 8 of byte j % 8, its
-        // top 2 from bits 2 * (j / 4) of byte 8 + j % 4 (32-bit lane j / 4 shifted by 2 * (j / 4)).
+    Scales16 sc;
+    explicit Q3KDecoder(const Block& b) : blk(b), sc(scales(b)) {}
+    // q3k_scale for all 16 in registers (scalar ones stored to bytes and loaded as a vector stalled on
+    // store forwarding: 82 cycles per block): byte j's low 4 bits from nibble j / 8 of byte j % 8, its
+    // top 2 from bits 2 * (j / 4) of byte 8 + j % 4 (32-bit lane j / 4 shifted by 2 * (j / 4)).
+    static __m256i scales(const Block& b) {
         uint64_t lo8;
         uint32_t hi4;
         std::memcpy(&lo8, b.scales, 8);
@@ -473,10 +471,11 @@ struct Q3KDecoder {
         const __m128i lo = _mm_unpacklo_epi64(_mm_and_si128(v, nib), _mm_and_si128(_mm_srli_epi16(v, 4), nib));
         const __m128i hi = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(hi4)), _mm_setr_epi32(0, 2, 4, 6)),
                                          _mm_set1_epi8(3));
-        const __m128i sc = _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32));
-        split_scales16(_mm256_cvtepi8_epi16(sc), sc_lo, sc_hi);
-#endif
+        return _mm256_cvtepi8_epi16(_mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32)));
     }
+#else
+    explicit Q3KDecoder(const Block& b) : blk(b) {}
+#endif
     float d() const { return f16_scale(blk.d); }
     float dmin() const { return 0.0f; }
     int32_t scale(int j, int i) const { return q3k_scale(2 * j + i / 16, blk.scales); }
@@ -491,7 +490,7 @@ struct Q3KDecoder {
         const __m256i at2 = j <= 2 ? _mm256_slli_epi16(h, 2 - j) : _mm256_srli_epi16(h, j - 2);
         return _mm256_or_si256(q2_bits_avx2(blk.qs, j), _mm256_and_si256(at2, _mm256_set1_epi8(4)));
     }
-    __m256i scales16(int j) const { return broadcast_words(j < 4 ? sc_lo : sc_hi, (2 * j) % 8, (2 * j + 1) % 8); }
+    __m256i scales16(int j) const { return sc.group(j); }
     __m128i mins16() const { return _mm_setzero_si128(); }
     __m256i mins16x16() const { return _mm256_setzero_si256(); }
 #endif
