@@ -760,7 +760,7 @@ void matmul_q8_0(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<floa
                  std::vector<std::vector<BlockQ8_0>>& unpacked, const float* x, int n, const WeightView& w, float* out) {
     const int64_t K = w.cols, N = w.rows, nb = K / 32;
     if (xq.size() < static_cast<size_t>(n * nb)) xq.resize(static_cast<size_t>(n * nb));
-    if (w.layout == WeightLayout::rows_x8) {  // Q4_0 interleaved by 8 (matmul_x8.h)
+    if (w.layout == WeightLayout::rows_x8) {  // Q4_0 / IQ4_NL interleaved by 8 (matmul_x8.h)
         if (x_isums.size() < static_cast<size_t>(n * nb)) x_isums.resize(static_cast<size_t>(n * nb));
         pool.run(n, [&](int64_t t, int) {
             quantize_activations_q8(x + t * K, xq.data() + t * nb, K);
@@ -770,7 +770,7 @@ void matmul_q8_0(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<floa
                 x_isums[b] = sum;
             }
         });
-        matmul_x8_q4_0(pool, xq.data(), x_isums.data(), n, w, out);
+        matmul_x8_b32(pool, xq.data(), x_isums.data(), n, w, out);
         return;
     }
     if (has_block_mins(w.dtype) && x_sums.size() < static_cast<size_t>(n * nb)) x_sums.resize(static_cast<size_t>(n * nb));

@@ -43,6 +43,9 @@ struct BlockQ4_0x8 {
     uint8_t qs[4][kRows][4];
 };
 static_assert(sizeof(BlockQ4_0x8) == kRows * sizeof(BlockQ4_0));
+// IQ4_NL's blocks have Q4_0's layout (its nibbles index kIq4nlValues): packed the same way.
+struct BlockIQ4_NLx8 : BlockQ4_0x8 {};
+static_assert(sizeof(BlockIQ4_NL) == sizeof(BlockQ4_0) && sizeof(BlockIQ4_NLx8) == sizeof(BlockQ4_0x8));
 
 // Per packed block: how many values it holds, and what it is dotted with beside the activation blocks
 // (BlockQ8Act): the K types a block of 256 against 8 of them and their ActSumsQ8, Q4_0 one of 32 against
@@ -57,6 +60,8 @@ struct X8Traits<BlockQ4_0x8> {
     static constexpr int kValues = 32;
     using Sums = int32_t;
 };
+template <>
+struct X8Traits<BlockIQ4_NLx8> : X8Traits<BlockQ4_0x8> {};
 
 // pshufb indices over 16 bytes [group a: rows 0-7][group b: rows 0-7] present in both 128-bit halves
 // (rows 0-3 come out of the low half, 4-7 of the high): spread[0] puts group a's byte of row r in both
@@ -176,6 +181,27 @@ inline void accumulate(const BlockQ4_0x8& blk, const BlockQ8Act* xb, int32_t xsu
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, _mm256_set1_ps(xb->d)), acc);
 }
 
+// The same for IQ4_NL (xsum unused): its levels are signed, up to 127 in magnitude, so each chunk takes
+// pmaddubsw's sign trick (|v| times x with v's sign) and its pairs (up to 2 * 127 * 127) go to int32 at
+// once rather than summed in int16.
+inline void accumulate(const BlockIQ4_NLx8& blk, const BlockQ8Act* xb, int32_t, __m256& acc) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    const __m256i levels = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+    __m256i isum = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+        const __m256i q = loadu32(blk.qs[c]);
+        const __m256i v[2] = {_mm256_shuffle_epi8(levels, _mm256_and_si256(q, low4)),
+                              _mm256_shuffle_epi8(levels, _mm256_and_si256(_mm256_srli_epi16(q, 4), low4))};
+        for (int h = 0; h < 2; ++h) {
+            const __m256i x = broadcast_i32(xb->qs + 16 * h + 4 * c);
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(v[h], v[h]),
+                                                                                 _mm256_sign_epi8(x, v[h])), ones));
+        }
+    }
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.d)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, _mm256_set1_ps(xb->d)), acc);
+}
+
 // Decode streams the weights once, and waits on memory rather than on the arithmetic. Each block fetches
 // the lines kPrefetchBytes ahead (8 blocks of a K type: the next group's with K = 2048), and a decode tile
 // is two groups half the matrix apart, read block by block: more streams in flight. Q4_K 2048 x 2048
@@ -237,7 +263,8 @@ void run(ThreadPool& pool, const BlockQ8Act* xq, const typename X8Traits<Block>:
 }  // namespace
 
 bool x8_packable(const WeightView& w) {
-    return w.layout == WeightLayout::row_major && (w.dtype == DType::Q4_K || w.dtype == DType::Q5_K || w.dtype == DType::Q4_0) &&
+    return w.layout == WeightLayout::row_major && (w.dtype == DType::Q4_K || w.dtype == DType::Q5_K || w.dtype == DType::Q4_0 ||
+                                                   w.dtype == DType::IQ4_NL) &&
            w.rows > 0 && w.rows % kRows == 0 && w.cols > 0;
 }
 
@@ -247,7 +274,7 @@ WeightView pack_x8(ThreadPool& pool, const WeightView& w, void* dst) {
     WeightView view = w;
     view.data = dst;
     view.layout = WeightLayout::rows_x8;
-    if (w.dtype == DType::Q4_0) {
+    if (w.dtype == DType::Q4_0 || w.dtype == DType::IQ4_NL) {  // one layout (the IQ4_NLx8 static_assert)
         const int64_t nb = w.cols / 32;
         auto* out = static_cast<BlockQ4_0x8*>(dst);
         pool.run(w.rows / kRows, [&](int64_t g, int) {
@@ -291,9 +318,12 @@ void matmul_x8_k(ThreadPool& pool, const BlockQ8Act* xq, const ActSumsQ8* xs, in
         run<BlockQ5_Kx8>(pool, xq, xs, n, w, out);
 }
 
-void matmul_x8_q4_0(ThreadPool& pool, const BlockQ8Act* xq, const int32_t* x_isums, int n, const WeightView& w,
+void matmul_x8_b32(ThreadPool& pool, const BlockQ8Act* xq, const int32_t* x_isums, int n, const WeightView& w,
                     float* out) {
-    run<BlockQ4_0x8>(pool, xq, x_isums, n, w, out);
+    if (w.dtype == DType::IQ4_NL)
+        run<BlockIQ4_NLx8>(pool, xq, x_isums, n, w, out);
+    else
+        run<BlockQ4_0x8>(pool, xq, x_isums, n, w, out);
 }
 
 #else  // sets without AVX2 keep every type row-major
@@ -301,7 +331,7 @@ void matmul_x8_q4_0(ThreadPool& pool, const BlockQ8Act* xq, const int32_t* x_isu
 bool x8_packable(const WeightView&) { return false; }
 WeightView pack_x8(ThreadPool&, const WeightView& w, void*) { return w; }
 void matmul_x8_k(ThreadPool&, const BlockQ8Act*, const ActSumsQ8*, int, const WeightView&, float*) {}
-void matmul_x8_q4_0(ThreadPool&, const BlockQ8Act*, const int32_t*, int, const WeightView&, float*) {}
+void matmul_x8_b32(ThreadPool&, const BlockQ8Act*, const int32_t*, int, const WeightView&, float*) {}
 
 #endif
 

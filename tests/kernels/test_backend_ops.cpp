@@ -194,7 +194,7 @@ private slots:
 
     // ---- matmul: every dtype, decode-sized and prefill-sized row counts, odd shapes, with/without bias,
     // row-major and as the backend repacks it for matmul ("panels": what the engine runs on; F32 / F16 / BF16
-    // panels, Q4_K / Q5_K / Q4_0 rows interleaved by 8 on AVX2 sets, N = 40 an odd number of such groups).
+    // panels, Q4_K / Q5_K / Q4_0 / IQ4_NL rows interleaved by 8 on AVX2 sets, N = 40 an odd number of such groups).
     void matmul_data() {
         QTest::addColumn<int>("dtype");
         QTest::addColumn<int>("n");
@@ -206,7 +206,7 @@ private slots:
         for (DType dt : kDTypes)
             for (bool panels : {false, true}) {
                 if (panels && dt != DType::F32 && dt != DType::F16 && dt != DType::BF16 && dt != DType::Q4_K && dt != DType::Q5_K &&
-                    dt != DType::Q4_0)
+                    dt != DType::Q4_0 && dt != DType::IQ4_NL)
                     continue;  // nothing repacks them
                 // 130: x chunks of 64, 64, 2 (row-major tiles); 6 x-row tiles with every tail (CPU panels);
                 // 16 and 257: GEMMs on the GPU
