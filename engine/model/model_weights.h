@@ -41,7 +41,9 @@ struct ModelWeights {
 ModelWeights load_weights_gguf(std::shared_ptr<const GgufFile> gguf, const ModelConfig& config);
 ModelWeights load_weights_safetensors(std::shared_ptr<const SafetensorsModel> st, const ModelConfig& config,
                                       const std::string& source);
-// Seeded random weights with the config's shapes (normal-like, std 0.02; norms 1.0), stored as `dtype`.
+// Seeded random weights with the config's shapes (normal-like, std 0.02; norms 1.0), stored as `dtype`; a
+// matrix whose rows are not whole blocks of a K type takes the type llama-quantize falls back to (Q4_K:
+// Q5_0, Q5_K: Q5_1, Q6_K: Q8_0, Q2_K / Q3_K: Q4_0, IQ4_XS: IQ4_NL), as in a file it quantized.
 ModelWeights make_dummy_weights(const ModelConfig& config, DType dtype, uint64_t seed);
 
 }  // namespace kvscope

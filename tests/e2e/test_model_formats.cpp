@@ -324,6 +324,13 @@ private slots:
             for (float v : test::prefill_logits(*m, {256, 10, 20}, 0)) QVERIFY2(std::isfinite(v), dtype_name(t).data());
         }
         QCOMPARE(load_model("dummy:tiny:Q6_K")->weights.layers[0].wq.dtype, DType::Q6_K);
+        // SmolLM2-135M's rows of 576 are not whole K-type blocks: they take what llama-quantize falls back to
+        // (its Q4_K_M of this model: Q5_0 there), the 1536-wide down projection keeps the type asked for.
+        auto k = load_model("dummy:smollm-135m:q4_k");
+        QCOMPARE(k->weights.layers[0].wq.dtype, DType::Q5_0);
+        QCOMPARE(k->weights.token_embedding.dtype, DType::Q5_0);
+        QCOMPARE(k->weights.layers[0].w_down.dtype, DType::Q4_K);
+        for (float v : test::prefill_logits(*k, {256, 10, 20}, 0)) QVERIFY(std::isfinite(v));
     }
 };
 
