@@ -531,10 +531,7 @@ struct IQ4XSDecoder {
         return kIq4nlValues[i < 16 ? byte & 0xF : byte >> 4];
     }
 #if defined(__AVX2__)
-    __m256i values(int j) const {
-        const __m256i levels = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
-        return _mm256_shuffle_epi8(levels, nibbles_avx2(blk.qs + 16 * j));
-    }
+    __m256i values(int j) const { return iq4nl_levels(nibbles_avx2(blk.qs + 16 * j)); }
     __m256i scales16(int j) const { return broadcast_words(sc16, j, j); }
     __m128i mins16() const { return _mm_setzero_si128(); }
     __m256i mins16x16() const { return _mm256_setzero_si256(); }
@@ -760,29 +757,28 @@ void matmul_q8_0(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<floa
                  std::vector<std::vector<BlockQ8_0>>& unpacked, const float* x, int n, const WeightView& w, float* out) {
     const int64_t K = w.cols, N = w.rows, nb = K / 32;
     if (xq.size() < static_cast<size_t>(n * nb)) xq.resize(static_cast<size_t>(n * nb));
-    if (w.layout == WeightLayout::rows_x8) {  // Q4_0 / IQ4_NL interleaved by 8 (matmul_x8.h)
-        if (x_isums.size() < static_cast<size_t>(n * nb)) x_isums.resize(static_cast<size_t>(n * nb));
-        pool.run(n, [&](int64_t t, int) {
-            quantize_activations_q8(x + t * K, xq.data() + t * nb, K);
+    // Per activation block, sum(q_x): Q4_0 interleaved by 8 subtracts 8 times it, Q4_1 / Q5_1 add their min
+    // times d_x times it.
+    const bool x8 = w.layout == WeightLayout::rows_x8;  // Q4_0 / IQ4_NL interleaved by 8 (matmul_x8.h)
+    const bool int_sums = x8 && w.dtype == DType::Q4_0, min_sums = has_block_mins(w.dtype);
+    if (int_sums && x_isums.size() < static_cast<size_t>(n * nb)) x_isums.resize(static_cast<size_t>(n * nb));
+    if (min_sums && x_sums.size() < static_cast<size_t>(n * nb)) x_sums.resize(static_cast<size_t>(n * nb));
+    pool.run(n, [&](int64_t t, int) {
+        quantize_activations_q8(x + t * K, xq.data() + t * nb, K);
+        if (int_sums || min_sums)
             for (int64_t b = t * nb; b < (t + 1) * nb; ++b) {
                 int32_t sum = 0;
                 for (int8_t q : xq[b].qs) sum += q;
-                x_isums[b] = sum;
+                if (int_sums)
+                    x_isums[b] = sum;
+                else
+                    x_sums[b] = xq[b].d * static_cast<float>(sum);
             }
-        });
+    });
+    if (x8) {
         matmul_x8_b32(pool, xq.data(), x_isums.data(), n, w, out);
         return;
     }
-    if (has_block_mins(w.dtype) && x_sums.size() < static_cast<size_t>(n * nb)) x_sums.resize(static_cast<size_t>(n * nb));
-    pool.run(n, [&](int64_t t, int) {
-        quantize_activations_q8(x + t * K, xq.data() + t * nb, K);
-        if (has_block_mins(w.dtype))
-            for (int64_t b = t * nb; b < (t + 1) * nb; ++b) {
-                int32_t sum = 0;
-                for (int8_t q : xq[b].qs) sum += q;
-                x_sums[b] = xq[b].d * static_cast<float>(sum);
-            }
-    });
     // Single-row decode reads every type's blocks in place where the set has q8_values.h (each block is used
     // once: unpacking it to scratch first cost a store and a load per block, and Q4_0 ran at a fifth of the
     // bandwidth); prefill unpacks a tile's rows once for all its x tiles.

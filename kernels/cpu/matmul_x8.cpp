@@ -1,5 +1,6 @@
 #include "cpu/matmul_x8.h"
 
+#include "cpu/q8_values.h"
 #include "cpu/tile_tasks.h"
 
 #include <cstring>
@@ -186,12 +187,11 @@ inline void accumulate(const BlockQ4_0x8& blk, const BlockQ8Act* xb, int32_t xsu
 // once rather than summed in int16.
 inline void accumulate(const BlockIQ4_NLx8& blk, const BlockQ8Act* xb, int32_t, __m256& acc) {
     const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    const __m256i levels = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
     __m256i isum = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
         const __m256i q = loadu32(blk.qs[c]);
-        const __m256i v[2] = {_mm256_shuffle_epi8(levels, _mm256_and_si256(q, low4)),
-                              _mm256_shuffle_epi8(levels, _mm256_and_si256(_mm256_srli_epi16(q, 4), low4))};
+        const __m256i v[2] = {iq4nl_levels(_mm256_and_si256(q, low4)),
+                              iq4nl_levels(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4))};
         for (int h = 0; h < 2; ++h) {
             const __m256i x = broadcast_i32(xb->qs + 16 * h + 4 * c);
             isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(v[h], v[h]),
@@ -269,7 +269,6 @@ bool x8_packable(const WeightView& w) {
 }
 
 WeightView pack_x8(ThreadPool& pool, const WeightView& w, void* dst) {
-    const int64_t nb8 = w.cols / 256;
     const size_t row_bytes = dtype_row_bytes(w.dtype, w.cols);
     WeightView view = w;
     view.data = dst;
@@ -287,6 +286,7 @@ WeightView pack_x8(ThreadPool& pool, const WeightView& w, void* dst) {
         });
         return view;
     }
+    const int64_t nb8 = w.cols / 256;
     auto pack = [&]<class In, class Out>(const In*, Out* out) {
         pool.run(w.rows / kRows, [&](int64_t g, int) {
             for (int64_t b = 0; b < nb8; ++b) {

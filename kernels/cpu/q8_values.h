@@ -65,10 +65,12 @@ inline __m256i q8_stored(const BlockQ5_1& b) { return _mm256_or_si256(nibbles_av
 inline __m256i q8_values(const BlockQ8_0& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)); }
 inline __m256i q8_values(const BlockQ4_0& b) { return _mm256_sub_epi8(q8_stored(b), _mm256_set1_epi8(8)); }
 inline __m256i q8_values(const BlockQ5_0& b) { return _mm256_sub_epi8(q8_stored(b), _mm256_set1_epi8(16)); }
-inline __m256i q8_values(const BlockIQ4_NL& b) {
+// The IQ4_NL / IQ4_XS level (kIq4nlValues) of each byte's low 4 bits (bytes 0..15).
+inline __m256i iq4nl_levels(__m256i nibbles) {
     const __m256i levels = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
-    return _mm256_shuffle_epi8(levels, nibbles_avx2(b.qs));
+    return _mm256_shuffle_epi8(levels, nibbles);
 }
+inline __m256i q8_values(const BlockIQ4_NL& b) { return iq4nl_levels(nibbles_avx2(b.qs)); }
 
 }  // namespace KVSCOPE_CPU_NAMESPACE
 

@@ -191,14 +191,10 @@ void dequantize_iq4_xs(const BlockIQ4_XS* __restrict blocks, float* __restrict d
     for (int64_t b = 0; b < n / 256; ++b) {
         const BlockIQ4_XS& blk = blocks[b];
         const float d = f16_to_f32(blk.d);
-#if defined(__AVX2__)  // the levels looked up 32 at a time (the scalar lookups ran at a few GB/s)
-        const __m128i levels = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
-        const __m256i table = _mm256_set_m128i(levels, levels);
-#endif
         for (int s = 0; s < 8; ++s) {
             const float dl = d * static_cast<float>(iq4xs_scale(s, blk.scales_l, blk.scales_h));
-#if defined(__AVX2__)
-            store_scaled_i8x32(_mm256_shuffle_epi8(table, nibbles_avx2(blk.qs + 16 * s)), dl, dl, dst + b * 256 + s * 32);
+#if defined(__AVX2__)  // the levels looked up 32 at a time (the scalar lookups ran at a few GB/s)
+            store_scaled_i8x32(iq4nl_levels(nibbles_avx2(blk.qs + 16 * s)), dl, dl, dst + b * 256 + s * 32);
 #else
             for (int j = 0; j < 32; ++j) dst[b * 256 + s * 32 + j] = dl * kIq4nlValues[nibble(blk.qs + 16 * s, j)];
 #endif
