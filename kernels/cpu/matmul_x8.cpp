@@ -48,6 +48,13 @@ static_assert(sizeof(BlockQ4_0x8) == kRows * sizeof(BlockQ4_0));
 struct BlockIQ4_NLx8 : BlockQ4_0x8 {};
 static_assert(sizeof(BlockIQ4_NL) == sizeof(BlockQ4_0) && sizeof(BlockIQ4_NLx8) == sizeof(BlockQ4_0x8));
 
+// Block b of 8 Q8_0 rows: qs[c][r] is row r's qs[4c .. 4c + 3].
+struct BlockQ8_0x8 {
+    uint16_t d[kRows];
+    int8_t qs[8][kRows][4];
+};
+static_assert(sizeof(BlockQ8_0x8) == kRows * sizeof(BlockQ8_0));
+
 // Per packed block: how many values it holds, and what it is dotted with beside the activation blocks
 // (BlockQ8Act): the K types a block of 256 against 8 of them and their ActSumsQ8, Q4_0 one of 32 against
 // one and its sum(q_x).
@@ -63,6 +70,8 @@ struct X8Traits<BlockQ4_0x8> {
 };
 template <>
 struct X8Traits<BlockIQ4_NLx8> : X8Traits<BlockQ4_0x8> {};
+template <>
+struct X8Traits<BlockQ8_0x8> : X8Traits<BlockQ4_0x8> {};
 
 // pshufb indices over 16 bytes [group a: rows 0-7][group b: rows 0-7] present in both 128-bit halves
 // (rows 0-3 come out of the low half, 4-7 of the high): spread[0] puts group a's byte of row r in both
@@ -202,37 +211,40 @@ inline void accumulate(const BlockQ4_0x8& blk, const BlockQ8Act* xb, int32_t xsu
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, _mm256_set1_ps(xb->d)), acc);
 }
 
-// The same for IQ4_NL (xsum unused): its levels are signed, up to 127 in magnitude, so each chunk takes
-// pmaddubsw's sign trick (|v| times x with v's sign) and its pairs (up to 2 * 127 * 127) go to int32 at
-// once rather than summed in int16.
+// Chunk v (4 signed values of each of the 8 rows, -128 .. 127) against x (4 q_x broadcast): per row the
+// exact int32 dot, by pmaddubsw's sign trick (|v| as unsigned times x with v's sign; pairs of at most
+// 2 * 128 * 127 fit int16) and pmaddwd to int32 at once.
+inline __m256i chunk_dot_signed(__m256i v, __m256i x) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(x, v)), _mm256_set1_epi16(1));
+}
+
+// The same for IQ4_NL (xsum unused): its levels are signed, so each chunk takes chunk_dot_signed.
 inline void accumulate(const BlockIQ4_NLx8& blk, const BlockQ8Act* xb, int32_t, __m256& acc) {
-    const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
     __m256i isum = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
         const __m256i q = loadu32(blk.qs[c]);
-        const __m256i v[2] = {iq4nl_levels(_mm256_and_si256(q, low4)),
-                              iq4nl_levels(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4))};
-        for (int h = 0; h < 2; ++h) {
-            const __m256i x = broadcast_i32(xb->qs + 16 * h + 4 * c);
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(v[h], v[h]),
-                                                                                 _mm256_sign_epi8(x, v[h])), ones));
-        }
+        isum = _mm256_add_epi32(isum, chunk_dot_signed(iq4nl_levels(_mm256_and_si256(q, low4)), broadcast_i32(xb->qs + 4 * c)));
+        isum = _mm256_add_epi32(isum, chunk_dot_signed(iq4nl_levels(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4)),
+                                                       broadcast_i32(xb->qs + 16 + 4 * c)));
     }
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.d)));
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, _mm256_set1_ps(xb->d)), acc);
 }
 
-// Decode streams the weights once, and waits on memory rather than on the arithmetic. Each block fetches
-// the lines kPrefetchBytes ahead (8 blocks of a K type: the next group's with K = 2048), and a decode tile
-// is two groups half the matrix apart, read block by block: more streams in flight. Q4_K 2048 x 2048
-// streamed on 2 threads (alternating runs): 26-30 GB/s with neither, 30-35 with the prefetch, 33-37 with
-// both.
-constexpr int kPrefetchBytes = 8 * static_cast<int>(sizeof(BlockQ4_Kx8));
+// And Q8_0: 8 chunks of stored values.
+inline void accumulate(const BlockQ8_0x8& blk, const BlockQ8Act* xb, int32_t, __m256& acc) {
+    __m256i isum = _mm256_setzero_si256();
+    for (int c = 0; c < 8; ++c)
+        isum = _mm256_add_epi32(isum, chunk_dot_signed(loadu32(blk.qs[c]), broadcast_i32(xb->qs + 4 * c)));
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.d)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, _mm256_set1_ps(xb->d)), acc);
+}
 
 // Lanes r = rows 0..7 of each group w[i] (nblk blocks), i < Groups: x (one activation row: the BlockQ8Act of
 // nblk blocks, their sums xs) dotted with each row, into out[i][0 .. 8). A group's steps do not depend on
 // Groups.
-template <class Block, int Groups, bool Prefetch>
+template <class Block, int Groups>
 void dot_rows8(const Block* const* w, int64_t nblk, const BlockQ8Act* x, const typename X8Traits<Block>::Sums* xs,
                float* const* out) {
     constexpr int kActBlocks = X8Traits<Block>::kValues / 32;
@@ -240,12 +252,7 @@ void dot_rows8(const Block* const* w, int64_t nblk, const BlockQ8Act* x, const t
     for (__m256& acc : accs) acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < nblk; ++b) {
         const Block* blk[Groups];
-        for (int i = 0; i < Groups; ++i) {
-            blk[i] = &w[i][b];
-            if constexpr (Prefetch)  // every line of the block kPrefetchBytes on (probes 64 bytes apart)
-                for (int off = 0; off < static_cast<int>(sizeof(Block)); off += 64)
-                    _mm_prefetch(reinterpret_cast<const char*>(blk[i]) + kPrefetchBytes + off, _MM_HINT_T0);
-        }
+        for (int i = 0; i < Groups; ++i) blk[i] = &w[i][b];
         if constexpr (X8Traits<Block>::kValues == 256)
             accumulate<Groups>(blk, x + kActBlocks * b, xs[b], accs);
         else
@@ -254,30 +261,45 @@ void dot_rows8(const Block* const* w, int64_t nblk, const BlockQ8Act* x, const t
     for (int i = 0; i < Groups; ++i) _mm256_storeu_ps(out[i], accs[i]);
 }
 
+// Decode streams the weights once and waits on memory: a core keeps more lines in flight over several
+// streams, so a decode tile reads S groups a (1 / S)th of the matrix apart, block by block, and the hardware
+// prefetchers follow them. 2048 x 2048 streamed on 2 threads (4 alternating runs, GB/s): two groups with
+// software prefetch 8 K blocks ahead (the previous scheme) Q8_0 43-44, Q4_K 35-41; four groups without
+// Q8_0 50-53, Q4_K 40-43; four with the prefetch 36-44 and 28-34 (it crowds the L1); eight, Q8_0 45-49.
+template <class Block, int S>
+void decode_groups(ThreadPool& pool, const BlockQ8Act* xq, const typename X8Traits<Block>::Sums* xs, const WeightView& w,
+                   float* out) {
+    const int64_t nb8 = w.cols / X8Traits<Block>::kValues, G = w.rows / kRows;
+    const auto* groups = static_cast<const Block*>(w.data);
+    for_each_tile(pool, TileTasks(w.rows / S, kRows, pool.size()), 1, [&](int64_t g, int, int, int) {
+        const Block* ws[S];
+        float* os[S];
+        for (int s = 0; s < S; ++s) {
+            ws[s] = groups + (g + s * G / S) * nb8;
+            os[s] = out + (g + s * G / S) * kRows;
+        }
+        dot_rows8<Block, S>(ws, nb8, xq, xs, os);
+    });
+}
+
 template <class Block>
 void run(ThreadPool& pool, const BlockQ8Act* xq, const typename X8Traits<Block>::Sums* xs, int n, const WeightView& w,
          float* out) {
     const int64_t K = w.cols, N = w.rows, nb = K / 32, nb8 = K / X8Traits<Block>::kValues;
     const auto* groups = static_cast<const Block*>(w.data);
     const int64_t G = N / kRows;
-    if (n == 1 && G % 2 == 0) {  // tile g: groups g and g + G / 2 (four groups a quarter apart: slower)
-        for_each_tile(pool, TileTasks(N / 2, kRows, pool.size()), 1, [&](int64_t g, int, int, int) {
-            const Block* const w2[2] = {groups + g * nb8, groups + (g + G / 2) * nb8};
-            float* const o2[2] = {out + g * kRows, out + (g + G / 2) * kRows};
-            dot_rows8<Block, 2, true>(w2, nb8, xq, xs, o2);
-        });
-        return;
-    }
+    if (n == 1 && G % 4 == 0) return decode_groups<Block, 4>(pool, xq, xs, w, out);
+    if (n == 1 && G % 2 == 0) return decode_groups<Block, 2>(pool, xq, xs, w, out);
     for_each_tile(pool, TileTasks(N, kRows, pool.size()), n, [&](int64_t g, int x0, int nx, int) {
         const Block* const w1[1] = {groups + g * nb8};
         if (n == 1) {
             float* const o1[1] = {out + g * kRows};
-            dot_rows8<Block, 1, true>(w1, nb8, xq, xs, o1);
+            dot_rows8<Block, 1>(w1, nb8, xq, xs, o1);
             return;
         }
         for (int t = x0; t < x0 + nx; ++t) {  // the group's blocks stay in L1 / L2 across the x rows
             float* const o1[1] = {out + t * N + g * kRows};
-            dot_rows8<Block, 1, false>(w1, nb8, xq + t * nb, xs + t * nb8, o1);
+            dot_rows8<Block, 1>(w1, nb8, xq + t * nb, xs + t * nb8, o1);
         }
     });
 }
@@ -286,7 +308,7 @@ void run(ThreadPool& pool, const BlockQ8Act* xq, const typename X8Traits<Block>:
 
 bool x8_packable(const WeightView& w) {
     return w.layout == WeightLayout::row_major && (w.dtype == DType::Q4_K || w.dtype == DType::Q5_K || w.dtype == DType::Q4_0 ||
-                                                   w.dtype == DType::IQ4_NL) &&
+                                                   w.dtype == DType::IQ4_NL || w.dtype == DType::Q8_0) &&
            w.rows > 0 && w.rows % kRows == 0 && w.cols > 0;
 }
 
@@ -295,17 +317,24 @@ WeightView pack_x8(ThreadPool& pool, const WeightView& w, void* dst) {
     WeightView view = w;
     view.data = dst;
     view.layout = WeightLayout::rows_x8;
-    if (w.dtype == DType::Q4_0 || w.dtype == DType::IQ4_NL) {  // one layout (the IQ4_NLx8 static_assert)
+    auto pack32 = [&]<class In, class Out>(const In*, Out* out) {  // 32-value blocks: d and chunks of 4 bytes
+        constexpr int kChunks = sizeof(In::qs) / 4;
         const int64_t nb = w.cols / 32;
-        auto* out = static_cast<BlockQ4_0x8*>(dst);
         pool.run(w.rows / kRows, [&](int64_t g, int) {
             for (int64_t b = 0; b < nb; ++b)
                 for (int r = 0; r < kRows; ++r) {
-                    const BlockQ4_0& in = reinterpret_cast<const BlockQ4_0*>(static_cast<const uint8_t*>(w.data) + (g * kRows + r) * row_bytes)[b];
+                    const In& in = reinterpret_cast<const In*>(static_cast<const uint8_t*>(w.data) + (g * kRows + r) * row_bytes)[b];
                     out[g * nb + b].d[r] = in.d;
-                    for (int c = 0; c < 4; ++c) std::memcpy(out[g * nb + b].qs[c][r], in.qs + 4 * c, 4);
+                    for (int c = 0; c < kChunks; ++c) std::memcpy(out[g * nb + b].qs[c][r], in.qs + 4 * c, 4);
                 }
         });
+    };
+    if (w.dtype == DType::Q4_0 || w.dtype == DType::IQ4_NL) {  // one layout (the IQ4_NLx8 static_assert)
+        pack32(static_cast<const BlockQ4_0*>(nullptr), static_cast<BlockQ4_0x8*>(dst));
+        return view;
+    }
+    if (w.dtype == DType::Q8_0) {
+        pack32(static_cast<const BlockQ8_0*>(nullptr), static_cast<BlockQ8_0x8*>(dst));
         return view;
     }
     const int64_t nb8 = w.cols / 256;
@@ -344,6 +373,8 @@ void matmul_x8_b32(ThreadPool& pool, const BlockQ8Act* xq, const int32_t* x_isum
                     float* out) {
     if (w.dtype == DType::IQ4_NL)
         run<BlockIQ4_NLx8>(pool, xq, x_isums, n, w, out);
+    else if (w.dtype == DType::Q8_0)
+        run<BlockQ8_0x8>(pool, xq, x_isums, n, w, out);
     else
         run<BlockQ4_0x8>(pool, xq, x_isums, n, w, out);
 }

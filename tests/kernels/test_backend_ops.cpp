@@ -108,7 +108,7 @@ class TestBackendOps : public QObject {
     // is one) are set to plausible sizes, n random x rows through the most-threads backend, compared with
     // the reference within 1e-5 of its largest output; then with F32 activations, where each product's x is
     // off by at most d_x / 2 = max|x| / 254 (|x| <= 1), whether d_x covers 32 or 256 values.
-    void check_int8_matmul(DType dt, int n, int K, int N) {
+    void check_int8_matmul(DType dt, int n, int K, int N, bool panels) {
         Subject& s = subject();
         if (!s.first().supports(dt)) QSKIP(qPrintable(QString("no %1 weights here").arg(dtype_name(dt).data())));
         std::mt19937_64 rng(case_seed(seed_));
@@ -124,13 +124,19 @@ class TestBackendOps : public QObject {
                 const uint16_t h = f32_to_f16(std::ldexp(1.0f + static_cast<float>(rng() % 1000) / 1000, exponent));
                 std::memcpy(bytes.data() + off + at, &h, 2);
             }
-        if (dt == DType::Q8_0) bytes[3 * block_bytes + 2] = 0x80;  // a -128 (BlockQ8_0::qs[0] of block 3)
+        if (dt == DType::Q8_0) bytes[3 * block_bytes + 2] = 0x80;  // a -128 (BlockQ8_0::qs[0] of block 3 of row 0)
         const WeightView stored{bytes.data(), dt, N, K};
         const std::vector<float> x = random_floats(rng, static_cast<size_t>(n) * K);
         std::vector<float> ref(static_cast<size_t>(n) * N);
         matmul_ref(x.data(), n, stored, nullptr, ref.data());
         Backend& b = *s.backends.back();
-        const WeightView w = b.upload_weight(stored);
+        // panels: repacked as the engine loads it, by a CPU backend of its own (as matmul does).
+        std::unique_ptr<Backend> packer = panels && s.cpu ? make_cpu_backend(2, row()) : nullptr;
+        WeightView w = (packer ? *packer : b).upload_weight(stored);
+        if (panels) {
+            w = (packer ? *packer : b).repack_matmul_weight(w);
+            if (w.layout == WeightLayout::row_major) QSKIP("this backend runs matmul on row-major weights: the row without 'panels'");
+        }
         const DeviceVector<float> x_d(s.first(), x), out_d(s.first(), std::vector<float>(ref.size(), kNaN));
         b.matmul(x_d.data(), n, w, nullptr, out_d.data());
         const std::vector<float> out = out_d.download();
@@ -194,7 +200,7 @@ private slots:
 
     // ---- matmul: every dtype, decode-sized and prefill-sized row counts, odd shapes, with/without bias,
     // row-major and as the backend repacks it for matmul ("panels": what the engine runs on; F32 / F16 / BF16
-    // panels, Q4_K / Q5_K / Q4_0 / IQ4_NL rows interleaved by 8 on AVX2 sets, N = 40 an odd number of such groups).
+    // panels, Q4_K / Q5_K / Q4_0 / IQ4_NL / Q8_0 rows interleaved by 8 on AVX2 sets, N = 40 an odd number of such groups).
     void matmul_data() {
         QTest::addColumn<int>("dtype");
         QTest::addColumn<int>("n");
@@ -206,7 +212,7 @@ private slots:
         for (DType dt : kDTypes)
             for (bool panels : {false, true}) {
                 if (panels && dt != DType::F32 && dt != DType::F16 && dt != DType::BF16 && dt != DType::Q4_K && dt != DType::Q5_K &&
-                    dt != DType::Q4_0 && dt != DType::IQ4_NL)
+                    dt != DType::Q4_0 && dt != DType::IQ4_NL && dt != DType::Q8_0)
                     continue;  // nothing repacks them
                 // 130: x chunks of 64, 64, 2 (row-major tiles); 6 x-row tiles with every tail (CPU panels);
                 // 16 and 257: GEMMs on the GPU
@@ -345,26 +351,35 @@ private slots:
     // last block), N = 37 (single-row decode's tiles of 8 and a short last one); one x row (blocks read in
     // place) and several (rows unpacked once per tile). Q4_K / Q5_K / Q6_K (the int8 dots straight from their
     // blocks): one x row (weights decoded in registers) and several (decoded once per tile), N = 11 (a decode
-    // tiling's short last tile).
+    // tiling's short last tile). The types a CPU set interleaves by 8 rows (panels): N = 32 and 48 (decode's
+    // tiles of four groups and of two) for one x row, N = 40 (an odd number of groups) for several.
     void matmul_int8_data() {
         QTest::addColumn<int>("dtype");
         QTest::addColumn<int>("n");
         QTest::addColumn<int>("K");
         QTest::addColumn<int>("N");
-        auto add = [](DType dt, int n, int K, int N) {
-            QTest::addRow("%s n=%d", dtype_name(dt).data(), n) << static_cast<int>(dt) << n << K << N;
+        QTest::addColumn<bool>("panels");
+        auto add = [](DType dt, int n, int K, int N, bool panels = false) {
+            QTest::addRow("%s%s n=%d N=%d", dtype_name(dt).data(), panels ? " panels" : "", n, N) << static_cast<int>(dt) << n << K << N
+                                                                                                   << panels;
         };
         for (DType dt : {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::IQ4_NL})
             for (int n : {1, 7}) add(dt, n, 32 * 19, 37);
         for (DType dt : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
             for (int n : {1, 6}) add(dt, n, 256 * 3, 11);
+        for (DType dt : {DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::Q4_K, DType::Q5_K}) {
+            const int K = dtype_block_elems(dt) == 256 ? 256 * 3 : 32 * 19;
+            for (int N : {32, 48}) add(dt, 1, K, N, true);
+            add(dt, 6, K, 40, true);
+        }
     }
     void matmul_int8() {
         QFETCH(int, dtype);
         QFETCH(int, n);
         QFETCH(int, K);
         QFETCH(int, N);
-        check_int8_matmul(static_cast<DType>(dtype), n, K, N);
+        QFETCH(bool, panels);
+        check_int8_matmul(static_cast<DType>(dtype), n, K, N, panels);
     }
 
     // ---- paged attention + write_kv: random block tables over thousands of blocks, GQA, decode, chunked
