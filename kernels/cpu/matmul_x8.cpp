@@ -37,6 +37,18 @@ struct BlockQ5_Kx8 {
 };
 static_assert(sizeof(BlockQ5_Kx8) == kRows * sizeof(BlockQ5_K));
 
+// Block b of 8 Q6_K rows, the same bytes rearranged in the order the kernel reads them: q[h][c] holds, for
+// rows 0-7, bytes 4c .. 4c + 3 of ql segment 2h, of ql segment 2h + 1 and of qh half h (dequantize_q6_k's
+// walk: group j = 4 * half + quarter takes its low 4 bits from ql segment 2 * half + quarter % 2, nibble
+// quarter / 2, and its high 2 from bits 2 * quarter of qh half h). So one chunk's 96 bytes give values
+// 4c .. 4c + 3 of the half's 4 groups. scales[s][r] is row r's scale of values 16s .. 16s + 15.
+struct BlockQ6_Kx8 {
+    uint16_t d[kRows];
+    int8_t scales[16][kRows];
+    uint8_t q[2][8][3][kRows][4];  // [half h][chunk c][ql 2h, ql 2h + 1, qh h][row r]
+};
+static_assert(sizeof(BlockQ6_Kx8) == kRows * sizeof(BlockQ6_K));
+
 // Block b (32 values) of 8 Q4_0 rows, the same bytes rearranged: qs[c][r] is row r's qs[4c .. 4c + 3], whose
 // low nibbles are values 4c .. 4c + 3 and high nibbles values 16 + 4c .. 16 + 4c + 3.
 struct BlockQ4_0x8 {
@@ -194,6 +206,66 @@ inline void accumulate(const Block* const* blk, const BlockQ8Act* xb, const ActS
     }
 }
 
+// Sub-block s's scale of a Q6_K block's 8 rows as int16, in both words of dword r (row r): what pmaddwd
+// multiplies each int16 pair sum by.
+inline __m256i q6k_scale_words(const BlockQ6_Kx8& blk, int s) {
+    const __m128i w = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.scales[s])));
+    return _mm256_set_m128i(_mm_unpackhi_epi16(w, w), _mm_unpacklo_epi16(w, w));
+}
+
+// Half H of Q6_K blocks blk[0 .. G) (groups 4H .. 4H + 3) against their activation blocks xh[0 .. 4): per row
+// and sub-block of 16 the stored values' dot with q_x (pmaddubsw pairs of at most 2 * 63 * 127) times the
+// sub-block's scale, into isum[g]. Each x broadcast serves the G blocks.
+template <int H, int G>
+inline void q6k_half(const BlockQ6_Kx8* const* blk, const BlockQ8Act* xh, __m256i* isum) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30);
+    for (int c0 = 0; c0 < 8; c0 += 4) {  // sub-blocks 2j + c0 / 4 of the half's groups j
+        __m256i sc[4][G];
+        for (int q = 0; q < 4; ++q)
+            for (int g = 0; g < G; ++g) sc[q][g] = q6k_scale_words(*blk[g], 2 * (4 * H + q) + c0 / 4);
+        for (int c = c0; c < c0 + 4; ++c) {
+            __m256i x[4];
+            for (int q = 0; q < 4; ++q) x[q] = broadcast_i32(xh[q].qs + 4 * c);
+            for (int g = 0; g < G; ++g) {
+                const __m256i lo = loadu32(blk[g]->q[H][c][0]), hi = loadu32(blk[g]->q[H][c][1]), h = loadu32(blk[g]->q[H][c][2]);
+                const __m256i v[4] = {
+                    _mm256_or_si256(_mm256_and_si256(lo, low4), _mm256_and_si256(_mm256_slli_epi16(h, 4), bits45)),
+                    _mm256_or_si256(_mm256_and_si256(hi, low4), _mm256_and_si256(_mm256_slli_epi16(h, 2), bits45)),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo, 4), low4), _mm256_and_si256(h, bits45)),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(hi, 4), low4), _mm256_and_si256(_mm256_srli_epi16(h, 2), bits45))};
+                for (int q = 0; q < 4; ++q) {
+                    isum[g] = _mm256_add_epi32(isum[g], _mm256_madd_epi16(_mm256_maddubs_epi16(v[q], x[q]), sc[q][g]));
+                    asm("" : "+x"(isum[g]));  // in order, as accumulate_pair's sums
+                }
+            }
+        }
+    }
+}
+
+// Q6_K blocks blk[0 .. G) against xb and its sums s (isum16: sum(q_x) per 16 values), into acc[0 .. G): the
+// stored values' scaled dots minus their offset, 32 * sum over sub-blocks of scale * sum(q_x) (a pair of
+// sub-blocks per pmaddwd), exact in int32, times d_w * d_x.
+template <int G>
+inline void accumulate(const BlockQ6_Kx8* const* blk, const BlockQ8Act* xb, const ActSumsQ8& s, __m256* acc) {
+    __m256i isum[G];
+    for (int g = 0; g < G; ++g) isum[g] = _mm256_setzero_si256();
+    q6k_half<0, G>(blk, xb, isum);
+    q6k_half<1, G>(blk, xb + 4, isum);
+    const __m256 dx = _mm256_set1_ps(xb[0].d);
+    for (int g = 0; g < G; ++g) {
+        __m256i osum = _mm256_setzero_si256();
+        for (int p = 0; p < 8; ++p) {
+            const __m128i a = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk[g]->scales[2 * p])));
+            const __m128i b = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk[g]->scales[2 * p + 1])));
+            const __m256i ab = _mm256_set_m128i(_mm_unpackhi_epi16(a, b), _mm_unpacklo_epi16(a, b));  // row r: (s_2p, s_2p+1)
+            osum = _mm256_add_epi32(osum, _mm256_madd_epi16(ab, broadcast_i32(s.isum16 + 2 * p)));
+        }
+        const __m256i total = _mm256_sub_epi32(isum[g], _mm256_slli_epi32(osum, 5));
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[g]->d)));
+        acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(d, dx), acc[g]);
+    }
+}
+
 // One block of 8 Q4_0 rows against its activation block xb, whose values sum to xsum: per row the exact
 // int32 sum of (q - 8) * q_x, as the stored nibbles' products summed in int16 (8 pmaddubsw pairs of at most
 // 2 * 15 * 127: below 2^15) minus 8 * xsum, times d_w * d_x into acc (lane r: row r).
@@ -308,7 +380,7 @@ void run(ThreadPool& pool, const BlockQ8Act* xq, const typename X8Traits<Block>:
 
 bool x8_packable(const WeightView& w) {
     return w.layout == WeightLayout::row_major && (w.dtype == DType::Q4_K || w.dtype == DType::Q5_K || w.dtype == DType::Q4_0 ||
-                                                   w.dtype == DType::IQ4_NL || w.dtype == DType::Q8_0) &&
+                                                   w.dtype == DType::IQ4_NL || w.dtype == DType::Q8_0 || w.dtype == DType::Q6_K) &&
            w.rows > 0 && w.rows % kRows == 0 && w.cols > 0;
 }
 
@@ -338,6 +410,26 @@ WeightView pack_x8(ThreadPool& pool, const WeightView& w, void* dst) {
         return view;
     }
     const int64_t nb8 = w.cols / 256;
+    if (w.dtype == DType::Q6_K) {
+        auto* out = static_cast<BlockQ6_Kx8*>(dst);
+        pool.run(w.rows / kRows, [&](int64_t g, int) {
+            for (int64_t b = 0; b < nb8; ++b) {
+                BlockQ6_Kx8& o = out[g * nb8 + b];
+                for (int r = 0; r < kRows; ++r) {
+                    const BlockQ6_K& in = reinterpret_cast<const BlockQ6_K*>(static_cast<const uint8_t*>(w.data) + (g * kRows + r) * row_bytes)[b];
+                    o.d[r] = in.d;
+                    for (int k = 0; k < 16; ++k) o.scales[k][r] = in.scales[k];
+                    for (int h = 0; h < 2; ++h)
+                        for (int c = 0; c < 8; ++c) {
+                            std::memcpy(o.q[h][c][0][r], in.ql + 32 * (2 * h) + 4 * c, 4);
+                            std::memcpy(o.q[h][c][1][r], in.ql + 32 * (2 * h + 1) + 4 * c, 4);
+                            std::memcpy(o.q[h][c][2][r], in.qh + 32 * h + 4 * c, 4);
+                        }
+                }
+            }
+        });
+        return view;
+    }
     auto pack = [&]<class In, class Out>(const In*, Out* out) {
         pool.run(w.rows / kRows, [&](int64_t g, int) {
             for (int64_t b = 0; b < nb8; ++b) {
@@ -365,6 +457,8 @@ WeightView pack_x8(ThreadPool& pool, const WeightView& w, void* dst) {
 void matmul_x8_k(ThreadPool& pool, const BlockQ8Act* xq, const ActSumsQ8* xs, int n, const WeightView& w, float* out) {
     if (w.dtype == DType::Q4_K)
         run<BlockQ4_Kx8>(pool, xq, xs, n, w, out);
+    else if (w.dtype == DType::Q6_K)
+        run<BlockQ6_Kx8>(pool, xq, xs, n, w, out);
     else
         run<BlockQ5_Kx8>(pool, xq, xs, n, w, out);
 }
