@@ -4,6 +4,8 @@
 #include "cpu/tile_tasks.h"
 
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #if defined(__AVX2__)
@@ -384,73 +386,67 @@ bool x8_packable(const WeightView& w) {
            w.rows > 0 && w.rows % kRows == 0 && w.cols > 0;
 }
 
-WeightView pack_x8(ThreadPool& pool, const WeightView& w, void* dst) {
+namespace {
+
+// pack_row(block b of row g * 8 + r, block b of group g, r) for every block of every row of w.
+template <class In, class Out, class F>
+void pack_rows8(ThreadPool& pool, const WeightView& w, Out* out, F pack_row) {
     const size_t row_bytes = dtype_row_bytes(w.dtype, w.cols);
+    const int64_t nblk = w.cols / dtype_block_elems(w.dtype);
+    pool.run(w.rows / kRows, [&](int64_t g, int) {
+        for (int64_t b = 0; b < nblk; ++b)
+            for (int r = 0; r < kRows; ++r)
+                pack_row(reinterpret_cast<const In*>(static_cast<const uint8_t*>(w.data) + (g * kRows + r) * row_bytes)[b],
+                         out[g * nblk + b], r);
+    });
+}
+
+// 32-value blocks: d, and the values' bytes in chunks of 4.
+template <class In, class Out>
+void pack_row_b32(const In& in, Out& o, int r) {
+    o.d[r] = in.d;
+    for (size_t c = 0; c < sizeof in.qs / 4; ++c) std::memcpy(o.qs[c][r], in.qs + 4 * c, 4);
+}
+
+template <class In, class Out>
+void pack_row_q45k(const In& in, Out& o, int r) {
+    o.d[r] = in.d;
+    o.dmin[r] = in.dmin;
+    for (int k = 0; k < 12; ++k) o.scales[k][r] = in.scales[k];
+    for (int p = 0; p < 4; ++p)
+        for (int c = 0; c < 8; ++c) std::memcpy(o.qs[p][c][r], in.qs + 32 * p + 4 * c, 4);
+    if constexpr (std::is_same_v<In, BlockQ5_K>)
+        for (int c = 0; c < 8; ++c) std::memcpy(o.qh[c][r], in.qh + 4 * c, 4);
+}
+
+void pack_row_q6k(const BlockQ6_K& in, BlockQ6_Kx8& o, int r) {
+    o.d[r] = in.d;
+    for (int k = 0; k < 16; ++k) o.scales[k][r] = in.scales[k];
+    for (int h = 0; h < 2; ++h)
+        for (int c = 0; c < 8; ++c) {
+            std::memcpy(o.q[h][c][0][r], in.ql + 32 * (2 * h) + 4 * c, 4);
+            std::memcpy(o.q[h][c][1][r], in.ql + 32 * (2 * h + 1) + 4 * c, 4);
+            std::memcpy(o.q[h][c][2][r], in.qh + 32 * h + 4 * c, 4);
+        }
+}
+
+}  // namespace
+
+WeightView pack_x8(ThreadPool& pool, const WeightView& w, void* dst) {
+    switch (w.dtype) {
+    case DType::Q4_0:
+    case DType::IQ4_NL:  // one layout (the IQ4_NLx8 static_assert)
+        pack_rows8<BlockQ4_0>(pool, w, static_cast<BlockQ4_0x8*>(dst), pack_row_b32<BlockQ4_0, BlockQ4_0x8>);
+        break;
+    case DType::Q8_0: pack_rows8<BlockQ8_0>(pool, w, static_cast<BlockQ8_0x8*>(dst), pack_row_b32<BlockQ8_0, BlockQ8_0x8>); break;
+    case DType::Q4_K: pack_rows8<BlockQ4_K>(pool, w, static_cast<BlockQ4_Kx8*>(dst), pack_row_q45k<BlockQ4_K, BlockQ4_Kx8>); break;
+    case DType::Q5_K: pack_rows8<BlockQ5_K>(pool, w, static_cast<BlockQ5_Kx8*>(dst), pack_row_q45k<BlockQ5_K, BlockQ5_Kx8>); break;
+    case DType::Q6_K: pack_rows8<BlockQ6_K>(pool, w, static_cast<BlockQ6_Kx8*>(dst), pack_row_q6k); break;
+    default: throw std::invalid_argument("pack_x8: " + std::string(dtype_name(w.dtype)) + " is not interleaved by 8");
+    }
     WeightView view = w;
     view.data = dst;
     view.layout = WeightLayout::rows_x8;
-    auto pack32 = [&]<class In, class Out>(const In*, Out* out) {  // 32-value blocks: d and chunks of 4 bytes
-        constexpr int kChunks = sizeof(In::qs) / 4;
-        const int64_t nb = w.cols / 32;
-        pool.run(w.rows / kRows, [&](int64_t g, int) {
-            for (int64_t b = 0; b < nb; ++b)
-                for (int r = 0; r < kRows; ++r) {
-                    const In& in = reinterpret_cast<const In*>(static_cast<const uint8_t*>(w.data) + (g * kRows + r) * row_bytes)[b];
-                    out[g * nb + b].d[r] = in.d;
-                    for (int c = 0; c < kChunks; ++c) std::memcpy(out[g * nb + b].qs[c][r], in.qs + 4 * c, 4);
-                }
-        });
-    };
-    if (w.dtype == DType::Q4_0 || w.dtype == DType::IQ4_NL) {  // one layout (the IQ4_NLx8 static_assert)
-        pack32(static_cast<const BlockQ4_0*>(nullptr), static_cast<BlockQ4_0x8*>(dst));
-        return view;
-    }
-    if (w.dtype == DType::Q8_0) {
-        pack32(static_cast<const BlockQ8_0*>(nullptr), static_cast<BlockQ8_0x8*>(dst));
-        return view;
-    }
-    const int64_t nb8 = w.cols / 256;
-    if (w.dtype == DType::Q6_K) {
-        auto* out = static_cast<BlockQ6_Kx8*>(dst);
-        pool.run(w.rows / kRows, [&](int64_t g, int) {
-            for (int64_t b = 0; b < nb8; ++b) {
-                BlockQ6_Kx8& o = out[g * nb8 + b];
-                for (int r = 0; r < kRows; ++r) {
-                    const BlockQ6_K& in = reinterpret_cast<const BlockQ6_K*>(static_cast<const uint8_t*>(w.data) + (g * kRows + r) * row_bytes)[b];
-                    o.d[r] = in.d;
-                    for (int k = 0; k < 16; ++k) o.scales[k][r] = in.scales[k];
-                    for (int h = 0; h < 2; ++h)
-                        for (int c = 0; c < 8; ++c) {
-                            std::memcpy(o.q[h][c][0][r], in.ql + 32 * (2 * h) + 4 * c, 4);
-                            std::memcpy(o.q[h][c][1][r], in.ql + 32 * (2 * h + 1) + 4 * c, 4);
-                            std::memcpy(o.q[h][c][2][r], in.qh + 32 * h + 4 * c, 4);
-                        }
-                }
-            }
-        });
-        return view;
-    }
-    auto pack = [&]<class In, class Out>(const In*, Out* out) {
-        pool.run(w.rows / kRows, [&](int64_t g, int) {
-            for (int64_t b = 0; b < nb8; ++b) {
-                Out& o = out[g * nb8 + b];
-                for (int r = 0; r < kRows; ++r) {
-                    const In& in = reinterpret_cast<const In*>(static_cast<const uint8_t*>(w.data) + (g * kRows + r) * row_bytes)[b];
-                    o.d[r] = in.d;
-                    o.dmin[r] = in.dmin;
-                    for (int k = 0; k < 12; ++k) o.scales[k][r] = in.scales[k];
-                    for (int p = 0; p < 4; ++p)
-                        for (int c = 0; c < 8; ++c) std::memcpy(o.qs[p][c][r], in.qs + 32 * p + 4 * c, 4);
-                    if constexpr (std::is_same_v<In, BlockQ5_K>)
-                        for (int c = 0; c < 8; ++c) std::memcpy(o.qh[c][r], in.qh + 4 * c, 4);
-                }
-            }
-        });
-    };
-    if (w.dtype == DType::Q4_K)
-        pack(static_cast<const BlockQ4_K*>(nullptr), static_cast<BlockQ4_Kx8*>(dst));
-    else
-        pack(static_cast<const BlockQ5_K*>(nullptr), static_cast<BlockQ5_Kx8*>(dst));
     return view;
 }
 
