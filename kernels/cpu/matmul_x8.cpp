@@ -62,6 +62,16 @@ static_assert(sizeof(BlockQ4_0x8) == kRows * sizeof(BlockQ4_0));
 struct BlockIQ4_NLx8 : BlockQ4_0x8 {};
 static_assert(sizeof(BlockIQ4_NL) == sizeof(BlockQ4_0) && sizeof(BlockIQ4_NLx8) == sizeof(BlockQ4_0x8));
 
+// Block b of 8 Q5_0 rows: qs[c][r] is row r's qs[4c .. 4c + 3] as Q4_0's; qh[r] its fifth bits transposed,
+// bit m of byte k value 4m + k's (q5_0_fifth_bits), so that one shift and mask puts chunk m's at bit 4 of the
+// bytes that multiply values 4m .. 4m + 3.
+struct BlockQ5_0x8 {
+    uint16_t d[kRows];
+    uint8_t qh[kRows][4];
+    uint8_t qs[4][kRows][4];
+};
+static_assert(sizeof(BlockQ5_0x8) == kRows * sizeof(BlockQ5_0));
+
 // Block b of 8 Q8_0 rows: qs[c][r] is row r's qs[4c .. 4c + 3].
 struct BlockQ8_0x8 {
     uint16_t d[kRows];
@@ -86,6 +96,8 @@ template <>
 struct X8Traits<BlockIQ4_NLx8> : X8Traits<BlockQ4_0x8> {};
 template <>
 struct X8Traits<BlockQ8_0x8> : X8Traits<BlockQ4_0x8> {};
+template <>
+struct X8Traits<BlockQ5_0x8> : X8Traits<BlockQ4_0x8> {};
 
 // pshufb indices over 16 bytes [group a: rows 0-7][group b: rows 0-7] present in both 128-bit halves
 // (rows 0-3 come out of the low half, 4-7 of the high): spread[0] puts group a's byte of row r in both
@@ -285,6 +297,29 @@ inline void accumulate(const BlockQ4_0x8& blk, const BlockQ8Act* xb, int32_t xsu
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, _mm256_set1_ps(xb->d)), acc);
 }
 
+// Q5_0: per row the exact int32 sum of (q - 16) * q_x, the stored 5-bit values' products summed in int16 (two
+// sums of 4 pmaddubsw pairs of at most 2 * 31 * 127: below 2^15) minus 16 * xsum, times d_w * d_x into acc.
+inline void accumulate(const BlockQ5_0x8& blk, const BlockQ8Act* xb, int32_t xsum, __m256& acc) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F), qh = loadu32(blk.qh);
+    __m256i sum_lo = _mm256_setzero_si256(), sum_hi = _mm256_setzero_si256();
+    auto chunk = [&]<int C>() {  // values 4C .. 4C + 3 (low nibbles) and 16 + 4C .. (high)
+        const __m256i q = loadu32(blk.qs[C]);
+        const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, low4), bit_at_4<C>(qh));
+        const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), bit_at_4<C + 4>(qh));
+        sum_lo = _mm256_add_epi16(sum_lo, _mm256_maddubs_epi16(lo, broadcast_i32(xb->qs + 4 * C)));
+        sum_hi = _mm256_add_epi16(sum_hi, _mm256_maddubs_epi16(hi, broadcast_i32(xb->qs + 16 + 4 * C)));
+    };
+    chunk.template operator()<0>();
+    chunk.template operator()<1>();
+    chunk.template operator()<2>();
+    chunk.template operator()<3>();
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i isum = _mm256_sub_epi32(_mm256_add_epi32(_mm256_madd_epi16(sum_lo, ones), _mm256_madd_epi16(sum_hi, ones)),
+                                          _mm256_set1_epi32(16 * xsum));
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.d)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, _mm256_set1_ps(xb->d)), acc);
+}
+
 // Chunk v (4 signed values of each of the 8 rows, -128 .. 127) against x (4 q_x broadcast): per row the
 // exact int32 dot, by pmaddubsw's sign trick (|v| as unsigned times x with v's sign; pairs of at most
 // 2 * 128 * 127 fit int16) and pmaddwd to int32 at once.
@@ -382,7 +417,8 @@ void run(ThreadPool& pool, const BlockQ8Act* xq, const typename X8Traits<Block>:
 
 bool x8_packable(const WeightView& w) {
     return w.layout == WeightLayout::row_major && (w.dtype == DType::Q4_K || w.dtype == DType::Q5_K || w.dtype == DType::Q4_0 ||
-                                                   w.dtype == DType::IQ4_NL || w.dtype == DType::Q8_0 || w.dtype == DType::Q6_K) &&
+                                                   w.dtype == DType::IQ4_NL || w.dtype == DType::Q8_0 || w.dtype == DType::Q6_K ||
+                                                   w.dtype == DType::Q5_0) &&
            w.rows > 0 && w.rows % kRows == 0 && w.cols > 0;
 }
 
@@ -401,10 +437,21 @@ void pack_rows8(ThreadPool& pool, const WeightView& w, Out* out, F pack_row) {
     });
 }
 
-// 32-value blocks: d, and the values' bytes in chunks of 4.
+// Q5_0's fifth bits (bit i: value i's) transposed: bit m of byte k is value 4m + k's.
+void q5_0_fifth_bits(const uint8_t (&qh)[4], uint8_t (&out)[4]) {
+    uint32_t bits;
+    std::memcpy(&bits, qh, 4);
+    for (int k = 0; k < 4; ++k) {
+        out[k] = 0;
+        for (int m = 0; m < 8; ++m) out[k] |= static_cast<uint8_t>(((bits >> (4 * m + k)) & 1) << m);
+    }
+}
+
+// 32-value blocks: d, Q5_0's fifth bits, and the values' bytes in chunks of 4.
 template <class In, class Out>
 void pack_row_b32(const In& in, Out& o, int r) {
     o.d[r] = in.d;
+    if constexpr (std::is_same_v<In, BlockQ5_0>) q5_0_fifth_bits(in.qh, o.qh[r]);
     for (size_t c = 0; c < sizeof in.qs / 4; ++c) std::memcpy(o.qs[c][r], in.qs + 4 * c, 4);
 }
 
@@ -438,6 +485,7 @@ WeightView pack_x8(ThreadPool& pool, const WeightView& w, void* dst) {
     case DType::IQ4_NL:  // one layout (the IQ4_NLx8 static_assert)
         pack_rows8<BlockQ4_0>(pool, w, static_cast<BlockQ4_0x8*>(dst), pack_row_b32<BlockQ4_0, BlockQ4_0x8>);
         break;
+    case DType::Q5_0: pack_rows8<BlockQ5_0>(pool, w, static_cast<BlockQ5_0x8*>(dst), pack_row_b32<BlockQ5_0, BlockQ5_0x8>); break;
     case DType::Q8_0: pack_rows8<BlockQ8_0>(pool, w, static_cast<BlockQ8_0x8*>(dst), pack_row_b32<BlockQ8_0, BlockQ8_0x8>); break;
     case DType::Q4_K: pack_rows8<BlockQ4_K>(pool, w, static_cast<BlockQ4_Kx8*>(dst), pack_row_q45k<BlockQ4_K, BlockQ4_Kx8>); break;
     case DType::Q5_K: pack_rows8<BlockQ5_K>(pool, w, static_cast<BlockQ5_Kx8*>(dst), pack_row_q45k<BlockQ5_K, BlockQ5_Kx8>); break;
@@ -465,6 +513,8 @@ void matmul_x8_b32(ThreadPool& pool, const BlockQ8Act* xq, const int32_t* x_isum
         run<BlockIQ4_NLx8>(pool, xq, x_isums, n, w, out);
     else if (w.dtype == DType::Q8_0)
         run<BlockQ8_0x8>(pool, xq, x_isums, n, w, out);
+    else if (w.dtype == DType::Q5_0)
+        run<BlockQ5_0x8>(pool, xq, x_isums, n, w, out);
     else
         run<BlockQ4_0x8>(pool, xq, x_isums, n, w, out);
 }
