@@ -759,7 +759,7 @@ void matmul_q8_0(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<floa
     if (xq.size() < static_cast<size_t>(n * nb)) xq.resize(static_cast<size_t>(n * nb));
     // Per activation block, sum(q_x): Q4_0 interleaved by 8 subtracts 8 times it, Q4_1 / Q5_1 add their min
     // times d_x times it.
-    const bool x8 = w.layout == WeightLayout::rows_x8;  // Q4_0 / Q5_0 / IQ4_NL / Q8_0 interleaved by 8 (matmul_x8.h)
+    const bool x8 = w.layout == WeightLayout::rows_x8;  // the 32-value types interleaved by 8 (matmul_x8.h)
     const bool int_sums = x8 && (w.dtype == DType::Q4_0 || w.dtype == DType::Q5_0), min_sums = has_block_mins(w.dtype);
     if (int_sums && x_isums.size() < static_cast<size_t>(n * nb)) x_isums.resize(static_cast<size_t>(n * nb));
     if (min_sums && x_sums.size() < static_cast<size_t>(n * nb)) x_sums.resize(static_cast<size_t>(n * nb));
@@ -776,7 +776,7 @@ void matmul_q8_0(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<floa
             }
     });
     if (x8) {
-        matmul_x8_b32(pool, xq.data(), x_isums.data(), n, w, out);
+        matmul_x8_b32(pool, xq.data(), x_isums.data(), x_sums.data(), n, w, out);
         return;
     }
     // Single-row decode reads every type's blocks in place where the set has q8_values.h (each block is used

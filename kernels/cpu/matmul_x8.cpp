@@ -72,6 +72,19 @@ struct BlockQ5_0x8 {
 };
 static_assert(sizeof(BlockQ5_0x8) == kRows * sizeof(BlockQ5_0));
 
+// Q4_1 and Q5_1: Q4_0 and Q5_0's layouts with each row's min m beside d.
+struct BlockQ4_1x8 {
+    uint16_t d[kRows], m[kRows];
+    uint8_t qs[4][kRows][4];
+};
+static_assert(sizeof(BlockQ4_1x8) == kRows * sizeof(BlockQ4_1));
+struct BlockQ5_1x8 {
+    uint16_t d[kRows], m[kRows];
+    uint8_t qh[kRows][4];
+    uint8_t qs[4][kRows][4];
+};
+static_assert(sizeof(BlockQ5_1x8) == kRows * sizeof(BlockQ5_1));
+
 // Block b of 8 Q8_0 rows: qs[c][r] is row r's qs[4c .. 4c + 3].
 struct BlockQ8_0x8 {
     uint16_t d[kRows];
@@ -80,24 +93,31 @@ struct BlockQ8_0x8 {
 static_assert(sizeof(BlockQ8_0x8) == kRows * sizeof(BlockQ8_0));
 
 // Per packed block: how many values it holds, and what it is dotted with beside the activation blocks
-// (BlockQ8Act): the K types a block of 256 against 8 of them and their ActSumsQ8, Q4_0 one of 32 against
-// one and its sum(q_x).
+// (BlockQ8Act): the K types a block of 256 against 8 of them and their ActSumsQ8, the 32-value types one
+// and its sum(q_x) (Q4_0, Q5_0: their offsets; IQ4_NL and Q8_0 take none) or d_x * sum(q_x) (Q4_1, Q5_1).
 template <class Block>
 struct X8Traits {
     static constexpr int kValues = 256;
     using Sums = ActSumsQ8;
 };
-template <>
-struct X8Traits<BlockQ4_0x8> {
+template <class S>
+struct X8Traits32 {
     static constexpr int kValues = 32;
-    using Sums = int32_t;
+    using Sums = S;
 };
 template <>
-struct X8Traits<BlockIQ4_NLx8> : X8Traits<BlockQ4_0x8> {};
+struct X8Traits<BlockQ4_0x8> : X8Traits32<int32_t> {};
 template <>
-struct X8Traits<BlockQ8_0x8> : X8Traits<BlockQ4_0x8> {};
+struct X8Traits<BlockQ5_0x8> : X8Traits32<int32_t> {};
 template <>
-struct X8Traits<BlockQ5_0x8> : X8Traits<BlockQ4_0x8> {};
+struct X8Traits<BlockIQ4_NLx8> : X8Traits32<int32_t> {};  // unused
+template <>
+struct X8Traits<BlockQ8_0x8> : X8Traits32<int32_t> {};  // unused
+// Q4_1 / Q5_1: against d_x * sum(q_x) per activation block, which their mins multiply.
+template <>
+struct X8Traits<BlockQ4_1x8> : X8Traits32<float> {};
+template <>
+struct X8Traits<BlockQ5_1x8> : X8Traits32<float> {};
 
 // pshufb indices over 16 bytes [group a: rows 0-7][group b: rows 0-7] present in both 128-bit halves
 // (rows 0-3 come out of the low half, 4-7 of the high): spread[0] puts group a's byte of row r in both
@@ -280,30 +300,28 @@ inline void accumulate(const BlockQ6_Kx8* const* blk, const BlockQ8Act* xb, cons
     }
 }
 
-// One block of 8 Q4_0 rows against its activation block xb, whose values sum to xsum: per row the exact
-// int32 sum of (q - 8) * q_x, as the stored nibbles' products summed in int16 (8 pmaddubsw pairs of at most
-// 2 * 15 * 127: below 2^15) minus 8 * xsum, times d_w * d_x into acc (lane r: row r).
-inline void accumulate(const BlockQ4_0x8& blk, const BlockQ8Act* xb, int32_t xsum, __m256& acc) {
+// The 8 rows' 4-bit values (qs of BlockQ4_0x8 / BlockQ4_1x8) against activation block xb: per row the exact
+// int32 sum of value * q_x, the products summed in int16 (8 pmaddubsw pairs of at most 2 * 15 * 127: below
+// 2^15).
+inline __m256i dot_u4(const uint8_t (&qs)[4][kRows][4], const BlockQ8Act* xb) {
     const __m256i low4 = _mm256_set1_epi8(0x0F);
     __m256i sum = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
-        const __m256i q = loadu32(blk.qs[c]);  // 144-byte blocks: every other one is 32-byte aligned
+        const __m256i q = loadu32(qs[c]);  // blocks of 144 or 160 bytes: not all 32-byte aligned
         sum = _mm256_add_epi16(sum, _mm256_maddubs_epi16(_mm256_and_si256(q, low4), broadcast_i32(xb->qs + 4 * c)));
         sum = _mm256_add_epi16(sum, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4),
                                                          broadcast_i32(xb->qs + 16 + 4 * c)));
     }
-    const __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(sum, _mm256_set1_epi16(1)), _mm256_set1_epi32(8 * xsum));
-    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.d)));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, _mm256_set1_ps(xb->d)), acc);
+    return _mm256_madd_epi16(sum, _mm256_set1_epi16(1));
 }
 
-// Q5_0: per row the exact int32 sum of (q - 16) * q_x, the stored 5-bit values' products summed in int16 (two
-// sums of 4 pmaddubsw pairs of at most 2 * 31 * 127: below 2^15) minus 16 * xsum, times d_w * d_x into acc.
-inline void accumulate(const BlockQ5_0x8& blk, const BlockQ8Act* xb, int32_t xsum, __m256& acc) {
-    const __m256i low4 = _mm256_set1_epi8(0x0F), qh = loadu32(blk.qh);
+// The same for 5-bit values: the nibbles ored with the fifth bits (qh stored transposed, q5_0_fifth_bits: a
+// shift and a mask put chunk m's at bit 4), two int16 sums of 4 pmaddubsw pairs of at most 2 * 31 * 127.
+inline __m256i dot_u5(const uint8_t (&qs)[4][kRows][4], const uint8_t (&qh_t)[kRows][4], const BlockQ8Act* xb) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F), qh = loadu32(qh_t);
     __m256i sum_lo = _mm256_setzero_si256(), sum_hi = _mm256_setzero_si256();
     auto chunk = [&]<int C>() {  // values 4C .. 4C + 3 (low nibbles) and 16 + 4C .. (high)
-        const __m256i q = loadu32(blk.qs[C]);
+        const __m256i q = loadu32(qs[C]);
         const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, low4), bit_at_4<C>(qh));
         const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), bit_at_4<C + 4>(qh));
         sum_lo = _mm256_add_epi16(sum_lo, _mm256_maddubs_epi16(lo, broadcast_i32(xb->qs + 4 * C)));
@@ -314,10 +332,38 @@ inline void accumulate(const BlockQ5_0x8& blk, const BlockQ8Act* xb, int32_t xsu
     chunk.template operator()<2>();
     chunk.template operator()<3>();
     const __m256i ones = _mm256_set1_epi16(1);
-    const __m256i isum = _mm256_sub_epi32(_mm256_add_epi32(_mm256_madd_epi16(sum_lo, ones), _mm256_madd_epi16(sum_hi, ones)),
-                                          _mm256_set1_epi32(16 * xsum));
-    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.d)));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, _mm256_set1_ps(xb->d)), acc);
+    return _mm256_add_epi32(_mm256_madd_epi16(sum_lo, ones), _mm256_madd_epi16(sum_hi, ones));
+}
+
+// acc (lane r: row r) += (isum converted to F32) * d_w * d_x, d_w the 8 rows' F16 scales.
+inline void add_scaled(__m256i isum, const uint16_t (&d)[kRows], float dx, __m256& acc) {
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(dx)), acc);
+}
+
+// One block of 8 Q4_0 rows against its activation block xb, whose values sum to xsum: per row the exact
+// int32 sum of (q - 8) * q_x (dot_u4 minus 8 * xsum), times d_w * d_x into acc.
+inline void accumulate(const BlockQ4_0x8& blk, const BlockQ8Act* xb, int32_t xsum, __m256& acc) {
+    add_scaled(_mm256_sub_epi32(dot_u4(blk.qs, xb), _mm256_set1_epi32(8 * xsum)), blk.d, xb->d, acc);
+}
+
+// Q5_0: (q - 16) * q_x, dot_u5 minus 16 * xsum.
+inline void accumulate(const BlockQ5_0x8& blk, const BlockQ8Act* xb, int32_t xsum, __m256& acc) {
+    add_scaled(_mm256_sub_epi32(dot_u5(blk.qs, blk.qh, xb), _mm256_set1_epi32(16 * xsum)), blk.d, xb->d, acc);
+}
+
+// Q4_1 / Q5_1 (value d * q + m) against xb, whose values times d_x sum to xsum_dx: the stored values' dot
+// times d_w * d_x, then m * xsum_dx.
+inline void add_min(const uint16_t (&m)[kRows], float xsum_dx, __m256& acc) {
+    acc = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(m))), _mm256_set1_ps(xsum_dx), acc);
+}
+inline void accumulate(const BlockQ4_1x8& blk, const BlockQ8Act* xb, float xsum_dx, __m256& acc) {
+    add_scaled(dot_u4(blk.qs, xb), blk.d, xb->d, acc);
+    add_min(blk.m, xsum_dx, acc);
+}
+inline void accumulate(const BlockQ5_1x8& blk, const BlockQ8Act* xb, float xsum_dx, __m256& acc) {
+    add_scaled(dot_u5(blk.qs, blk.qh, xb), blk.d, xb->d, acc);
+    add_min(blk.m, xsum_dx, acc);
 }
 
 // Chunk v (4 signed values of each of the 8 rows, -128 .. 127) against x (4 q_x broadcast): per row the
@@ -337,8 +383,7 @@ inline void accumulate(const BlockIQ4_NLx8& blk, const BlockQ8Act* xb, int32_t, 
         isum = _mm256_add_epi32(isum, chunk_dot_signed(iq4nl_levels(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4)),
                                                        broadcast_i32(xb->qs + 16 + 4 * c)));
     }
-    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.d)));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, _mm256_set1_ps(xb->d)), acc);
+    add_scaled(isum, blk.d, xb->d, acc);
 }
 
 // And Q8_0: 8 chunks of stored values.
@@ -346,8 +391,7 @@ inline void accumulate(const BlockQ8_0x8& blk, const BlockQ8Act* xb, int32_t, __
     __m256i isum = _mm256_setzero_si256();
     for (int c = 0; c < 8; ++c)
         isum = _mm256_add_epi32(isum, chunk_dot_signed(loadu32(blk.qs[c]), broadcast_i32(xb->qs + 4 * c)));
-    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.d)));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, _mm256_set1_ps(xb->d)), acc);
+    add_scaled(isum, blk.d, xb->d, acc);
 }
 
 // Lanes r = rows 0..7 of each group w[i] (nblk blocks), i < Groups: x (one activation row: the BlockQ8Act of
@@ -418,7 +462,7 @@ void run(ThreadPool& pool, const BlockQ8Act* xq, const typename X8Traits<Block>:
 bool x8_packable(const WeightView& w) {
     return w.layout == WeightLayout::row_major && (w.dtype == DType::Q4_K || w.dtype == DType::Q5_K || w.dtype == DType::Q4_0 ||
                                                    w.dtype == DType::IQ4_NL || w.dtype == DType::Q8_0 || w.dtype == DType::Q6_K ||
-                                                   w.dtype == DType::Q5_0) &&
+                                                   w.dtype == DType::Q5_0 || w.dtype == DType::Q4_1 || w.dtype == DType::Q5_1) &&
            w.rows > 0 && w.rows % kRows == 0 && w.cols > 0;
 }
 
@@ -437,7 +481,7 @@ void pack_rows8(ThreadPool& pool, const WeightView& w, Out* out, F pack_row) {
     });
 }
 
-// Q5_0's fifth bits (bit i: value i's) transposed: bit m of byte k is value 4m + k's.
+// Q5_0 / Q5_1's fifth bits (bit i: value i's) transposed: bit m of byte k is value 4m + k's.
 void q5_0_fifth_bits(const uint8_t (&qh)[4], uint8_t (&out)[4]) {
     uint32_t bits;
     std::memcpy(&bits, qh, 4);
@@ -447,11 +491,12 @@ void q5_0_fifth_bits(const uint8_t (&qh)[4], uint8_t (&out)[4]) {
     }
 }
 
-// 32-value blocks: d, Q5_0's fifth bits, and the values' bytes in chunks of 4.
+// 32-value blocks: d, Q4_1 / Q5_1's min, Q5_0 / Q5_1's fifth bits, and the values' bytes in chunks of 4.
 template <class In, class Out>
 void pack_row_b32(const In& in, Out& o, int r) {
     o.d[r] = in.d;
-    if constexpr (std::is_same_v<In, BlockQ5_0>) q5_0_fifth_bits(in.qh, o.qh[r]);
+    if constexpr (requires { in.m; }) o.m[r] = in.m;
+    if constexpr (requires { in.qh; }) q5_0_fifth_bits(in.qh, o.qh[r]);
     for (size_t c = 0; c < sizeof in.qs / 4; ++c) std::memcpy(o.qs[c][r], in.qs + 4 * c, 4);
 }
 
@@ -486,6 +531,8 @@ WeightView pack_x8(ThreadPool& pool, const WeightView& w, void* dst) {
         pack_rows8<BlockQ4_0>(pool, w, static_cast<BlockQ4_0x8*>(dst), pack_row_b32<BlockQ4_0, BlockQ4_0x8>);
         break;
     case DType::Q5_0: pack_rows8<BlockQ5_0>(pool, w, static_cast<BlockQ5_0x8*>(dst), pack_row_b32<BlockQ5_0, BlockQ5_0x8>); break;
+    case DType::Q4_1: pack_rows8<BlockQ4_1>(pool, w, static_cast<BlockQ4_1x8*>(dst), pack_row_b32<BlockQ4_1, BlockQ4_1x8>); break;
+    case DType::Q5_1: pack_rows8<BlockQ5_1>(pool, w, static_cast<BlockQ5_1x8*>(dst), pack_row_b32<BlockQ5_1, BlockQ5_1x8>); break;
     case DType::Q8_0: pack_rows8<BlockQ8_0>(pool, w, static_cast<BlockQ8_0x8*>(dst), pack_row_b32<BlockQ8_0, BlockQ8_0x8>); break;
     case DType::Q4_K: pack_rows8<BlockQ4_K>(pool, w, static_cast<BlockQ4_Kx8*>(dst), pack_row_q45k<BlockQ4_K, BlockQ4_Kx8>); break;
     case DType::Q5_K: pack_rows8<BlockQ5_K>(pool, w, static_cast<BlockQ5_Kx8*>(dst), pack_row_q45k<BlockQ5_K, BlockQ5_Kx8>); break;
@@ -507,16 +554,17 @@ void matmul_x8_k(ThreadPool& pool, const BlockQ8Act* xq, const ActSumsQ8* xs, in
         run<BlockQ5_Kx8>(pool, xq, xs, n, w, out);
 }
 
-void matmul_x8_b32(ThreadPool& pool, const BlockQ8Act* xq, const int32_t* x_isums, int n, const WeightView& w,
-                    float* out) {
-    if (w.dtype == DType::IQ4_NL)
-        run<BlockIQ4_NLx8>(pool, xq, x_isums, n, w, out);
-    else if (w.dtype == DType::Q8_0)
-        run<BlockQ8_0x8>(pool, xq, x_isums, n, w, out);
-    else if (w.dtype == DType::Q5_0)
-        run<BlockQ5_0x8>(pool, xq, x_isums, n, w, out);
-    else
-        run<BlockQ4_0x8>(pool, xq, x_isums, n, w, out);
+void matmul_x8_b32(ThreadPool& pool, const BlockQ8Act* xq, const int32_t* x_isums, const float* x_sums, int n,
+                   const WeightView& w, float* out) {
+    switch (w.dtype) {
+    case DType::Q4_0: run<BlockQ4_0x8>(pool, xq, x_isums, n, w, out); break;
+    case DType::Q5_0: run<BlockQ5_0x8>(pool, xq, x_isums, n, w, out); break;
+    case DType::Q4_1: run<BlockQ4_1x8>(pool, xq, x_sums, n, w, out); break;
+    case DType::Q5_1: run<BlockQ5_1x8>(pool, xq, x_sums, n, w, out); break;
+    case DType::IQ4_NL: run<BlockIQ4_NLx8>(pool, xq, x_isums, n, w, out); break;
+    case DType::Q8_0: run<BlockQ8_0x8>(pool, xq, x_isums, n, w, out); break;
+    default: throw std::invalid_argument("matmul_x8_b32: " + std::string(dtype_name(w.dtype)) + " is not interleaved by 8");
+    }
 }
 
 #else  // sets without AVX2 keep every type row-major
@@ -524,7 +572,7 @@ void matmul_x8_b32(ThreadPool& pool, const BlockQ8Act* xq, const int32_t* x_isum
 bool x8_packable(const WeightView&) { return false; }
 WeightView pack_x8(ThreadPool&, const WeightView& w, void*) { return w; }
 void matmul_x8_k(ThreadPool&, const BlockQ8Act*, const ActSumsQ8*, int, const WeightView&, float*) {}
-void matmul_x8_b32(ThreadPool&, const BlockQ8Act*, const int32_t*, int, const WeightView&, float*) {}
+void matmul_x8_b32(ThreadPool&, const BlockQ8Act*, const int32_t*, const float*, int, const WeightView&, float*) {}
 
 #endif
 

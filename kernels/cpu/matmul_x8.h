@@ -1,6 +1,6 @@
-// Q4_K, Q5_K, Q6_K, Q4_0, Q5_0, IQ4_NL and Q8_0 weights repacked once at load for the int8 dots of AVX2 sets: 8 rows
-// interleaved (llama.cpp's CPU repack does the same for Q4_K and Q4_0 on AVX2, block_q4_Kx8 and block_q4_0x8), so that
-// one vector holds 4 values of each of 8 rows and each output row is one int32 lane.
+// Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and Q8_0 weights repacked once at load for the int8 dots of
+// AVX2 sets: 8 rows interleaved (llama.cpp's CPU repack does the same for Q4_K and Q4_0 on AVX2, block_q4_Kx8
+// and block_q4_0x8), so that one vector holds 4 values of each of 8 rows and each output row is one int32 lane.
 //
 // The row-major kernel (matmul_q8.cpp) spends per group of 32 values a byte shuffle to broadcast the
 // group's scale and an int32 multiply-add per 4 values, and per block a horizontal layout of 8 lanes that
@@ -28,7 +28,8 @@ KVSCOPE_CPU_KERNEL_SET_ONLY("cpu/matmul_x8.h");
 
 namespace KVSCOPE_CPU_NAMESPACE {
 
-// Whether this set repacks w (row-major Q4_K, Q5_K, Q6_K, Q4_0, Q5_0, IQ4_NL or Q8_0 with a multiple of 8 rows; AVX2 sets only).
+// Whether this set repacks w (row-major Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL or Q8_0 with a multiple
+// of 8 rows; AVX2 sets only).
 bool x8_packable(const WeightView& w);
 
 // Packs w (x8_packable) into dst (dtype_row_bytes(w.dtype, cols) * rows bytes: the same size) and
@@ -42,9 +43,9 @@ WeightView pack_x8(ThreadPool& pool, const WeightView& w, void* dst);
 // this one 36 (the row-major kernel 32).
 void matmul_x8_k(ThreadPool& pool, const BlockQ8Act* xq, const ActSumsQ8* xs, int n, const WeightView& w, float* out);
 
-// The same for the types of 32-value blocks packed here (Q4_0, Q5_0, IQ4_NL, Q8_0): x quantized by
+// The same for the types of 32-value blocks packed here (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q8_0): x quantized by
 // quantize_activations_q8 into xq [n, K / 32], x_isums [n, K / 32] the sum of each activation block's q_x
-// (Q4_0 and Q5_0's offsets; matmul_q8_0 makes both). Per block the exact int32 sum of value * q_x per row
+// (Q4_0 and Q5_0's offsets), x_sums [n, K / 32] d_x times it (Q4_1 and Q5_1's mins; matmul_q8_0 makes them). Per block the exact int32 sum of value * q_x per row
 // (Q4_0: the nibbles' products in int16, 8 pmaddubsw pairs of at most 2 * 15 * 127, minus 8 * sum(q_x); Q5_0
 // the same with the fifth bits ored in, two int16 sums of 4, minus 16 * sum(q_x); IQ4_NL: its signed levels by
 // pmaddubsw's sign trick; Q8_0: its stored values the same way), times d_w * d_x, accumulated by FMA in block
@@ -52,7 +53,7 @@ void matmul_x8_k(ThreadPool& pool, const BlockQ8Act* xq, const ActSumsQ8* xs, in
 // decode was compute-bound at 23 GB/s on 2 threads). One thread in L2, GB/s, row-major -> interleaved: Q8_0
 // 22 -> 39 (one cvt, multiply and FMA per 8 rows and block instead of per row), Q5_0 9.6 -> 27 (its fifth
 // bits stored transposed, so a shift and a mask place each chunk's).
-void matmul_x8_b32(ThreadPool& pool, const BlockQ8Act* xq, const int32_t* x_isums, int n, const WeightView& w,
-                    float* out);
+void matmul_x8_b32(ThreadPool& pool, const BlockQ8Act* xq, const int32_t* x_isums, const float* x_sums, int n,
+                   const WeightView& w, float* out);
 
 }  // namespace KVSCOPE_CPU_NAMESPACE
