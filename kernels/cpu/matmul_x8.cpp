@@ -39,15 +39,16 @@ struct BlockQ5_Kx8 {
 };
 static_assert(sizeof(BlockQ5_Kx8) == kRows * sizeof(BlockQ5_K));
 
-// Block b of 8 Q6_K rows, the same bytes rearranged in the order the kernel reads them: q[h][c] holds, for
-// rows 0-7, bytes 4c .. 4c + 3 of ql segment 2h, of ql segment 2h + 1 and of qh half h (dequantize_q6_k's
-// walk: group j = 4 * half + quarter takes its low 4 bits from ql segment 2 * half + quarter % 2, nibble
-// quarter / 2, and its high 2 from bits 2 * quarter of qh half h). So one chunk's 96 bytes give values
-// 4c .. 4c + 3 of the half's 4 groups. scales[s][r] is row r's scale of values 16s .. 16s + 15.
+// Block b of 8 Q6_K rows, in the order the kernel reads them: q[h][c][k][r] holds row r's values 4c .. 4c + 3
+// of group 4h + k (dequantize_q6_k's walk: group j = 4 * half + quarter, value i takes its low 4 bits from
+// ql[64 * half + 32 * (quarter % 2) + i], nibble quarter / 2, and its high 2 from bits 2 * quarter of
+// qh[32 * half + i]) whole in bits 0-5, and bits 2k, 2k + 1 of group 4h + 3's value in bits 6-7: the same
+// 24 bits per 4 values as ql and qh (pack_row_q6k). So one chunk's 96 bytes give values 4c .. 4c + 3 of the
+// half's 4 groups, three of them with one mask. scales[s][r] is row r's scale of values 16s .. 16s + 15.
 struct BlockQ6_Kx8 {
     uint16_t d[kRows];
     int8_t scales[16][kRows];
-    uint8_t q[2][8][3][kRows][4];  // [half h][chunk c][ql 2h, ql 2h + 1, qh h][row r]
+    uint8_t q[2][8][3][kRows][4];  // [half h][chunk c][group 4h + k, k < 3][row r]
 };
 static_assert(sizeof(BlockQ6_Kx8) == kRows * sizeof(BlockQ6_K));
 
@@ -252,7 +253,7 @@ inline __m256i q6k_scale_words(const BlockQ6_Kx8& blk, int s) {
 // sub-block's scale, into isum[g]. Each x broadcast serves the G blocks.
 template <int H, int G>
 inline void q6k_half(const BlockQ6_Kx8* const* blk, const BlockQ8Act* xh, __m256i* isum) {
-    const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30);
+    const __m256i bits45 = _mm256_set1_epi8(0x30);
     for (int c0 = 0; c0 < 8; c0 += 4) {  // sub-blocks 2j + c0 / 4 of the half's groups j
         __m256i sc[4][G];
         for (int q = 0; q < 4; ++q)
@@ -261,12 +262,13 @@ inline void q6k_half(const BlockQ6_Kx8* const* blk, const BlockQ8Act* xh, __m256
             __m256i x[4];
             for (int q = 0; q < 4; ++q) x[q] = broadcast_i32(xh[q].qs + 4 * c);
             for (int g = 0; g < G; ++g) {
-                const __m256i lo = loadu32(blk[g]->q[H][c][0]), hi = loadu32(blk[g]->q[H][c][1]), h = loadu32(blk[g]->q[H][c][2]);
-                const __m256i v[4] = {
-                    _mm256_or_si256(_mm256_and_si256(lo, low4), _mm256_and_si256(_mm256_slli_epi16(h, 4), bits45)),
-                    _mm256_or_si256(_mm256_and_si256(hi, low4), _mm256_and_si256(_mm256_slli_epi16(h, 2), bits45)),
-                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo, 4), low4), _mm256_and_si256(h, bits45)),
-                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(hi, 4), low4), _mm256_and_si256(_mm256_srli_epi16(h, 2), bits45))};
+                const __m256i a = loadu32(blk[g]->q[H][c][0]), b = loadu32(blk[g]->q[H][c][1]), e = loadu32(blk[g]->q[H][c][2]);
+                const __m256i low6 = _mm256_set1_epi8(0x3F);
+                const __m256i v[4] = {  // three values whole, the fourth from the three top bit pairs
+                    _mm256_and_si256(a, low6), _mm256_and_si256(b, low6), _mm256_and_si256(e, low6),
+                    _mm256_or_si256(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 6), _mm256_set1_epi8(0x03)),
+                                                    _mm256_and_si256(_mm256_srli_epi16(b, 4), _mm256_set1_epi8(0x0C))),
+                                    _mm256_and_si256(_mm256_srli_epi16(e, 2), bits45))};
                 for (int q = 0; q < 4; ++q) {
                     isum[g] = _mm256_add_epi32(isum[g], _mm256_madd_epi16(_mm256_maddubs_epi16(v[q], x[q]), sc[q][g]));
                     asm("" : "+x"(isum[g]));  // in order, as accumulate_pair's sums
@@ -515,11 +517,17 @@ void pack_row_q6k(const BlockQ6_K& in, BlockQ6_Kx8& o, int r) {
     o.d[r] = in.d;
     for (int k = 0; k < 16; ++k) o.scales[k][r] = in.scales[k];
     for (int h = 0; h < 2; ++h)
-        for (int c = 0; c < 8; ++c) {
-            std::memcpy(o.q[h][c][0][r], in.ql + 32 * (2 * h) + 4 * c, 4);
-            std::memcpy(o.q[h][c][1][r], in.ql + 32 * (2 * h + 1) + 4 * c, 4);
-            std::memcpy(o.q[h][c][2][r], in.qh + 32 * h + 4 * c, 4);
-        }
+        for (int c = 0; c < 8; ++c)
+            for (int i = 0; i < 4; ++i) {
+                const int at = 4 * c + i;  // value i of chunk c of the half's groups 4h + quarter
+                const uint8_t lo = in.ql[64 * h + at], hi = in.ql[64 * h + 32 + at], qh = in.qh[32 * h + at];
+                uint8_t v[4];
+                for (int quarter = 0; quarter < 4; ++quarter)
+                    v[quarter] = static_cast<uint8_t>((((quarter % 2 ? hi : lo) >> (4 * (quarter / 2))) & 0xF) |
+                                                      (((qh >> (2 * quarter)) & 3) << 4));
+                for (int k = 0; k < 3; ++k)  // quarter k whole in bits 0-5, bits 2k, 2k + 1 of quarter 3 on top
+                    o.q[h][c][k][r][i] = static_cast<uint8_t>(v[k] | (((v[3] >> (2 * k)) & 3) << 6));
+            }
 }
 
 }  // namespace

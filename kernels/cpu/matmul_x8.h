@@ -38,9 +38,9 @@ WeightView pack_x8(ThreadPool& pool, const WeightView& w, void* dst);
 
 // out[n, N] = x @ w^T for w packed by pack_x8 (Q4_K, Q5_K, Q6_K), x quantized by quantize_activations_q8_k
 // into xq [n, K / 32] with its sums xs [n, K / 256] (matmul_q8_k does both; for Q6_K isum16 too, against
-// its offset of 32). Q6_K's blocks are laid out in the order the kernel reads them: in the first layout
-// (ql and qh as stored, read group by group) decode streamed 2048 x 2048 at 25 GB/s on 2 threads, in
-// this one 36 (the row-major kernel 32).
+// its offset of 32). Q6_K's blocks are laid out in the order the kernel reads them, three of each four
+// values whole: in a first layout (ql and qh as stored, read group by group) decode streamed 2048 x 2048
+// at 25 GB/s on 2 threads, in this one 37-38 (the row-major kernel 32).
 void matmul_x8_k(ThreadPool& pool, const BlockQ8Act* xq, const ActSumsQ8* xs, int n, const WeightView& w, float* out);
 
 // The same for the types of 32-value blocks packed here (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q8_0): x quantized by
