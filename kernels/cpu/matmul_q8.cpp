@@ -757,8 +757,8 @@ void matmul_q8_0(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<floa
                  std::vector<std::vector<BlockQ8_0>>& unpacked, const float* x, int n, const WeightView& w, float* out) {
     const int64_t K = w.cols, N = w.rows, nb = K / 32;
     if (xq.size() < static_cast<size_t>(n * nb)) xq.resize(static_cast<size_t>(n * nb));
-    // Per activation block, sum(q_x): Q4_0 interleaved by 8 subtracts 8 times it, Q4_1 / Q5_1 add their min
-    // times d_x times it.
+    // Per activation block, sum(q_x): Q4_0 / Q5_0 interleaved by 8 subtract 8 / 16 times it, Q4_1 / Q5_1 add
+    // their min times d_x times it.
     const bool x8 = w.layout == WeightLayout::rows_x8;  // the 32-value types interleaved by 8 (matmul_x8.h)
     const bool int_sums = x8 && (w.dtype == DType::Q4_0 || w.dtype == DType::Q5_0), min_sums = has_block_mins(w.dtype);
     if (int_sums && x_isums.size() < static_cast<size_t>(n * nb)) x_isums.resize(static_cast<size_t>(n * nb));

@@ -95,7 +95,20 @@ static_assert(sizeof(BlockQ8_0x8) == kRows * sizeof(BlockQ8_0));
 
 // Per packed block: how many values it holds, and what it is dotted with beside the activation blocks
 // (BlockQ8Act): the K types a block of 256 against 8 of them and their ActSumsQ8, the 32-value types one
-// and its sum(q_x) (Q4_0, Q5_0: their offsets; IQ4_NL and Q8_0 take none) or d_x * sum(q_x) (Q4_1, Q5_1).
+// and its sum(q_x) (Q4_0, Q5_0: their offsets), d_x * sum(q_x) (Q4_1, Q5_1: their mins) or nothing (IQ4_NL,
+// Q8_0: NoSums, whose pointer is null and never indexed).
+struct NoSums {};
+template <class S>
+S sums_at(const S* xs, int64_t b) {
+    return xs[b];
+}
+inline NoSums sums_at(const NoSums*, int64_t) { return {}; }
+template <class S>
+const S* advance(const S* xs, int64_t k) {
+    return xs + k;
+}
+inline const NoSums* advance(const NoSums* xs, int64_t) { return xs; }
+
 template <class Block>
 struct X8Traits {
     static constexpr int kValues = 256;
@@ -111,9 +124,9 @@ struct X8Traits<BlockQ4_0x8> : X8Traits32<int32_t> {};
 template <>
 struct X8Traits<BlockQ5_0x8> : X8Traits32<int32_t> {};
 template <>
-struct X8Traits<BlockIQ4_NLx8> : X8Traits32<int32_t> {};  // unused
+struct X8Traits<BlockIQ4_NLx8> : X8Traits32<NoSums> {};
 template <>
-struct X8Traits<BlockQ8_0x8> : X8Traits32<int32_t> {};  // unused
+struct X8Traits<BlockQ8_0x8> : X8Traits32<NoSums> {};
 // Q4_1 / Q5_1: against d_x * sum(q_x) per activation block, which their mins multiply.
 template <>
 struct X8Traits<BlockQ4_1x8> : X8Traits32<float> {};
@@ -158,6 +171,12 @@ inline __m256i bit_at_4(__m256i v) {
         return _mm256_and_si256(_mm256_slli_epi16(v, 4 - J), bit4);
     else
         return _mm256_and_si256(_mm256_srli_epi16(v, J - 4), bit4);
+}
+
+// acc (lane r: row r) += (isum converted to F32) * d_w * d_x, d_w the 8 rows' F16 scales.
+inline void add_scaled(__m256i isum, const uint16_t (&d)[kRows], float dx, __m256& acc) {
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(dx)), acc);
 }
 
 // The 6-bit scales of groups 2P and 2P + 1 of a block's 8 rows, bytes [group][row] in both halves
@@ -234,9 +253,8 @@ inline void accumulate(const Block* const* blk, const BlockQ8Act* xb, const ActS
             const __m256i m = both_halves(p < 2 ? m_lo : m_hi, p % 2);
             msum = _mm256_add_epi32(msum, _mm256_madd_epi16(_mm256_shuffle_epi8(m, pair), broadcast_i32(s.isum + 2 * p)));
         }
-        const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(blk[g]->d)));
+        add_scaled(isum[g], blk[g]->d, xb[0].d, acc[g]);
         const __m256 dmin = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(blk[g]->dmin)));
-        acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[g]), _mm256_mul_ps(d, dx), acc[g]);
         acc[g] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, dx), acc[g]);
     }
 }
@@ -287,7 +305,6 @@ inline void accumulate(const BlockQ6_Kx8* const* blk, const BlockQ8Act* xb, cons
     for (int g = 0; g < G; ++g) isum[g] = _mm256_setzero_si256();
     q6k_half<0, G>(blk, xb, isum);
     q6k_half<1, G>(blk, xb + 4, isum);
-    const __m256 dx = _mm256_set1_ps(xb[0].d);
     for (int g = 0; g < G; ++g) {
         __m256i osum = _mm256_setzero_si256();
         for (int p = 0; p < 8; ++p) {
@@ -296,9 +313,7 @@ inline void accumulate(const BlockQ6_Kx8* const* blk, const BlockQ8Act* xb, cons
             const __m256i ab = _mm256_set_m128i(_mm_unpackhi_epi16(a, b), _mm_unpacklo_epi16(a, b));  // row r: (s_2p, s_2p+1)
             osum = _mm256_add_epi32(osum, _mm256_madd_epi16(ab, broadcast_i32(s.isum16 + 2 * p)));
         }
-        const __m256i total = _mm256_sub_epi32(isum[g], _mm256_slli_epi32(osum, 5));
-        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[g]->d)));
-        acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(d, dx), acc[g]);
+        add_scaled(_mm256_sub_epi32(isum[g], _mm256_slli_epi32(osum, 5)), blk[g]->d, xb[0].d, acc[g]);
     }
 }
 
@@ -337,12 +352,6 @@ inline __m256i dot_u5(const uint8_t (&qs)[4][kRows][4], const uint8_t (&qh_t)[kR
     return _mm256_add_epi32(_mm256_madd_epi16(sum_lo, ones), _mm256_madd_epi16(sum_hi, ones));
 }
 
-// acc (lane r: row r) += (isum converted to F32) * d_w * d_x, d_w the 8 rows' F16 scales.
-inline void add_scaled(__m256i isum, const uint16_t (&d)[kRows], float dx, __m256& acc) {
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d)));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(dx)), acc);
-}
-
 // One block of 8 Q4_0 rows against its activation block xb, whose values sum to xsum: per row the exact
 // int32 sum of (q - 8) * q_x (dot_u4 minus 8 * xsum), times d_w * d_x into acc.
 inline void accumulate(const BlockQ4_0x8& blk, const BlockQ8Act* xb, int32_t xsum, __m256& acc) {
@@ -375,8 +384,8 @@ inline __m256i chunk_dot_signed(__m256i v, __m256i x) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(x, v)), _mm256_set1_epi16(1));
 }
 
-// The same for IQ4_NL (xsum unused): its levels are signed, so each chunk takes chunk_dot_signed.
-inline void accumulate(const BlockIQ4_NLx8& blk, const BlockQ8Act* xb, int32_t, __m256& acc) {
+// The same for IQ4_NL: its levels are signed, so each chunk takes chunk_dot_signed.
+inline void accumulate(const BlockIQ4_NLx8& blk, const BlockQ8Act* xb, NoSums, __m256& acc) {
     const __m256i low4 = _mm256_set1_epi8(0x0F);
     __m256i isum = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
@@ -389,7 +398,7 @@ inline void accumulate(const BlockIQ4_NLx8& blk, const BlockQ8Act* xb, int32_t, 
 }
 
 // And Q8_0: 8 chunks of stored values.
-inline void accumulate(const BlockQ8_0x8& blk, const BlockQ8Act* xb, int32_t, __m256& acc) {
+inline void accumulate(const BlockQ8_0x8& blk, const BlockQ8Act* xb, NoSums, __m256& acc) {
     __m256i isum = _mm256_setzero_si256();
     for (int c = 0; c < 8; ++c)
         isum = _mm256_add_epi32(isum, chunk_dot_signed(loadu32(blk.qs[c]), broadcast_i32(xb->qs + 4 * c)));
@@ -411,7 +420,7 @@ void dot_rows8(const Block* const* w, int64_t nblk, const BlockQ8Act* x, const t
         if constexpr (X8Traits<Block>::kValues == 256)
             accumulate<Groups>(blk, x + kActBlocks * b, xs[b], accs);
         else
-            for (int i = 0; i < Groups; ++i) accumulate(*blk[i], x + kActBlocks * b, xs[b], accs[i]);
+            for (int i = 0; i < Groups; ++i) accumulate(*blk[i], x + kActBlocks * b, sums_at(xs, b), accs[i]);
     }
     for (int i = 0; i < Groups; ++i) _mm256_storeu_ps(out[i], accs[i]);
 }
@@ -454,7 +463,7 @@ void run(ThreadPool& pool, const BlockQ8Act* xq, const typename X8Traits<Block>:
         }
         for (int t = x0; t < x0 + nx; ++t) {  // the group's blocks stay in L1 / L2 across the x rows
             float* const o1[1] = {out + t * N + g * kRows};
-            dot_rows8<Block, 1>(w1, nb8, xq + t * nb, xs + t * nb8, o1);
+            dot_rows8<Block, 1>(w1, nb8, xq + t * nb, advance(xs, t * nb8), o1);
         }
     });
 }
@@ -569,8 +578,8 @@ void matmul_x8_b32(ThreadPool& pool, const BlockQ8Act* xq, const int32_t* x_isum
     case DType::Q5_0: run<BlockQ5_0x8>(pool, xq, x_isums, n, w, out); break;
     case DType::Q4_1: run<BlockQ4_1x8>(pool, xq, x_sums, n, w, out); break;
     case DType::Q5_1: run<BlockQ5_1x8>(pool, xq, x_sums, n, w, out); break;
-    case DType::IQ4_NL: run<BlockIQ4_NLx8>(pool, xq, x_isums, n, w, out); break;
-    case DType::Q8_0: run<BlockQ8_0x8>(pool, xq, x_isums, n, w, out); break;
+    case DType::IQ4_NL: run<BlockIQ4_NLx8>(pool, xq, static_cast<const NoSums*>(nullptr), n, w, out); break;
+    case DType::Q8_0: run<BlockQ8_0x8>(pool, xq, static_cast<const NoSums*>(nullptr), n, w, out); break;
     default: throw std::invalid_argument("matmul_x8_b32: " + std::string(dtype_name(w.dtype)) + " is not interleaved by 8");
     }
 }
