@@ -154,12 +154,34 @@ void matmul_dot_tiles(ThreadPool& pool, MatmulScratch& scratch, const float* x, 
     });
 }
 
+// Q4_1 / Q5_1 multiplied in F32: their mins met d_x * sum(q_x) as is; add what the int8 path's sums, rounded as
+// llama.cpp's Q8_1 (quant.h activation_block_sum_q8_1), change: sum_b m_b * c_b per row and activation row.
+void add_q8_1_sum_rounding(ThreadPool& pool, MatmulScratch& scratch, const float* x, int n, const WeightView& w, float* out) {
+    const int64_t N = w.rows, nb = w.cols / 32;
+    const size_t row_bytes = dtype_row_bytes(w.dtype, w.cols);
+    std::vector<double>& c = scratch.min_rounding;
+    if (c.size() < static_cast<size_t>(n * nb)) c.resize(static_cast<size_t>(n * nb));
+    for (int t = 0; t < n; ++t) q8_1_sum_rounding(x + t * w.cols, w.cols, c.data() + t * nb);
+    constexpr int64_t kRows = 64;
+    pool.run((N + kRows - 1) / kRows, [&](int64_t task, int) {
+        for (int64_t r = task * kRows; r < std::min(N, (task + 1) * kRows); ++r) {
+            const uint8_t* row = static_cast<const uint8_t*>(w.data) + r * row_bytes;
+            for (int t = 0; t < n; ++t) {
+                double sum = 0;
+                for (int64_t b = 0; b < nb; ++b) sum += block_min(w.dtype, row, b) * c[t * nb + b];
+                out[t * N + r] += static_cast<float>(sum);
+            }
+        }
+    });
+}
+
 }  // namespace
 
 void matmul(ThreadPool& pool, MatmulScratch& scratch, const float* x, int n, const WeightView& w, const float* bias,
             float* out) {
     if (n <= 0) return;
     const int64_t N = w.rows;
+    const float* const x_in = x;
     if (matmul_rounds_activations(w.dtype)) {
         const size_t count = static_cast<size_t>(n) * w.cols;
         if (scratch.activations_rounded.size() < count) scratch.activations_rounded.resize(count);
@@ -181,6 +203,7 @@ void matmul(ThreadPool& pool, MatmulScratch& scratch, const float* x, int n, con
     } else {
         matmul_dot_tiles(pool, scratch, x, n, w, out);
     }
+    if (has_block_mins(w.dtype) && !kQ8TileMins) add_q8_1_sum_rounding(pool, scratch, x_in, n, w, out);
     if (bias)
         for (int t = 0; t < n; ++t)
             for (int64_t r = 0; r < N; ++r) out[t * N + r] += bias[r];

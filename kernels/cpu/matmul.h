@@ -33,11 +33,12 @@ struct MatmulScratch {
     std::vector<BlockQ8Act> activations_q8;      // int8 path (Q8_0 ...): the quantized x rows
     std::vector<std::vector<BlockQ8_0>> unpacked_q8;  // int8 path, Q4_0 / Q5_0 / IQ4_NL: a weight tile per thread
     std::vector<ActSumsQ8> activation_sums;           // int8 path, K types: the x blocks' sums
-    std::vector<float> activation_block_sums;         // int8 path, Q4_1 / Q5_1: d_x * sum(q_x) per x block
+    std::vector<float> activation_block_sums;         // int8 path, Q4_1 / Q5_1: d_x * sum(q_x) per x block (F16)
     std::vector<int32_t> activation_block_isums;      // int8 path, Q4_0 interleaved by 8: sum(q_x) per x block
     std::vector<std::vector<DecodedKBlock>> decoded_k; // int8 path, K types: a weight tile per thread, decoded
     std::vector<float> activations_rounded;           // F16 / BF16: x rounded to the weight's type (Q4_1 / Q5_1 off
                                                       // the int8 path: as it quantizes x)
+    std::vector<double> min_rounding;                 // Q4_1 / Q5_1 off the int8 path: quant.h q8_1_sum_rounding
 };
 
 void matmul(ThreadPool& pool, MatmulScratch& scratch, const float* x, int n, const WeightView& w,

@@ -33,8 +33,9 @@ inline constexpr bool kQ8TileMins = true;
 inline constexpr bool kQ8TileMins = false;
 #endif
 
-// x [n, w.cols]; out [n, w.rows]; xq, x_sums (Q4_1 / Q5_1: d_x * sum(q_x) per activation block), x_isums
-// (Q4_0 / Q5_0 interleaved by 8: sum(q_x) per block), unpacked (one per pool thread): scratch
+// x [n, w.cols]; out [n, w.rows]; xq, x_sums (Q4_1 / Q5_1: d_x * sum(q_x) per activation block, as
+// quant.h activation_block_sum_q8_1 rounds it), x_isums (Q4_0 / Q5_0 interleaved by 8: sum(q_x) per block),
+// unpacked (one per pool thread): scratch
 void matmul_q8_0(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<float>& x_sums, std::vector<int32_t>& x_isums,
                  std::vector<std::vector<BlockQ8_0>>& unpacked, const float* x, int n, const WeightView& w, float* out);
 

@@ -735,6 +735,36 @@ void quantize_activations_q8(const float* src, BlockQ8Act* dst, int64_t n) {
     }
 }
 
+float activation_block_sum_q8_1(const float* x, const BlockQ8Act& q) {
+#if defined(__AVX2__)
+    const float amax = max_abs(x, 1);
+#else
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+#endif
+    int32_t sum = 0;
+    for (int8_t v : q.qs) sum += v;
+    return f16_to_f32(f32_to_f16(amax / 127.0f * static_cast<float>(sum)));
+}
+
+void q8_1_sum_rounding(const float* x, int64_t K, double* c) {
+    for (int64_t b = 0; b < K / 32; ++b) {
+        BlockQ8Act q;
+        quantize_activations_q8(x + b * 32, &q, 32);
+        int32_t sum = 0;
+        for (int8_t v : q.qs) sum += v;
+        c[b] = static_cast<double>(activation_block_sum_q8_1(x + b * 32, q)) - static_cast<double>(q.d) * sum;
+    }
+}
+
+float block_min(DType t, const void* row, int64_t b) {
+    switch (t) {
+    case DType::Q4_1: return f16_to_f32(static_cast<const BlockQ4_1*>(row)[b].m);
+    case DType::Q5_1: return f16_to_f32(static_cast<const BlockQ5_1*>(row)[b].m);
+    default: throw std::invalid_argument("block_min: " + std::string(dtype_name(t)) + " has no block mins");
+    }
+}
+
 void quantize_activations_q8_k(const float* src, BlockQ8Act* dst, int64_t n) {
     for (int64_t b = 0; b < n / 256; ++b) {
         const float* x = src + b * 256;

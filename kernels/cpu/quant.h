@@ -59,6 +59,15 @@ struct BlockQ8Act {
 };
 // dst[0 .. n / 32) from src[0 .. n); n a multiple of 32.
 void quantize_activations_q8(const float* src, BlockQ8Act* dst, int64_t n);
+// What Q4_1 / Q5_1's mins multiply for the block q that quantize_activations_q8 made from x[0 .. 32): d * sum(q)
+// as llama.cpp's Q8_1 block carries it, from the scale before its F16 rounding and itself rounded to F16
+// (with d_x * sum(q) unrounded, the Q4_1 / Q5_1 test file sat 3e-3 from llama.cpp's log-probabilities).
+float activation_block_sum_q8_1(const float* x, const BlockQ8Act& q);
+// For the paths that multiply Q4_1 / Q5_1 in F32 by dequantized_activations (whose mins meet d_x * sum(q) as
+// is): c[b] = activation_block_sum_q8_1 - d_x * sum(q) per 32-block of the activation row x[0 .. K), and the
+// min m of 32-block b of one weight row. Adding sum_b m_b * c[b] to such a product gives the int8 path's.
+void q8_1_sum_rounding(const float* x, int64_t K, double* c);
+float block_min(DType t, const void* row, int64_t b);
 
 // The activations of the K types' int8 dots (matmul_runs_k_int8), as llama.cpp quantizes them for those
 // weights (its Q8_K): one scale per 256 values, d = m / -127 for the value m of largest magnitude, q = x / d

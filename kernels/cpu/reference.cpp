@@ -11,8 +11,9 @@
 
 namespace kvscope::cpu {
 
-void matmul_ref(const float* x, int n, const WeightView& w, const float* bias, float* out) {
+void matmul_ref(const float* x, int n, const WeightView& w, const float* bias, float* out, bool q8_1_sums) {
     const int64_t N = w.rows, K = w.cols;
+    const float* const x_in = x;
     const size_t row_bytes = dtype_row_bytes(w.dtype, K);
     std::vector<float> row(K);
     std::vector<float> xq;
@@ -28,12 +29,20 @@ void matmul_ref(const float* x, int n, const WeightView& w, const float* bias, f
         round_activations_for(w.dtype, x, xq.data(), static_cast<int64_t>(xq.size()));
         x = xq.data();
     }
+    std::vector<double> min_rounding;  // Q4_1 / Q5_1: what llama.cpp's F16 Q8_1 sums change, per activation block
+    if (has_block_mins(w.dtype) && q8_1_sums) {
+        min_rounding.resize(static_cast<size_t>(n) * (K / 32));
+        for (int t = 0; t < n; ++t) q8_1_sum_rounding(x_in + t * K, K, min_rounding.data() + t * (K / 32));
+    }
     for (int64_t r = 0; r < N; ++r) {
-        dequantize_row(w.dtype, static_cast<const uint8_t*>(w.data) + r * row_bytes, row.data(), K);
+        const uint8_t* stored = static_cast<const uint8_t*>(w.data) + r * row_bytes;
+        dequantize_row(w.dtype, stored, row.data(), K);
         for (int t = 0; t < n; ++t) {
             const float* xt = x + t * K;
             double sum = bias ? bias[r] : 0.0;
             for (int64_t k = 0; k < K; ++k) sum += static_cast<double>(xt[k]) * row[k];
+            for (size_t b = 0; b < min_rounding.size() / n; ++b)
+                sum += block_min(w.dtype, stored, b) * min_rounding[t * (K / 32) + b];
             out[t * N + r] = static_cast<float>(sum);
         }
     }

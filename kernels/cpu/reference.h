@@ -14,9 +14,11 @@ namespace kvscope::cpu {
 // fast kernel on the same stored weights differs from this only in its arithmetic. For the int8-path types
 // (matmul_quantizes_activations: Q8_0, Q4_0, Q5_0, IQ4_NL; Q4_K, Q5_K, Q6_K) the activations are first
 // quantized as the int8 kernels do (quantize_activations_for); for F16 and BF16 they are rounded to that
-// type (round_activations_for).
+// type (round_activations_for). Q4_1 and Q5_1 take the Q8_0 activations, and their mins meet each block's
+// d_x * sum(q_x) as the CPU's int8 path has it: rounded to F16 from the unrounded scale, as llama.cpp's Q8_1
+// (activation_block_sum_q8_1), or with q8_1_sums false as is (the CUDA backend's F32 sums).
 //                                         x [n, w.cols]; out [n, w.rows]; bias [w.rows] or null
-void matmul_ref(const float* x, int n, const WeightView& w, const float* bias, float* out);
+void matmul_ref(const float* x, int n, const WeightView& w, const float* bias, float* out, bool q8_1_sums = true);
 
 // out = x / sqrt(mean(x^2) + eps) * weight, per row.        x, out [n, dim]; weight [dim]
 void rms_norm_ref(const float* x, const float* weight, int n, int dim, float eps, float* out);

@@ -129,7 +129,7 @@ class TestBackendOps : public QObject {
         const WeightView stored{bytes.data(), dt, N, K};
         const std::vector<float> x = random_floats(rng, static_cast<size_t>(n) * K);
         std::vector<float> ref(static_cast<size_t>(n) * N);
-        matmul_ref(x.data(), n, stored, nullptr, ref.data());
+        matmul_ref(x.data(), n, stored, nullptr, ref.data(), /*q8_1_sums=*/s.cpu);
         Backend& b = *s.backends.back();
         // panels: repacked as the engine loads it, by a CPU backend of its own (as matmul does).
         std::unique_ptr<Backend> packer = panels && s.cpu ? make_cpu_backend(2, row()) : nullptr;
@@ -260,7 +260,7 @@ private slots:
         const std::vector<float> b = bias ? random_floats(rng, N) : std::vector<float>();
 
         std::vector<float> ref(static_cast<size_t>(n) * N);
-        matmul_ref(x.data(), n, stored.view, bias ? b.data() : nullptr, ref.data());
+        matmul_ref(x.data(), n, stored.view, bias ? b.data() : nullptr, ref.data(), /*q8_1_sums=*/s.cpu);
         double ref_max = 1.0;
         for (float r : ref) ref_max = std::max(ref_max, static_cast<double>(std::fabs(r)));
         // CPU: F32 accumulation over K terms of size <= 1 against a double reference: the error grows like
