@@ -703,15 +703,21 @@ inline void store_i8x32(int8_t* dst, __m256 a, __m256 b, __m256 c, __m256 d) {
 }
 #endif
 
+// max |x[j]| over one 32-value activation block.
+inline float max_abs32(const float* x) {
+#if defined(__AVX2__)
+    return max_abs(x, 1);
+#else
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+    return amax;
+#endif
+}
+
 void quantize_activations_q8(const float* src, BlockQ8Act* dst, int64_t n) {
     for (int64_t b = 0; b < n / 32; ++b) {
         const float* x = src + b * 32;
-#if defined(__AVX2__)
-        const float amax = max_abs(x, 1);
-#else
-        float amax = 0;
-        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
-#endif
+        const float amax = max_abs32(x);
         const float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
         // The scale rounded to F16, as llama.cpp's block_q8_0 stores it (q still from the F32 id): with an F32
         // scale kvscope sat 2e-3 to 4e-3 from llama.cpp's log-probabilities on test_llamacpp_xcheck's Q8_0
@@ -736,12 +742,7 @@ void quantize_activations_q8(const float* src, BlockQ8Act* dst, int64_t n) {
 }
 
 float activation_block_sum_q8_1(const float* x, const BlockQ8Act& q) {
-#if defined(__AVX2__)
-    const float amax = max_abs(x, 1);
-#else
-    float amax = 0;
-    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
-#endif
+    const float amax = max_abs32(x);
     int32_t sum = 0;
     for (int8_t v : q.qs) sum += v;
     return f16_to_f32(f32_to_f16(amax / 127.0f * static_cast<float>(sum)));
