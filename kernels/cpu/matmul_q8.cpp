@@ -867,8 +867,9 @@ void matmul_q8_k(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<ActS
             }
             a.isum[b % 8] = static_cast<int16_t>(total);
 #endif
-            // Sums of q_x per 16 values: against Q2_K's mins, and interleaved Q6_K's offset (matmul_x8.h).
-            if (w.dtype == DType::Q2_K || (w.dtype == DType::Q6_K && w.layout == WeightLayout::rows_x8))
+            // Sums of q_x per 16 values: against Q2_K's mins, and interleaved Q6_K / Q3_K's offsets (matmul_x8.h).
+            if (w.dtype == DType::Q2_K ||
+                ((w.dtype == DType::Q6_K || w.dtype == DType::Q3_K) && w.layout == WeightLayout::rows_x8))
                 for (int h = 0; h < 2; ++h) {
                     int32_t half = 0;
                     for (int i = 16 * h; i < 16 * h + 16; ++i) half += q[b].qs[i];

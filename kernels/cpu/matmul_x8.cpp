@@ -52,6 +52,20 @@ struct BlockQ6_Kx8 {
 };
 static_assert(sizeof(BlockQ6_Kx8) == kRows * sizeof(BlockQ6_K));
 
+// Block b of 8 Q3_K rows. Row r's value v as unsigned u = low 2 bits + 4 * high bit (0 .. 7; the value is
+// u - 4), three bits per value as in BlockQ3_K, arranged so that values 32j .. 32j + 31 (activation block j:
+// sub-blocks 2j and 2j + 1) come from three 4-byte planes q[j][0..2][r]: byte k of the planes holds value
+// 4c + k of chunks c = 0 .. 7 of the set, chunks 0 / 1 in bits 0-2 / 3-5 of plane 0, 2 / 3 of plane 1, 4 / 5 of
+// plane 2, chunk 6 in bits 6-7 of plane 0 and bit 6 of plane 1, chunk 7 in bit 7 of plane 1 and bits 6-7 of
+// plane 2 (pack_row_q3k). Six chunks then take at most a shift and a mask. scales: the 12 packed scale bytes,
+// byte k of row r at [k][r].
+struct BlockQ3_Kx8 {
+    uint16_t d[kRows];
+    uint8_t scales[12][kRows];
+    uint8_t q[8][3][kRows][4];  // [activation block j][plane][row r][byte k]
+};
+static_assert(sizeof(BlockQ3_Kx8) == kRows * sizeof(BlockQ3_K));
+
 // Block b (32 values) of 8 Q4_0 rows, the same bytes rearranged: qs[c][r] is row r's qs[4c .. 4c + 3], whose
 // low nibbles are values 4c .. 4c + 3 and high nibbles values 16 + 4c .. 16 + 4c + 3.
 struct BlockQ4_0x8 {
@@ -259,11 +273,22 @@ inline void accumulate(const Block* const* blk, const BlockQ8Act* xb, const ActS
     }
 }
 
-// Sub-block s's scale of a Q6_K block's 8 rows as int16, in both words of dword r (row r): what pmaddwd
-// multiplies each int16 pair sum by.
-inline __m256i q6k_scale_words(const BlockQ6_Kx8& blk, int s) {
-    const __m128i w = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.scales[s])));
+// Sub-block s's scale of a block's 8 rows (Q6_K, Q3_K: sc[s][r], int8) as int16 in both words of dword r (row
+// r): what pmaddwd multiplies each int16 pair sum by. And the offset sum of a block: sum over its 16
+// sub-blocks of scale * sum(q_x) (ActSumsQ8::isum16), a pair of sub-blocks per pmaddwd, exact in int32.
+inline __m256i scale_words(const int8_t (&sc)[16][kRows], int s) {
+    const __m128i w = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc[s])));
     return _mm256_set_m128i(_mm_unpackhi_epi16(w, w), _mm_unpacklo_epi16(w, w));
+}
+inline __m256i scaled_isum16(const int8_t (&sc)[16][kRows], const ActSumsQ8& s) {
+    __m256i osum = _mm256_setzero_si256();
+    for (int p = 0; p < 8; ++p) {
+        const __m128i a = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc[2 * p])));
+        const __m128i b = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc[2 * p + 1])));
+        const __m256i ab = _mm256_set_m128i(_mm_unpackhi_epi16(a, b), _mm_unpacklo_epi16(a, b));  // row r: (s_2p, s_2p+1)
+        osum = _mm256_add_epi32(osum, _mm256_madd_epi16(ab, broadcast_i32(s.isum16 + 2 * p)));
+    }
+    return osum;
 }
 
 // Half H of Q6_K blocks blk[0 .. G) (groups 4H .. 4H + 3) against their activation blocks xh[0 .. 4): per row
@@ -275,7 +300,7 @@ inline void q6k_half(const BlockQ6_Kx8* const* blk, const BlockQ8Act* xh, __m256
     for (int c0 = 0; c0 < 8; c0 += 4) {  // sub-blocks 2j + c0 / 4 of the half's groups j
         __m256i sc[4][G];
         for (int q = 0; q < 4; ++q)
-            for (int g = 0; g < G; ++g) sc[q][g] = q6k_scale_words(*blk[g], 2 * (4 * H + q) + c0 / 4);
+            for (int g = 0; g < G; ++g) sc[q][g] = scale_words(blk[g]->scales, 2 * (4 * H + q) + c0 / 4);
         for (int c = c0; c < c0 + 4; ++c) {
             __m256i x[4];
             for (int q = 0; q < 4; ++q) x[q] = broadcast_i32(xh[q].qs + 4 * c);
@@ -305,16 +330,62 @@ inline void accumulate(const BlockQ6_Kx8* const* blk, const BlockQ8Act* xb, cons
     for (int g = 0; g < G; ++g) isum[g] = _mm256_setzero_si256();
     q6k_half<0, G>(blk, xb, isum);
     q6k_half<1, G>(blk, xb + 4, isum);
+    for (int g = 0; g < G; ++g)
+        add_scaled(_mm256_sub_epi32(isum[g], _mm256_slli_epi32(scaled_isum16(blk[g]->scales, s), 5)), blk[g]->d, xb[0].d, acc[g]);
+}
+
+// Q3_K's 16 scales of a block's 8 rows, decoded (q3k_scale on 8 rows at once) and less 32: sc[s][r] is row
+// r's scale of values 16s .. 16s + 15, -32 .. 31. Scale s takes its low 4 bits from byte s % 8 (low nibble
+// for s < 8, high for s >= 8) and its top 2 from bits 2 * (s / 4) of byte 8 + s % 4.
+inline void q3k_scales(const BlockQ3_Kx8& blk, int8_t (&sc)[16][kRows]) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
+    const __m256i l0 = loadu32(blk.scales[0]), l1 = loadu32(blk.scales[4]), h = loadu32(blk.scales[8]);
+    const __m256i hi[4] = {_mm256_and_si256(_mm256_slli_epi16(h, 4), bits45), _mm256_and_si256(_mm256_slli_epi16(h, 2), bits45),
+                           _mm256_and_si256(h, bits45), _mm256_and_si256(_mm256_srli_epi16(h, 2), bits45)};
+    const __m256i lo[4] = {_mm256_and_si256(l0, low4), _mm256_and_si256(l1, low4),
+                           _mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(_mm256_srli_epi16(l1, 4), low4)};
+    for (int q = 0; q < 4; ++q)  // scales 4q .. 4q + 3
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(sc[4 * q]), _mm256_sub_epi8(_mm256_or_si256(lo[q], hi[q]), k32));
+}
+
+
+// Q3_K blocks blk[0 .. G) against xb and its sums s, into acc[0 .. G): per activation block j, the 8 chunks'
+// unsigned values u (pmaddubsw pairs of at most 2 * 7 * 127, four chunks per int16 sum: exact) times the two
+// sub-blocks' scales, then the offset 4 * sum over sub-blocks of scale * sum(q_x) off, times d_w * d_x.
+template <int G>
+inline void accumulate(const BlockQ3_Kx8* const* blk, const BlockQ8Act* xb, const ActSumsQ8& s, __m256* acc) {
+    const __m256i m1 = _mm256_set1_epi8(1), m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(4), m6 = _mm256_set1_epi8(6),
+                  m7 = _mm256_set1_epi8(7);
+    alignas(32) int8_t sc[G][16][kRows];
+    __m256i isum[G];
     for (int g = 0; g < G; ++g) {
-        __m256i osum = _mm256_setzero_si256();
-        for (int p = 0; p < 8; ++p) {
-            const __m128i a = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk[g]->scales[2 * p])));
-            const __m128i b = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk[g]->scales[2 * p + 1])));
-            const __m256i ab = _mm256_set_m128i(_mm_unpackhi_epi16(a, b), _mm_unpacklo_epi16(a, b));  // row r: (s_2p, s_2p+1)
-            osum = _mm256_add_epi32(osum, _mm256_madd_epi16(ab, broadcast_i32(s.isum16 + 2 * p)));
-        }
-        add_scaled(_mm256_sub_epi32(isum[g], _mm256_slli_epi32(osum, 5)), blk[g]->d, xb[0].d, acc[g]);
+        q3k_scales(*blk[g], sc[g]);
+        isum[g] = _mm256_setzero_si256();
     }
+    for (int j = 0; j < 8; ++j) {
+        const int8_t* x = xb[j].qs;
+        for (int g = 0; g < G; ++g) {
+            const __m256i a = loadu32(blk[g]->q[j][0]), b = loadu32(blk[g]->q[j][1]), c = loadu32(blk[g]->q[j][2]);
+            const __m256i u[8] = {
+                _mm256_and_si256(a, m7), _mm256_and_si256(_mm256_srli_epi16(a, 3), m7),
+                _mm256_and_si256(b, m7), _mm256_and_si256(_mm256_srli_epi16(b, 3), m7),
+                _mm256_and_si256(c, m7), _mm256_and_si256(_mm256_srli_epi16(c, 3), m7),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 6), m3), _mm256_and_si256(_mm256_srli_epi16(b, 4), m4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 7), m1), _mm256_and_si256(_mm256_srli_epi16(c, 5), m6))};
+            __m256i sum[2];
+            for (int h = 0; h < 2; ++h) {
+                sum[h] = _mm256_maddubs_epi16(u[4 * h], broadcast_i32(x + 16 * h));
+                for (int k = 1; k < 4; ++k) {
+                    sum[h] = _mm256_add_epi16(sum[h], _mm256_maddubs_epi16(u[4 * h + k], broadcast_i32(x + 16 * h + 4 * k)));
+                    asm("" : "+x"(sum[h]));  // in order, as accumulate_pair's sums
+                }
+            }
+            isum[g] = _mm256_add_epi32(isum[g], _mm256_madd_epi16(sum[0], scale_words(sc[g], 2 * j)));
+            isum[g] = _mm256_add_epi32(isum[g], _mm256_madd_epi16(sum[1], scale_words(sc[g], 2 * j + 1)));
+        }
+    }
+    for (int g = 0; g < G; ++g)
+        add_scaled(_mm256_sub_epi32(isum[g], _mm256_slli_epi32(scaled_isum16(sc[g], s), 2)), blk[g]->d, xb[0].d, acc[g]);
 }
 
 // The 8 rows' 4-bit values (qs of BlockQ4_0x8 / BlockQ4_1x8) against activation block xb: per row the exact
@@ -473,7 +544,8 @@ void run(ThreadPool& pool, const BlockQ8Act* xq, const typename X8Traits<Block>:
 bool x8_packable(const WeightView& w) {
     return w.layout == WeightLayout::row_major && (w.dtype == DType::Q4_K || w.dtype == DType::Q5_K || w.dtype == DType::Q4_0 ||
                                                    w.dtype == DType::IQ4_NL || w.dtype == DType::Q8_0 || w.dtype == DType::Q6_K ||
-                                                   w.dtype == DType::Q5_0 || w.dtype == DType::Q4_1 || w.dtype == DType::Q5_1) &&
+                                                   w.dtype == DType::Q5_0 || w.dtype == DType::Q4_1 || w.dtype == DType::Q5_1 ||
+                                                   w.dtype == DType::Q3_K) &&
            w.rows > 0 && w.rows % kRows == 0 && w.cols > 0;
 }
 
@@ -539,6 +611,23 @@ void pack_row_q6k(const BlockQ6_K& in, BlockQ6_Kx8& o, int r) {
             }
 }
 
+void pack_row_q3k(const BlockQ3_K& in, BlockQ3_Kx8& o, int r) {
+    o.d[r] = in.d;
+    for (int k = 0; k < 12; ++k) o.scales[k][r] = in.scales[k];
+    for (int j = 0; j < 8; ++j)
+        for (int k = 0; k < 4; ++k) {
+            uint8_t u[8];
+            for (int c = 0; c < 8; ++c) {  // dequantize_q3_k's walk: value v's low 2 bits and high bit
+                const int v = 32 * j + 4 * c + k, half = v / 128, shift = (v % 128) / 32, l = v % 32;
+                u[c] = static_cast<uint8_t>(((in.qs[32 * half + l] >> (2 * shift)) & 3) |
+                                            (((in.hmask[l] >> (4 * half + shift)) & 1) << 2));
+            }
+            o.q[j][0][r][k] = static_cast<uint8_t>(u[0] | u[1] << 3 | (u[6] & 3) << 6);
+            o.q[j][1][r][k] = static_cast<uint8_t>(u[2] | u[3] << 3 | (u[6] >> 2) << 6 | (u[7] & 1) << 7);
+            o.q[j][2][r][k] = static_cast<uint8_t>(u[4] | u[5] << 3 | (u[7] >> 1) << 6);
+        }
+}
+
 }  // namespace
 
 WeightView pack_x8(ThreadPool& pool, const WeightView& w, void* dst) {
@@ -554,6 +643,7 @@ WeightView pack_x8(ThreadPool& pool, const WeightView& w, void* dst) {
     case DType::Q4_K: pack_rows8<BlockQ4_K>(pool, w, static_cast<BlockQ4_Kx8*>(dst), pack_row_q45k<BlockQ4_K, BlockQ4_Kx8>); break;
     case DType::Q5_K: pack_rows8<BlockQ5_K>(pool, w, static_cast<BlockQ5_Kx8*>(dst), pack_row_q45k<BlockQ5_K, BlockQ5_Kx8>); break;
     case DType::Q6_K: pack_rows8<BlockQ6_K>(pool, w, static_cast<BlockQ6_Kx8*>(dst), pack_row_q6k); break;
+    case DType::Q3_K: pack_rows8<BlockQ3_K>(pool, w, static_cast<BlockQ3_Kx8*>(dst), pack_row_q3k); break;
     default: throw std::invalid_argument("pack_x8: " + std::string(dtype_name(w.dtype)) + " is not interleaved by 8");
     }
     WeightView view = w;
@@ -567,6 +657,8 @@ void matmul_x8_k(ThreadPool& pool, const BlockQ8Act* xq, const ActSumsQ8* xs, in
         run<BlockQ4_Kx8>(pool, xq, xs, n, w, out);
     else if (w.dtype == DType::Q6_K)
         run<BlockQ6_Kx8>(pool, xq, xs, n, w, out);
+    else if (w.dtype == DType::Q3_K)
+        run<BlockQ3_Kx8>(pool, xq, xs, n, w, out);
     else
         run<BlockQ5_Kx8>(pool, xq, xs, n, w, out);
 }
