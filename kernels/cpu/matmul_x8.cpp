@@ -52,6 +52,16 @@ struct BlockQ6_Kx8 {
 };
 static_assert(sizeof(BlockQ6_Kx8) == kRows * sizeof(BlockQ6_K));
 
+// Block b of 8 Q2_K rows: scales[s][r] is row r's byte s (scale of values 16s .. 16s + 15 in the low nibble,
+// min in the high), and values 32j .. 32j + 31 (activation block j) come from two 4-byte planes q[j][0..1][r]:
+// bits 2i, 2i + 1 of byte k of plane p hold value 4c + k of chunk c = 4p + i of the set (pack_row_q2k).
+struct BlockQ2_Kx8 {
+    uint16_t d[kRows], dmin[kRows];
+    uint8_t scales[16][kRows];
+    uint8_t q[8][2][kRows][4];  // [activation block j][plane][row r][byte k]
+};
+static_assert(sizeof(BlockQ2_Kx8) == kRows * sizeof(BlockQ2_K));
+
 // Block b of 8 Q3_K rows. Row r's value v as unsigned u = low 2 bits + 4 * high bit (0 .. 7; the value is
 // u - 4), three bits per value as in BlockQ3_K, arranged so that values 32j .. 32j + 31 (activation block j:
 // sub-blocks 2j and 2j + 1) come from three 4-byte planes q[j][0..2][r]: byte k of the planes holds value
@@ -388,6 +398,49 @@ inline void accumulate(const BlockQ3_Kx8* const* blk, const BlockQ8Act* xb, cons
         add_scaled(_mm256_sub_epi32(isum[g], _mm256_slli_epi32(scaled_isum16(sc[g], s), 2)), blk[g]->d, xb[0].d, acc[g]);
 }
 
+// Q2_K blocks blk[0 .. G) against xb and its sums s, into acc[0 .. G): per activation block j the 8 chunks'
+// 2-bit values (pmaddubsw pairs of at most 2 * 3 * 127, four chunks per int16 sum) times the two sub-blocks'
+// scales, exact in int32, times d_w * d_x; then the mins against the sums of q_x per 16 values, times
+// dmin_w * d_x, subtracted (as Q4_K's mins).
+template <int G>
+inline void accumulate(const BlockQ2_Kx8* const* blk, const BlockQ8Act* xb, const ActSumsQ8& s, __m256* acc) {
+    const __m256i m3 = _mm256_set1_epi8(3), low4 = _mm256_set1_epi8(0x0F);
+    alignas(32) int8_t sc[G][16][kRows];  // scales (0 .. 15)
+    __m256i isum[G];
+    for (int g = 0; g < G; ++g) {
+        for (int q = 0; q < 4; ++q)
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(sc[g][4 * q]), _mm256_and_si256(loadu32(blk[g]->scales[4 * q]), low4));
+        isum[g] = _mm256_setzero_si256();
+    }
+    for (int j = 0; j < 8; ++j) {
+        const int8_t* x = xb[j].qs;
+        for (int g = 0; g < G; ++g) {
+            __m256i sum[2];
+            for (int h = 0; h < 2; ++h) {  // plane h: chunks 4h .. 4h + 3, sub-block 2j + h
+                const __m256i p = loadu32(blk[g]->q[j][h]);
+                sum[h] = _mm256_maddubs_epi16(_mm256_and_si256(p, m3), broadcast_i32(x + 16 * h));
+                for (int i = 1; i < 4; ++i) {
+                    const __m256i u = _mm256_and_si256(_mm256_srli_epi16(p, 2 * i), m3);
+                    sum[h] = _mm256_add_epi16(sum[h], _mm256_maddubs_epi16(u, broadcast_i32(x + 16 * h + 4 * i)));
+                    asm("" : "+x"(sum[h]));  // in order, as accumulate_pair's sums
+                }
+            }
+            isum[g] = _mm256_add_epi32(isum[g], _mm256_madd_epi16(sum[0], scale_words(sc[g], 2 * j)));
+            isum[g] = _mm256_add_epi32(isum[g], _mm256_madd_epi16(sum[1], scale_words(sc[g], 2 * j + 1)));
+        }
+    }
+    const __m256 dx = _mm256_set1_ps(xb[0].d);
+    for (int g = 0; g < G; ++g) {
+        alignas(32) int8_t mins[16][kRows];
+        for (int q = 0; q < 4; ++q)
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(mins[4 * q]),
+                                _mm256_and_si256(_mm256_srli_epi16(loadu32(blk[g]->scales[4 * q]), 4), low4));
+        add_scaled(isum[g], blk[g]->d, xb[0].d, acc[g]);
+        const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[g]->dmin)));
+        acc[g] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(scaled_isum16(mins, s)), _mm256_mul_ps(dmin, dx), acc[g]);
+    }
+}
+
 // The 8 rows' 4-bit values (qs of BlockQ4_0x8 / BlockQ4_1x8) against activation block xb: per row the exact
 // int32 sum of value * q_x, the products summed in int16 (8 pmaddubsw pairs of at most 2 * 15 * 127: below
 // 2^15).
@@ -545,7 +598,7 @@ bool x8_packable(const WeightView& w) {
     return w.layout == WeightLayout::row_major && (w.dtype == DType::Q4_K || w.dtype == DType::Q5_K || w.dtype == DType::Q4_0 ||
                                                    w.dtype == DType::IQ4_NL || w.dtype == DType::Q8_0 || w.dtype == DType::Q6_K ||
                                                    w.dtype == DType::Q5_0 || w.dtype == DType::Q4_1 || w.dtype == DType::Q5_1 ||
-                                                   w.dtype == DType::Q3_K) &&
+                                                   w.dtype == DType::Q3_K || w.dtype == DType::Q2_K) &&
            w.rows > 0 && w.rows % kRows == 0 && w.cols > 0;
 }
 
@@ -611,6 +664,22 @@ void pack_row_q6k(const BlockQ6_K& in, BlockQ6_Kx8& o, int r) {
             }
 }
 
+void pack_row_q2k(const BlockQ2_K& in, BlockQ2_Kx8& o, int r) {
+    o.d[r] = in.d;
+    o.dmin[r] = in.dmin;
+    for (int k = 0; k < 16; ++k) o.scales[k][r] = in.scales[k];
+    for (int j = 0; j < 8; ++j)
+        for (int p = 0; p < 2; ++p)
+            for (int k = 0; k < 4; ++k) {
+                uint8_t byte = 0;
+                for (int i = 0; i < 4; ++i) {  // dequantize_q2_k's walk: value v of sub-block v / 16
+                    const int v = 32 * j + 4 * (4 * p + i) + k, sb = v / 16, l = v % 16;
+                    byte |= static_cast<uint8_t>(((in.qs[32 * (sb / 8) + 16 * (sb % 2) + l] >> (2 * ((sb % 8) / 2))) & 3) << (2 * i));
+                }
+                o.q[j][p][r][k] = byte;
+            }
+}
+
 void pack_row_q3k(const BlockQ3_K& in, BlockQ3_Kx8& o, int r) {
     o.d[r] = in.d;
     for (int k = 0; k < 12; ++k) o.scales[k][r] = in.scales[k];
@@ -644,6 +713,7 @@ WeightView pack_x8(ThreadPool& pool, const WeightView& w, void* dst) {
     case DType::Q5_K: pack_rows8<BlockQ5_K>(pool, w, static_cast<BlockQ5_Kx8*>(dst), pack_row_q45k<BlockQ5_K, BlockQ5_Kx8>); break;
     case DType::Q6_K: pack_rows8<BlockQ6_K>(pool, w, static_cast<BlockQ6_Kx8*>(dst), pack_row_q6k); break;
     case DType::Q3_K: pack_rows8<BlockQ3_K>(pool, w, static_cast<BlockQ3_Kx8*>(dst), pack_row_q3k); break;
+    case DType::Q2_K: pack_rows8<BlockQ2_K>(pool, w, static_cast<BlockQ2_Kx8*>(dst), pack_row_q2k); break;
     default: throw std::invalid_argument("pack_x8: " + std::string(dtype_name(w.dtype)) + " is not interleaved by 8");
     }
     WeightView view = w;
@@ -659,6 +729,8 @@ void matmul_x8_k(ThreadPool& pool, const BlockQ8Act* xq, const ActSumsQ8* xs, in
         run<BlockQ6_Kx8>(pool, xq, xs, n, w, out);
     else if (w.dtype == DType::Q3_K)
         run<BlockQ3_Kx8>(pool, xq, xs, n, w, out);
+    else if (w.dtype == DType::Q2_K)
+        run<BlockQ2_Kx8>(pool, xq, xs, n, w, out);
     else
         run<BlockQ5_Kx8>(pool, xq, xs, n, w, out);
 }

@@ -1,6 +1,7 @@
-// Q3_K, Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and Q8_0 weights repacked once at load for the int8 dots of
-// AVX2 sets: 8 rows interleaved (llama.cpp's CPU repack does the same for Q4_K and Q4_0 on AVX2, block_q4_Kx8
-// and block_q4_0x8), so that one vector holds 4 values of each of 8 rows and each output row is one int32 lane.
+// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and Q8_0 weights repacked once at load for the
+// int8 dots of AVX2 sets: 8 rows interleaved (llama.cpp's CPU repack does the same for Q4_K and Q4_0 on AVX2,
+// block_q4_Kx8 and block_q4_0x8), so that one vector holds 4 values of each of 8 rows and each output row is
+// one int32 lane.
 //
 // The row-major kernel (matmul_q8.cpp) spends per group of 32 values a byte shuffle to broadcast the
 // group's scale and an int32 multiply-add per 4 values, and per block a horizontal layout of 8 lanes that
@@ -28,19 +29,20 @@ KVSCOPE_CPU_KERNEL_SET_ONLY("cpu/matmul_x8.h");
 
 namespace KVSCOPE_CPU_NAMESPACE {
 
-// Whether this set repacks w (row-major Q3_K, Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL or Q8_0 with a multiple
-// of 8 rows; AVX2 sets only).
+// Whether this set repacks w (row-major Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL or Q8_0
+// with a multiple of 8 rows; AVX2 sets only).
 bool x8_packable(const WeightView& w);
 
 // Packs w (x8_packable) into dst (dtype_row_bytes(w.dtype, cols) * rows bytes: the same size) and
 // returns the view of it (WeightLayout::rows_x8).
 WeightView pack_x8(ThreadPool& pool, const WeightView& w, void* dst);
 
-// out[n, N] = x @ w^T for w packed by pack_x8 (Q3_K, Q4_K, Q5_K, Q6_K), x quantized by
+// out[n, N] = x @ w^T for w packed by pack_x8 (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K), x quantized by
 // quantize_activations_q8_k into xq [n, K / 32] with its sums xs [n, K / 256] (matmul_q8_k does both; for
-// Q6_K and Q3_K isum16 too, against their offsets of 32 and 4). Q6_K's blocks are laid out in the order the
-// kernel reads them, three of each four values whole: in a first layout (ql and qh as stored, read group by
-// group) decode streamed 2048 x 2048 at 25 GB/s on 2 threads, in this one 37-38 (the row-major kernel 32).
+// Q6_K, Q3_K and Q2_K isum16 too: their offsets of 32 and 4, Q2_K's mins). Q6_K's blocks are laid out in the
+// order the kernel reads them, three of each four values whole: in a first layout (ql and qh as stored, read
+// group by group) decode streamed 2048 x 2048 at 25 GB/s on 2 threads, in this one 37-38 (the row-major
+// kernel 32).
 // Q3_K's likewise, its scales first: with them after the values (read first, then the values from the
 // block's start) it streamed at 15-16 GB/s, below the row-major kernel's 17-18; scales first, 27-28.
 void matmul_x8_k(ThreadPool& pool, const BlockQ8Act* xq, const ActSumsQ8* xs, int n, const WeightView& w, float* out);
