@@ -17,7 +17,7 @@ namespace kvscope {
 enum class WeightLayout : uint8_t {
     row_major,  // [rows, cols], quantized blocks along a row: what model files hold
     panels16,   // the CPU backend's repacked form for its matmul (cpu/panel_matmul.h); nothing else reads it
-    rows_x8,       // the same for Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and Q8_0 on AVX2 CPUs: 8 rows interleaved (cpu/matmul_x8.h)
+    rows_x8,       // the same for Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and Q8_0 on AVX2 CPUs: 8 rows interleaved (cpu/matmul_x8.h)
 };
 
 // A weight matrix [rows, cols] (rows = output features).

@@ -13,7 +13,7 @@
 // Other block-quantized weights (Q4_1, Q5_1, Q2_K, Q3_K, IQ4_XS) are always dequantized a tile at a
 // time into scratch, then dotted as F32. Q8_0, Q4_0, Q5_0, IQ4_NL, Q4_K, Q5_K and Q6_K weights take the int8 paths of matmul_q8.h instead, and weights the backend repacked at load
 // (WeightLayout::panels16: what the engine uses for F32/F16/BF16) the outer-product path of panel_matmul.h;
-// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and Q8_0 repacked 8 rows at a time (WeightLayout::rows_x8, AVX2 sets) the int8 paths of matmul_x8.h.
+// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and Q8_0 repacked 8 rows at a time (WeightLayout::rows_x8, AVX2 sets) the int8 paths of matmul_x8.h.
 #pragma once
 
 #include "backend.h"

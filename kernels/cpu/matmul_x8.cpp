@@ -52,6 +52,18 @@ struct BlockQ6_Kx8 {
 };
 static_assert(sizeof(BlockQ6_Kx8) == kRows * sizeof(BlockQ6_K));
 
+// Block b of 8 IQ4_XS rows: qs[s][c][r] is row r's qs[16s + 4c .. 16s + 4c + 3] (sub-block s: its low nibbles
+// values 4c .. 4c + 3, high nibbles 16 + 4c ..., as IQ4_NL's blocks), scales_l[k][r] its scales_l[k] (the low 4
+// bits of sub-blocks 2k and 2k + 1's scales), scales_h[t][r] byte t of its scales_h (the top 2 bits of
+// sub-blocks 4t .. 4t + 3's, 2 bits each).
+struct BlockIQ4_XSx8 {
+    uint16_t d[kRows];
+    uint8_t scales_l[4][kRows];
+    uint8_t scales_h[2][kRows];
+    uint8_t qs[8][4][kRows][4];  // [sub-block s][chunk c][row r][byte]
+};
+static_assert(sizeof(BlockIQ4_XSx8) == kRows * sizeof(BlockIQ4_XS));
+
 // Block b of 8 Q2_K rows: scales[s][r] is row r's byte s (scale of values 16s .. 16s + 15 in the low nibble,
 // min in the high), and values 32j .. 32j + 31 (activation block j) come from two 4-byte planes q[j][0..1][r]:
 // bits 2i, 2i + 1 of byte k of plane p hold value 4c + k of chunk c = 4p + i of the set (pack_row_q2k).
@@ -286,10 +298,11 @@ inline void accumulate(const Block* const* blk, const BlockQ8Act* xb, const ActS
 // Sub-block s's scale of a block's 8 rows (Q6_K, Q3_K: sc[s][r], int8) as int16 in both words of dword r (row
 // r): what pmaddwd multiplies each int16 pair sum by. And the offset sum of a block: sum over its 16
 // sub-blocks of scale * sum(q_x) (ActSumsQ8::isum16), a pair of sub-blocks per pmaddwd, exact in int32.
-inline __m256i scale_words(const int8_t (&sc)[16][kRows], int s) {
-    const __m128i w = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc[s])));
+inline __m256i scale_words(const int8_t* row_scales) {
+    const __m128i w = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row_scales)));
     return _mm256_set_m128i(_mm_unpackhi_epi16(w, w), _mm_unpacklo_epi16(w, w));
 }
+inline __m256i scale_words(const int8_t (&sc)[16][kRows], int s) { return scale_words(sc[s]); }
 inline __m256i scaled_isum16(const int8_t (&sc)[16][kRows], const ActSumsQ8& s) {
     __m256i osum = _mm256_setzero_si256();
     for (int p = 0; p < 8; ++p) {
@@ -521,6 +534,40 @@ inline void accumulate(const BlockIQ4_NLx8& blk, const BlockQ8Act* xb, NoSums, _
     add_scaled(isum, blk.d, xb->d, acc);
 }
 
+// IQ4_XS blocks blk[0 .. G) against xb, into acc[0 .. G): per sub-block of 32 its chunks' levels against q_x by
+// pmaddubsw's sign trick (chunk_dot_signed), each pair sum times the sub-block's scale (6 bits, less 32) in
+// the pmaddwd, exact in int32, times d_w * d_x.
+template <int G>
+inline void accumulate(const BlockIQ4_XSx8* const* blk, const BlockQ8Act* xb, const ActSumsQ8&, __m256* acc) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3), m12 = _mm256_set1_epi8(12), k32 = _mm256_set1_epi8(32);
+    alignas(32) int8_t sc[G][2][4][kRows];  // [g][s % 2][s / 2][r]: row r's scale of sub-block s, -32 .. 31
+    __m256i isum[G];
+    for (int g = 0; g < G; ++g) {
+        const __m256i lo = loadu32(blk[g]->scales_l);
+        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[g]->scales_h));
+        const __m128i h_even = _mm_and_si128(h, _mm_set1_epi8(0x0F)), h_odd = _mm_and_si128(_mm_srli_epi16(h, 4), _mm_set1_epi8(0x0F));
+        // [k][r]: the top bits of sub-blocks 2k (bits 0-1) and 2k + 1 (bits 2-3)
+        const __m256i hi = _mm256_set_m128i(_mm_unpackhi_epi64(h_even, h_odd), _mm_unpacklo_epi64(h_even, h_odd));
+        const __m256i even = _mm256_or_si256(_mm256_and_si256(lo, low4), _mm256_slli_epi16(_mm256_and_si256(hi, m3), 4));
+        const __m256i odd = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo, 4), low4), _mm256_slli_epi16(_mm256_and_si256(hi, m12), 2));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(sc[g][0]), _mm256_sub_epi8(even, k32));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(sc[g][1]), _mm256_sub_epi8(odd, k32));
+        isum[g] = _mm256_setzero_si256();
+    }
+    for (int s = 0; s < 8; ++s)
+        for (int g = 0; g < G; ++g) {
+            const __m256i sw = scale_words(sc[g][s % 2][s / 2]);
+            for (int c = 0; c < 4; ++c) {
+                const __m256i q = loadu32(blk[g]->qs[s][c]);
+                const __m256i a = iq4nl_levels(_mm256_and_si256(q, low4)), b = iq4nl_levels(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4));
+                const __m256i xa = broadcast_i32(xb[s].qs + 4 * c), xb16 = broadcast_i32(xb[s].qs + 16 + 4 * c);
+                isum[g] = _mm256_add_epi32(isum[g], _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(a, a), _mm256_sign_epi8(xa, a)), sw));
+                isum[g] = _mm256_add_epi32(isum[g], _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(b, b), _mm256_sign_epi8(xb16, b)), sw));
+            }
+        }
+    for (int g = 0; g < G; ++g) add_scaled(isum[g], blk[g]->d, xb[0].d, acc[g]);
+}
+
 // And Q8_0: 8 chunks of stored values.
 inline void accumulate(const BlockQ8_0x8& blk, const BlockQ8Act* xb, NoSums, __m256& acc) {
     __m256i isum = _mm256_setzero_si256();
@@ -598,7 +645,7 @@ bool x8_packable(const WeightView& w) {
     return w.layout == WeightLayout::row_major && (w.dtype == DType::Q4_K || w.dtype == DType::Q5_K || w.dtype == DType::Q4_0 ||
                                                    w.dtype == DType::IQ4_NL || w.dtype == DType::Q8_0 || w.dtype == DType::Q6_K ||
                                                    w.dtype == DType::Q5_0 || w.dtype == DType::Q4_1 || w.dtype == DType::Q5_1 ||
-                                                   w.dtype == DType::Q3_K || w.dtype == DType::Q2_K) &&
+                                                   w.dtype == DType::Q3_K || w.dtype == DType::Q2_K || w.dtype == DType::IQ4_XS) &&
            w.rows > 0 && w.rows % kRows == 0 && w.cols > 0;
 }
 
@@ -664,6 +711,14 @@ void pack_row_q6k(const BlockQ6_K& in, BlockQ6_Kx8& o, int r) {
             }
 }
 
+void pack_row_iq4xs(const BlockIQ4_XS& in, BlockIQ4_XSx8& o, int r) {
+    o.d[r] = in.d;
+    for (int k = 0; k < 4; ++k) o.scales_l[k][r] = in.scales_l[k];
+    for (int t = 0; t < 2; ++t) o.scales_h[t][r] = static_cast<uint8_t>(in.scales_h >> (8 * t));
+    for (int s = 0; s < 8; ++s)
+        for (int c = 0; c < 4; ++c) std::memcpy(o.qs[s][c][r], in.qs + 16 * s + 4 * c, 4);
+}
+
 void pack_row_q2k(const BlockQ2_K& in, BlockQ2_Kx8& o, int r) {
     o.d[r] = in.d;
     o.dmin[r] = in.dmin;
@@ -714,6 +769,7 @@ WeightView pack_x8(ThreadPool& pool, const WeightView& w, void* dst) {
     case DType::Q6_K: pack_rows8<BlockQ6_K>(pool, w, static_cast<BlockQ6_Kx8*>(dst), pack_row_q6k); break;
     case DType::Q3_K: pack_rows8<BlockQ3_K>(pool, w, static_cast<BlockQ3_Kx8*>(dst), pack_row_q3k); break;
     case DType::Q2_K: pack_rows8<BlockQ2_K>(pool, w, static_cast<BlockQ2_Kx8*>(dst), pack_row_q2k); break;
+    case DType::IQ4_XS: pack_rows8<BlockIQ4_XS>(pool, w, static_cast<BlockIQ4_XSx8*>(dst), pack_row_iq4xs); break;
     default: throw std::invalid_argument("pack_x8: " + std::string(dtype_name(w.dtype)) + " is not interleaved by 8");
     }
     WeightView view = w;
@@ -731,6 +787,8 @@ void matmul_x8_k(ThreadPool& pool, const BlockQ8Act* xq, const ActSumsQ8* xs, in
         run<BlockQ3_Kx8>(pool, xq, xs, n, w, out);
     else if (w.dtype == DType::Q2_K)
         run<BlockQ2_Kx8>(pool, xq, xs, n, w, out);
+    else if (w.dtype == DType::IQ4_XS)
+        run<BlockIQ4_XSx8>(pool, xq, xs, n, w, out);
     else
         run<BlockQ5_Kx8>(pool, xq, xs, n, w, out);
 }

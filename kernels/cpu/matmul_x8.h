@@ -1,5 +1,5 @@
-// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and Q8_0 weights repacked once at load for the
-// int8 dots of AVX2 sets: 8 rows interleaved (llama.cpp's CPU repack does the same for Q4_K and Q4_0 on AVX2,
+// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and Q8_0 weights repacked once at load for
+// the int8 dots of AVX2 sets: 8 rows interleaved (llama.cpp's CPU repack does the same for Q4_K and Q4_0 on AVX2,
 // block_q4_Kx8 and block_q4_0x8), so that one vector holds 4 values of each of 8 rows and each output row is
 // one int32 lane.
 //
@@ -29,15 +29,15 @@ KVSCOPE_CPU_KERNEL_SET_ONLY("cpu/matmul_x8.h");
 
 namespace KVSCOPE_CPU_NAMESPACE {
 
-// Whether this set repacks w (row-major Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL or Q8_0
-// with a multiple of 8 rows; AVX2 sets only).
+// Whether this set repacks w (row-major Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL or
+// Q8_0 with a multiple of 8 rows; AVX2 sets only).
 bool x8_packable(const WeightView& w);
 
 // Packs w (x8_packable) into dst (dtype_row_bytes(w.dtype, cols) * rows bytes: the same size) and
 // returns the view of it (WeightLayout::rows_x8).
 WeightView pack_x8(ThreadPool& pool, const WeightView& w, void* dst);
 
-// out[n, N] = x @ w^T for w packed by pack_x8 (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K), x quantized by
+// out[n, N] = x @ w^T for w packed by pack_x8 (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS), x quantized by
 // quantize_activations_q8_k into xq [n, K / 32] with its sums xs [n, K / 256] (matmul_q8_k does both; for
 // Q6_K, Q3_K and Q2_K isum16 too: their offsets of 32 and 4, Q2_K's mins). Q6_K's blocks are laid out in the
 // order the kernel reads them, three of each four values whole: in a first layout (ql and qh as stored, read

@@ -202,7 +202,7 @@ private slots:
 
     // ---- matmul: every dtype, decode-sized and prefill-sized row counts, odd shapes, with/without bias,
     // row-major and as the backend repacks it for matmul ("panels": what the engine runs on; F32 / F16 / BF16
-    // panels, Q2_K / Q3_K / Q4_K / Q5_K / Q6_K / Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL / Q8_0 rows interleaved by 8 on AVX2 sets, N = 40
+    // panels, Q2_K / Q3_K / Q4_K / IQ4_XS / Q5_K / Q6_K / Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL / Q8_0 rows interleaved by 8 on AVX2 sets, N = 40
     // an odd number of such groups).
     void matmul_data() {
         QTest::addColumn<int>("dtype");
@@ -216,7 +216,8 @@ private slots:
             for (bool panels : {false, true}) {
                 if (panels && dt != DType::F32 && dt != DType::F16 && dt != DType::BF16 && dt != DType::Q4_K && dt != DType::Q5_K &&
                     dt != DType::Q4_0 && dt != DType::Q5_0 && dt != DType::IQ4_NL && dt != DType::Q8_0 && dt != DType::Q6_K &&
-                    dt != DType::Q4_1 && dt != DType::Q5_1 && dt != DType::Q3_K && dt != DType::Q2_K)
+                    dt != DType::Q4_1 && dt != DType::Q5_1 && dt != DType::Q3_K && dt != DType::Q2_K &&
+                    dt != DType::IQ4_XS)
                     continue;  // nothing repacks them
                 // 130: x chunks of 64, 64, 2 (row-major tiles); 6 x-row tiles with every tail (CPU panels);
                 // 16 and 257: GEMMs on the GPU
@@ -369,10 +370,10 @@ private slots:
         };
         for (DType dt : {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::IQ4_NL, DType::Q4_1, DType::Q5_1})
             for (int n : {1, 7}) add(dt, n, 32 * 19, 37);
-        for (DType dt : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::Q2_K})
+        for (DType dt : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::Q2_K, DType::IQ4_XS})
             for (int n : {1, 6}) add(dt, n, 256 * 3, 11);
         for (DType dt : {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_1, DType::Q5_1, DType::IQ4_NL, DType::Q4_K, DType::Q5_K,
-                          DType::Q6_K, DType::Q3_K, DType::Q2_K}) {
+                          DType::Q6_K, DType::Q3_K, DType::Q2_K, DType::IQ4_XS}) {
             const int K = dtype_block_elems(dt) == 256 ? 256 * 3 : 32 * 19;
             for (int N : {32, 48}) add(dt, 1, K, N, true);
             add(dt, 6, K, 40, true);
