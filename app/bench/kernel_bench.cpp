@@ -129,7 +129,8 @@ int main(int argc, char** argv) {
             std::vector<double> gbs, share;  // per round: GB/s, and its share of that round's reference
         };
         std::vector<Streamed> types;
-        for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+        for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K,
+                         DType::Q2_K, DType::Q3_K, DType::IQ4_XS}) {
             Streamed& st = types.emplace_back();
             st.dt = dt;
             const size_t row_bytes = dtype_row_bytes(dt, K), bytes = row_bytes * N;
