@@ -124,6 +124,8 @@ void weight_tile(const float* x, int n, const WeightView& w, int64_t r0, int nw,
 
 // Every type but the int8 path's: dot-product tiles over F32 (converted) weight rows.
 void matmul_dot_tiles(ThreadPool& pool, MatmulScratch& scratch, const float* x, int n, const WeightView& w, float* out) {
+    if (w.layout != WeightLayout::row_major)
+        throw std::logic_error("matmul: no F32 path reads " + std::string(dtype_name(w.dtype)) + " weights in a repacked layout");
     const int64_t N = w.rows, K = w.cols;
     const TileTasks tasks(N, kTileW, pool.size());
     // With several x chunks (prefill), a task converts its weight rows once for all chunks instead of once
@@ -182,12 +184,16 @@ void matmul(ThreadPool& pool, MatmulScratch& scratch, const float* x, int n, con
     if (n <= 0) return;
     const int64_t N = w.rows;
     const float* const x_in = x;
+    // Q4_1 / Q5_1 take the int8 path where its tile adds their mins, and always once interleaved by 8 (the AVX-512
+    // set packs them as the AVX2 one does, but its own tile has no mins); else F32 dots (matmul_dot_tiles, which
+    // reads row-major weights only).
+    const bool int8_mins = has_block_mins(w.dtype) && (kQ8TileMins || w.layout == WeightLayout::rows_x8);
     if (matmul_rounds_activations(w.dtype)) {
         const size_t count = static_cast<size_t>(n) * w.cols;
         if (scratch.activations_rounded.size() < count) scratch.activations_rounded.resize(count);
         round_activations_for(w.dtype, x, scratch.activations_rounded.data(), static_cast<int64_t>(count));
         x = scratch.activations_rounded.data();
-    } else if (has_block_mins(w.dtype) && !kQ8TileMins) {  // F32 dots on the activations the int8 path uses
+    } else if (has_block_mins(w.dtype) && !int8_mins) {  // F32 dots on the activations the int8 path uses
         const size_t count = static_cast<size_t>(n) * w.cols;
         if (scratch.activations_rounded.size() < count) scratch.activations_rounded.resize(count);
         dequantized_activations(w.dtype, x, scratch.activations_rounded.data(), static_cast<int64_t>(count));
@@ -197,13 +203,13 @@ void matmul(ThreadPool& pool, MatmulScratch& scratch, const float* x, int n, con
         matmul_panels(pool, x, n, w, out);
     } else if (matmul_runs_k_int8(w.dtype)) {
         matmul_q8_k(pool, scratch.activations_q8, scratch.activation_sums, scratch.decoded_k, x, n, w, out);
-    } else if (unpacks_to_q8_0(w.dtype) || (has_block_mins(w.dtype) && kQ8TileMins)) {
+    } else if (unpacks_to_q8_0(w.dtype) || int8_mins) {
         matmul_q8_0(pool, scratch.activations_q8, scratch.activation_block_sums, scratch.activation_block_isums,
                     scratch.unpacked_q8, x, n, w, out);
     } else {
         matmul_dot_tiles(pool, scratch, x, n, w, out);
     }
-    if (has_block_mins(w.dtype) && !kQ8TileMins) add_q8_1_sum_rounding(pool, scratch, x_in, n, w, out);
+    if (has_block_mins(w.dtype) && !int8_mins) add_q8_1_sum_rounding(pool, scratch, x_in, n, w, out);
     if (bias)
         for (int t = 0; t < n; ++t)
             for (int64_t r = 0; r < N; ++r) out[t * N + r] += bias[r];

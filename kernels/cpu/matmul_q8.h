@@ -24,9 +24,10 @@ namespace KVSCOPE_CPU_NAMESPACE {
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
 #define KVSCOPE_Q8_TILE_VNNI 1
 #endif
-// Whether matmul_q8_0 takes Q4_1 and Q5_1 (quant.h has_block_mins): the AVX2 tile reads their blocks in place
-// and adds the mins; sets with another tile multiply them in F32 by the activations the int8 path would
-// quantize (matmul.cpp), the same arithmetic up to F32 summation order.
+// Whether matmul_q8_0 takes row-major Q4_1 and Q5_1 (quant.h has_block_mins): the AVX2 tile reads their blocks
+// in place and adds the mins; sets with another tile multiply them in F32 by the activations the int8 path
+// would quantize (matmul.cpp), the same arithmetic up to F32 summation order. Interleaved by 8 (matmul_x8.h,
+// every set with AVX2, the AVX-512 one included) they always take matmul_q8_0.
 #if defined(__AVX2__) && !defined(KVSCOPE_Q8_TILE_VNNI)
 inline constexpr bool kQ8TileMins = true;
 #else
