@@ -418,11 +418,14 @@ inline void accumulate(const BlockQ3_Kx8* const* blk, const BlockQ8Act* xb, cons
 template <int G>
 inline void accumulate(const BlockQ2_Kx8* const* blk, const BlockQ8Act* xb, const ActSumsQ8& s, __m256* acc) {
     const __m256i m3 = _mm256_set1_epi8(3), low4 = _mm256_set1_epi8(0x0F);
-    alignas(32) int8_t sc[G][16][kRows];  // scales (0 .. 15)
+    alignas(32) int8_t sc[G][16][kRows], mins[G][16][kRows];  // the low and high nibbles (0 .. 15)
     __m256i isum[G];
     for (int g = 0; g < G; ++g) {
-        for (int q = 0; q < 4; ++q)
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(sc[g][4 * q]), _mm256_and_si256(loadu32(blk[g]->scales[4 * q]), low4));
+        for (int q = 0; q < 4; ++q) {
+            const __m256i v = loadu32(blk[g]->scales[4 * q]);
+            _mm256_store_si256(reinterpret_cast<__m256i*>(sc[g][4 * q]), _mm256_and_si256(v, low4));
+            _mm256_store_si256(reinterpret_cast<__m256i*>(mins[g][4 * q]), _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
+        }
         isum[g] = _mm256_setzero_si256();
     }
     for (int j = 0; j < 8; ++j) {
@@ -444,13 +447,9 @@ inline void accumulate(const BlockQ2_Kx8* const* blk, const BlockQ8Act* xb, cons
     }
     const __m256 dx = _mm256_set1_ps(xb[0].d);
     for (int g = 0; g < G; ++g) {
-        alignas(32) int8_t mins[16][kRows];
-        for (int q = 0; q < 4; ++q)
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(mins[4 * q]),
-                                _mm256_and_si256(_mm256_srli_epi16(loadu32(blk[g]->scales[4 * q]), 4), low4));
         add_scaled(isum[g], blk[g]->d, xb[0].d, acc[g]);
         const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[g]->dmin)));
-        acc[g] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(scaled_isum16(mins, s)), _mm256_mul_ps(dmin, dx), acc[g]);
+        acc[g] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(scaled_isum16(mins[g], s)), _mm256_mul_ps(dmin, dx), acc[g]);
     }
 }
 

@@ -41,7 +41,7 @@ void matmul_ref(const float* x, int n, const WeightView& w, const float* bias, f
             const float* xt = x + t * K;
             double sum = bias ? bias[r] : 0.0;
             for (int64_t k = 0; k < K; ++k) sum += static_cast<double>(xt[k]) * row[k];
-            for (size_t b = 0; b < min_rounding.size() / n; ++b)
+            for (int64_t b = 0; !min_rounding.empty() && b < K / 32; ++b)
                 sum += block_min(w.dtype, stored, b) * min_rounding[t * (K / 32) + b];
             out[t * N + r] = static_cast<float>(sum);
         }
