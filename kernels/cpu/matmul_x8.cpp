@@ -172,15 +172,20 @@ struct X8Traits<BlockQ5_1x8> : X8Traits32<float> {};
 // pshufb indices over 16 bytes [group a: rows 0-7][group b: rows 0-7] present in both 128-bit halves
 // (rows 0-3 come out of the low half, 4-7 of the high): spread[0] puts group a's byte of row r in both
 // words of dword r (the scale pmaddwd multiplies each int16 pair sum by), spread[1] group b's; pair puts
-// a's in word 0 and b's in word 1 (the mins, against the pair of x sums).
+// a's in word 0 and b's in word 1 (the mins, against the pair of x sums). The signed forms put the bytes in
+// the words' high bytes instead, so that one arithmetic shift right by 8 sign-extends them (int8 scales).
 struct Indices {
     alignas(32) int8_t spread[2][32];
     alignas(32) int8_t pair[32];
-    constexpr Indices() : spread{}, pair{} {
+    alignas(32) int8_t spread_signed[32];
+    alignas(32) int8_t pair_signed[32];
+    constexpr Indices() : spread{}, pair{}, spread_signed{}, pair_signed{} {
         for (int i = 0; i < 32; ++i) {
             const int r = i / 4, byte = i % 4;  // dword r (row r; the high half's indices address its own copy)
             for (int g = 0; g < 2; ++g) spread[g][i] = static_cast<int8_t>(byte % 2 ? -1 : 8 * g + r);
             pair[i] = static_cast<int8_t>(byte % 2 ? -1 : 8 * (byte / 2) + r);
+            spread_signed[i] = static_cast<int8_t>(byte % 2 ? r : -1);
+            pair_signed[i] = static_cast<int8_t>(byte % 2 ? 8 * (byte / 2) + r : -1);
         }
     }
 };
@@ -299,17 +304,17 @@ inline void accumulate(const Block* const* blk, const BlockQ8Act* xb, const ActS
 // r): what pmaddwd multiplies each int16 pair sum by. And the offset sum of a block: sum over its 16
 // sub-blocks of scale * sum(q_x) (ActSumsQ8::isum16), a pair of sub-blocks per pmaddwd, exact in int32.
 inline __m256i scale_words(const int8_t* row_scales) {
-    const __m128i w = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row_scales)));
-    return _mm256_set_m128i(_mm_unpackhi_epi16(w, w), _mm_unpacklo_epi16(w, w));
+    int64_t v;
+    std::memcpy(&v, row_scales, 8);
+    return _mm256_srai_epi16(_mm256_shuffle_epi8(_mm256_set1_epi64x(v), load32(kIndices.spread_signed)), 8);
 }
 inline __m256i scale_words(const int8_t (&sc)[16][kRows], int s) { return scale_words(sc[s]); }
 inline __m256i scaled_isum16(const int8_t (&sc)[16][kRows], const ActSumsQ8& s) {
     __m256i osum = _mm256_setzero_si256();
     for (int p = 0; p < 8; ++p) {
-        const __m128i a = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc[2 * p])));
-        const __m128i b = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc[2 * p + 1])));
-        const __m256i ab = _mm256_set_m128i(_mm_unpackhi_epi16(a, b), _mm_unpacklo_epi16(a, b));  // row r: (s_2p, s_2p+1)
-        osum = _mm256_add_epi32(osum, _mm256_madd_epi16(ab, broadcast_i32(s.isum16 + 2 * p)));
+        const __m256i ab = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc[2 * p])));
+        const __m256i words = _mm256_srai_epi16(_mm256_shuffle_epi8(ab, load32(kIndices.pair_signed)), 8);  // row r: (s_2p, s_2p+1)
+        osum = _mm256_add_epi32(osum, _mm256_madd_epi16(words, broadcast_i32(s.isum16 + 2 * p)));
     }
     return osum;
 }
