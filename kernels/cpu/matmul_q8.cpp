@@ -851,30 +851,27 @@ void matmul_q8_k(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<ActS
         quantize_activations_q8_k(x + t * K, q, K);
         for (int64_t b = 0; b < nb; ++b) {
             ActSumsQ8& a = sums[t * nb8 + b / 8];
+            // Sums of q_x per 32 values (isum: Q4_K / Q5_K's mins) and per 16 (isum16: Q2_K's mins, interleaved
+            // Q6_K / Q3_K's offsets, matmul_x8.h), and 32 times each pair's (offset32_pairs: row-major Q6_K).
 #if defined(__AVX2__)
             const __m256i pairs = _mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[b].qs)));
             _mm256_store_si256(reinterpret_cast<__m256i*>(a.offset32_pairs[b % 8]), _mm256_slli_epi16(pairs, 5));
-            const __m128i s = _mm_add_epi16(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1));
-            const __m128i s4 = _mm_madd_epi16(s, _mm_set1_epi16(1));  // |sum| <= 32 * 127: int16 pairs do not overflow
-            const __m128i s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
-            a.isum[b % 8] = static_cast<int16_t>(_mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_srli_si128(s2, 4))));
+            // Per 128-bit half (values 0-15, 16-31): its four sums of 4 added up, in every dword of the half.
+            __m256i h = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+            h = _mm256_add_epi32(h, _mm256_shuffle_epi32(h, 0x4E));
+            h = _mm256_add_epi32(h, _mm256_shuffle_epi32(h, 0xB1));
+            const int32_t lo = _mm256_cvtsi256_si32(h), hi = _mm256_extract_epi32(h, 4);
 #else
-            int32_t total = 0;
+            int32_t lo = 0, hi = 0;
             for (int i = 0; i < 16; ++i) {
                 const int32_t pair = q[b].qs[2 * i] + q[b].qs[2 * i + 1];
                 a.offset32_pairs[b % 8][i] = static_cast<int16_t>(32 * pair);
-                total += pair;
+                (i < 8 ? lo : hi) += pair;
             }
-            a.isum[b % 8] = static_cast<int16_t>(total);
 #endif
-            // Sums of q_x per 16 values: against Q2_K's mins, and interleaved Q6_K / Q3_K's offsets (matmul_x8.h).
-            if (w.dtype == DType::Q2_K ||
-                ((w.dtype == DType::Q6_K || w.dtype == DType::Q3_K) && w.layout == WeightLayout::rows_x8))
-                for (int h = 0; h < 2; ++h) {
-                    int32_t half = 0;
-                    for (int i = 16 * h; i < 16 * h + 16; ++i) half += q[b].qs[i];
-                    a.isum16[2 * (b % 8) + h] = static_cast<int16_t>(half);
-                }
+            a.isum16[2 * (b % 8)] = static_cast<int16_t>(lo);
+            a.isum16[2 * (b % 8) + 1] = static_cast<int16_t>(hi);
+            a.isum[b % 8] = static_cast<int16_t>(lo + hi);
         }
     });
     if (w.layout == WeightLayout::rows_x8) {

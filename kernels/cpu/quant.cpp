@@ -771,12 +771,14 @@ void quantize_activations_q8_k(const float* src, BlockQ8Act* dst, int64_t n) {
         const float* x = src + b * 256;
         float m = 0;  // the value of largest magnitude, its sign kept (the first one on a tie)
 #if defined(__AVX2__)
-        if (const float amax = max_abs(x, 8); amax > 0)
-            for (int j = 0;; ++j)
-                if (std::fabs(x[j]) == amax) {
-                    m = x[j];
+        if (const float amax = max_abs(x, 8); amax > 0) {
+            const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)), va = _mm256_set1_ps(amax);
+            for (int j = 0;; j += 8)
+                if (const int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(x + j), abs_mask), va, _CMP_EQ_OQ))) {
+                    m = x[j + __builtin_ctz(hit)];
                     break;
                 }
+        }
 #else
         for (int j = 0; j < 256; ++j)
             if (std::fabs(x[j]) > std::fabs(m)) m = x[j];
