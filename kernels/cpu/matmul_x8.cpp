@@ -233,19 +233,27 @@ inline __m256i pair_scales(const Block& blk) {
     return both_halves(_mm256_or_si256(_mm256_and_si256(v2, low4), _mm256_and_si256(_mm256_srli_epi16(v0, 2), bits45)), P % 2);
 }
 
-// Groups 2P and 2P + 1 of blocks blk[0 .. G) (8 rows each) against xb (the blocks' 8 BlockQ8Act of one
-// activation row): per row the exact int32 sums of (value * q_x), in int16 over at most kChunks chunks of 4
-// at a time, times the groups' scales, into isum[g]. Each x broadcast serves the G blocks.
-template <int P, int G, class Block>
-inline void accumulate_pair(const Block* const* blk, const BlockQ8Act* xb, __m256i* isum) {
+// Groups 2P and 2P + 1 of blocks blk[0 .. G) (8 rows each) against xb[0 .. R) (the blocks' 8 BlockQ8Act of R
+// activation rows): per row the exact int32 sums of (value * q_x), in int16 over at most kChunks chunks of 4
+// at a time, times the groups' scales, into isum[g][r]. Decode (R = 1): each x broadcast serves the G blocks.
+// Prefill (G = 1): each block's values, decoded once, serve the R activation rows. A row's sums do not
+// depend on G or R (integers, exact).
+template <int P, int G, int R, class Block>
+inline void accumulate_pair(const Block* const* blk, const BlockQ8Act* const* xb, __m256i (&isum)[G][R]) {
     constexpr bool kFifthBit = std::is_same_v<Block, BlockQ5_Kx8>;
     constexpr int kChunks = kFifthBit ? 4 : 8;  // pmaddubsw pairs of 2 * 31 * 127 (2 * 15 * 127): below 2^15
     const __m256i low4 = _mm256_set1_epi8(0x0F);
     for (int c0 = 0; c0 < 8; c0 += kChunks) {
-        __m256i sum_a[G], sum_b[G];
-        for (int g = 0; g < G; ++g) sum_a[g] = sum_b[g] = _mm256_setzero_si256();
+        __m256i sum_a[G][R], sum_b[G][R];
+        for (int g = 0; g < G; ++g)
+            for (int r = 0; r < R; ++r) sum_a[g][r] = sum_b[g][r] = _mm256_setzero_si256();
         for (int c = c0; c < c0 + kChunks; ++c) {
-            const __m256i xa = broadcast_i32(xb[2 * P].qs + 4 * c), xb1 = broadcast_i32(xb[2 * P + 1].qs + 4 * c);
+            auto x_a = [&](int r) { return broadcast_i32(xb[r][2 * P].qs + 4 * c); };
+            auto x_b = [&](int r) { return broadcast_i32(xb[r][2 * P + 1].qs + 4 * c); };
+            // One row: its broadcasts loaded once for the G blocks. Several: each where it is used, so that
+            // no more than one is live (2R of them would not fit in the registers beside the sums).
+            __m256i xa0, xb0;
+            if constexpr (R == 1) xa0 = x_a(0), xb0 = x_b(0);
             for (int g = 0; g < G; ++g) {
                 const __m256i q = load32(blk[g]->qs[P][c]);
                 __m256i a = _mm256_and_si256(q, low4), b = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
@@ -254,49 +262,59 @@ inline void accumulate_pair(const Block* const* blk, const BlockQ8Act* xb, __m25
                     a = _mm256_or_si256(a, bit_at_4<2 * P>(h));
                     b = _mm256_or_si256(b, bit_at_4<2 * P + 1>(h));
                 }
-                sum_a[g] = _mm256_add_epi16(sum_a[g], _mm256_maddubs_epi16(a, xa));
-                sum_b[g] = _mm256_add_epi16(sum_b[g], _mm256_maddubs_epi16(b, xb1));
-                // Pinned in order: otherwise GCC computes every product of the pair first and spills them
-                // to sum them as a tree (Q4_K 14.5 -> 12.3 cycles per 256 weights in L1).
-                asm("" : "+x"(sum_a[g]), "+x"(sum_b[g]));
+                for (int r = 0; r < R; ++r) {
+                    sum_a[g][r] = _mm256_add_epi16(sum_a[g][r], _mm256_maddubs_epi16(a, R == 1 ? xa0 : x_a(r)));
+                    sum_b[g][r] = _mm256_add_epi16(sum_b[g][r], _mm256_maddubs_epi16(b, R == 1 ? xb0 : x_b(r)));
+                    // Pinned in order: otherwise GCC computes every product of the pair first and spills them
+                    // to sum them as a tree (Q4_K 14.5 -> 12.3 cycles per 256 weights in L1).
+                    asm("" : "+x"(sum_a[g][r]), "+x"(sum_b[g][r]));
+                }
             }
         }
         for (int g = 0; g < G; ++g) {
             const __m256i sc = pair_scales<P>(*blk[g]);
-            isum[g] = _mm256_add_epi32(isum[g], _mm256_madd_epi16(sum_a[g], _mm256_shuffle_epi8(sc, load32(kIndices.spread[0]))));
-            isum[g] = _mm256_add_epi32(isum[g], _mm256_madd_epi16(sum_b[g], _mm256_shuffle_epi8(sc, load32(kIndices.spread[1]))));
-            asm("" : "+x"(isum[g]));  // likewise
+            const __m256i sc_a = _mm256_shuffle_epi8(sc, load32(kIndices.spread[0]));
+            const __m256i sc_b = _mm256_shuffle_epi8(sc, load32(kIndices.spread[1]));
+            for (int r = 0; r < R; ++r) {
+                isum[g][r] = _mm256_add_epi32(isum[g][r], _mm256_madd_epi16(sum_a[g][r], sc_a));
+                isum[g][r] = _mm256_add_epi32(isum[g][r], _mm256_madd_epi16(sum_b[g][r], sc_b));
+                asm("" : "+x"(isum[g][r]));  // likewise
+            }
         }
     }
 }
 
-// Blocks blk[0 .. G) of 8 rows each (Q4_K or Q5_K) against xb and its sums s, into acc[0 .. G).
-template <int G, class Block>
-inline void accumulate(const Block* const* blk, const BlockQ8Act* xb, const ActSumsQ8& s, __m256* acc) {
-    __m256i isum[G];
-    for (int g = 0; g < G; ++g) isum[g] = _mm256_setzero_si256();
-    accumulate_pair<0, G>(blk, xb, isum);
-    accumulate_pair<1, G>(blk, xb, isum);
-    accumulate_pair<2, G>(blk, xb, isum);
-    accumulate_pair<3, G>(blk, xb, isum);
+// Blocks blk[0 .. G) of 8 rows each (Q4_K or Q5_K) against R activation rows (xb[r], its sums s[r]), into
+// acc[g][r]: each row's floats in the same order whatever G and R are.
+template <int G, int R, class Block>
+inline void accumulate(const Block* const* blk, const BlockQ8Act* const* xb, const ActSumsQ8* const* s, __m256 (&acc)[G][R]) {
+    __m256i isum[G][R];
+    for (int g = 0; g < G; ++g)
+        for (int r = 0; r < R; ++r) isum[g][r] = _mm256_setzero_si256();
+    accumulate_pair<0>(blk, xb, isum);
+    accumulate_pair<1>(blk, xb, isum);
+    accumulate_pair<2>(blk, xb, isum);
+    accumulate_pair<3>(blk, xb, isum);
     const __m256i low4 = _mm256_set1_epi8(0x0F), low6 = _mm256_set1_epi8(0x3F), bits45 = _mm256_set1_epi8(0x30);
     // The mins against the groups' sums of q_x, a pair of groups per pmaddwd.
     const __m256i pair = load32(kIndices.pair);
-    const __m256 dx = _mm256_set1_ps(xb[0].d);
     for (int g = 0; g < G; ++g) {
         const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[g]->scales[4]));
         const __m256i v2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[g]->scales[8]));
         const __m256i m_lo = _mm256_and_si256(v1, low6);
         const __m256i m_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v2, 4), low4),
                                              _mm256_and_si256(_mm256_srli_epi16(v1, 2), bits45));
-        __m256i msum = _mm256_setzero_si256();
+        __m256i msum[R];
+        for (int r = 0; r < R; ++r) msum[r] = _mm256_setzero_si256();
         for (int p = 0; p < 4; ++p) {
-            const __m256i m = both_halves(p < 2 ? m_lo : m_hi, p % 2);
-            msum = _mm256_add_epi32(msum, _mm256_madd_epi16(_mm256_shuffle_epi8(m, pair), broadcast_i32(s.isum + 2 * p)));
+            const __m256i m = _mm256_shuffle_epi8(both_halves(p < 2 ? m_lo : m_hi, p % 2), pair);
+            for (int r = 0; r < R; ++r) msum[r] = _mm256_add_epi32(msum[r], _mm256_madd_epi16(m, broadcast_i32(s[r]->isum + 2 * p)));
         }
-        add_scaled(isum[g], blk[g]->d, xb[0].d, acc[g]);
         const __m256 dmin = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(blk[g]->dmin)));
-        acc[g] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, dx), acc[g]);
+        for (int r = 0; r < R; ++r) {
+            add_scaled(isum[g][r], blk[g]->d, xb[r][0].d, acc[g][r]);
+            acc[g][r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum[r]), _mm256_mul_ps(dmin, _mm256_set1_ps(xb[r][0].d)), acc[g][r]);
+        }
     }
 }
 
@@ -580,24 +598,44 @@ inline void accumulate(const BlockQ8_0x8& blk, const BlockQ8Act* xb, NoSums, __m
     add_scaled(isum, blk.d, xb->d, acc);
 }
 
-// Lanes r = rows 0..7 of each group w[i] (nblk blocks), i < Groups: x (one activation row: the BlockQ8Act of
-// nblk blocks, their sums xs) dotted with each row, into out[i][0 .. 8). A group's steps do not depend on
-// Groups.
-template <class Block, int Groups>
+// Which packed blocks have a multi-row kernel (accumulate<G, R> above): the prefill of the others dots one
+// activation row at a time.
+template <class Block>
+constexpr bool kMultiRow = std::is_same_v<Block, BlockQ4_Kx8> || std::is_same_v<Block, BlockQ5_Kx8>;
+
+// Lanes r = rows 0..7 of each group w[i] (nblk blocks), i < Groups: Rows activation rows (row j: the
+// BlockQ8Act of nblk blocks at x + j * nblk * (blocks per weight block), their sums xs + j * nblk) dotted
+// with each row, into out[i] + j * ldo, [0 .. 8). A row's steps do not depend on Groups or Rows.
+template <class Block, int Groups, int Rows = 1>
 void dot_rows8(const Block* const* w, int64_t nblk, const BlockQ8Act* x, const typename X8Traits<Block>::Sums* xs,
-               float* const* out) {
+               float* const* out, int64_t ldo = 0) {
     constexpr int kActBlocks = X8Traits<Block>::kValues / 32;
-    __m256 accs[Groups];
-    for (__m256& acc : accs) acc = _mm256_setzero_ps();
+    static_assert(Rows == 1 || kMultiRow<Block>);
+    __m256 accs[Groups][Rows];
+    for (auto& row : accs)
+        for (__m256& acc : row) acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < nblk; ++b) {
         const Block* blk[Groups];
         for (int i = 0; i < Groups; ++i) blk[i] = &w[i][b];
-        if constexpr (X8Traits<Block>::kValues == 256)
-            accumulate<Groups>(blk, x + kActBlocks * b, xs[b], accs);
-        else
-            for (int i = 0; i < Groups; ++i) accumulate(*blk[i], x + kActBlocks * b, sums_at(xs, b), accs[i]);
+        if constexpr (kMultiRow<Block>) {
+            const BlockQ8Act* xr[Rows];
+            const ActSumsQ8* sr[Rows];
+            for (int j = 0; j < Rows; ++j) {
+                xr[j] = x + (j * nblk + b) * kActBlocks;
+                sr[j] = xs + j * nblk + b;
+            }
+            accumulate(blk, xr, sr, accs);
+        } else if constexpr (X8Traits<Block>::kValues == 256) {
+            __m256 acc[Groups];
+            for (int i = 0; i < Groups; ++i) acc[i] = accs[i][0];
+            accumulate<Groups>(blk, x + kActBlocks * b, xs[b], acc);
+            for (int i = 0; i < Groups; ++i) accs[i][0] = acc[i];
+        } else {
+            for (int i = 0; i < Groups; ++i) accumulate(*blk[i], x + kActBlocks * b, sums_at(xs, b), accs[i][0]);
+        }
     }
-    for (int i = 0; i < Groups; ++i) _mm256_storeu_ps(out[i], accs[i]);
+    for (int i = 0; i < Groups; ++i)
+        for (int j = 0; j < Rows; ++j) _mm256_storeu_ps(out[i] + j * ldo, accs[i][j]);
 }
 
 // Decode streams the weights once and waits on memory: a core keeps more lines in flight over several
@@ -621,6 +659,9 @@ void decode_groups(ThreadPool& pool, const BlockQ8Act* xq, const typename X8Trai
     });
 }
 
+// Activation rows per multi-row call in prefill: their int16 sums (2 per row) take 8 of the 16 registers.
+constexpr int kPrefillRows = 4;
+
 template <class Block>
 void run(ThreadPool& pool, const BlockQ8Act* xq, const typename X8Traits<Block>::Sums* xs, int n, const WeightView& w,
          float* out) {
@@ -636,9 +677,17 @@ void run(ThreadPool& pool, const BlockQ8Act* xq, const typename X8Traits<Block>:
             dot_rows8<Block, 1>(w1, nb8, xq, xs, o1);
             return;
         }
-        for (int t = x0; t < x0 + nx; ++t) {  // the group's blocks stay in L1 / L2 across the x rows
+        for (int t = x0; t < x0 + nx;) {  // the group's blocks stay in L1 / L2 across the x rows
             float* const o1[1] = {out + t * N + g * kRows};
+            if constexpr (kMultiRow<Block>) {
+                if (x0 + nx - t >= kPrefillRows) {
+                    dot_rows8<Block, 1, kPrefillRows>(w1, nb8, xq + t * nb, advance(xs, t * nb8), o1, N);
+                    t += kPrefillRows;
+                    continue;
+                }
+            }
             dot_rows8<Block, 1>(w1, nb8, xq + t * nb, advance(xs, t * nb8), o1);
+            ++t;
         }
     });
 }
