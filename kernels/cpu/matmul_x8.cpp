@@ -327,29 +327,39 @@ inline __m256i scale_words(const int8_t* row_scales) {
     return _mm256_srai_epi16(_mm256_shuffle_epi8(_mm256_set1_epi64x(v), load32(kIndices.spread_signed)), 8);
 }
 inline __m256i scale_words(const int8_t (&sc)[16][kRows], int s) { return scale_words(sc[s]); }
-inline __m256i scaled_isum16(const int8_t (&sc)[16][kRows], const ActSumsQ8& s) {
-    __m256i osum = _mm256_setzero_si256();
+// For R activation rows at once (osum[r] against s[r]): each pair's words widened once.
+template <int R>
+inline void scaled_isum16(const int8_t (&sc)[16][kRows], const ActSumsQ8* const* s, __m256i (&osum)[R]) {
+    for (int r = 0; r < R; ++r) osum[r] = _mm256_setzero_si256();
     for (int p = 0; p < 8; ++p) {
         const __m256i ab = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc[2 * p])));
         const __m256i words = _mm256_srai_epi16(_mm256_shuffle_epi8(ab, load32(kIndices.pair_signed)), 8);  // row r: (s_2p, s_2p+1)
-        osum = _mm256_add_epi32(osum, _mm256_madd_epi16(words, broadcast_i32(s.isum16 + 2 * p)));
+        for (int r = 0; r < R; ++r) osum[r] = _mm256_add_epi32(osum[r], _mm256_madd_epi16(words, broadcast_i32(s[r]->isum16 + 2 * p)));
     }
-    return osum;
+}
+inline __m256i scaled_isum16(const int8_t (&sc)[16][kRows], const ActSumsQ8& s) {
+    const ActSumsQ8* const one[1] = {&s};
+    __m256i osum[1];
+    scaled_isum16(sc, one, osum);
+    return osum[0];
 }
 
-// Half H of Q6_K blocks blk[0 .. G) (groups 4H .. 4H + 3) against their activation blocks xh[0 .. 4): per row
-// and sub-block of 16 the stored values' dot with q_x (pmaddubsw pairs of at most 2 * 63 * 127) times the
-// sub-block's scale, into isum[g]. Each x broadcast serves the G blocks.
-template <int H, int G>
-inline void q6k_half(const BlockQ6_Kx8* const* blk, const BlockQ8Act* xh, __m256i* isum) {
+// Half H of Q6_K blocks blk[0 .. G) (groups 4H .. 4H + 3) against the activation blocks xh[r][0 .. 4) of R
+// rows: per row and sub-block of 16 the stored values' dot with q_x (pmaddubsw pairs of at most 2 * 63 * 127)
+// times the sub-block's scale, into isum[g][r]. As accumulate_pair: decode's x broadcasts serve the G blocks,
+// prefill's decoded values the R rows.
+template <int H, int G, int R>
+inline void q6k_half(const BlockQ6_Kx8* const* blk, const BlockQ8Act* const* xh, __m256i (&isum)[G][R]) {
     const __m256i bits45 = _mm256_set1_epi8(0x30);
     for (int c0 = 0; c0 < 8; c0 += 4) {  // sub-blocks 2j + c0 / 4 of the half's groups j
         __m256i sc[4][G];
         for (int q = 0; q < 4; ++q)
             for (int g = 0; g < G; ++g) sc[q][g] = scale_words(blk[g]->scales, 2 * (4 * H + q) + c0 / 4);
         for (int c = c0; c < c0 + 4; ++c) {
-            __m256i x[4];
-            for (int q = 0; q < 4; ++q) x[q] = broadcast_i32(xh[q].qs + 4 * c);
+            auto x_at = [&](int r, int q) { return broadcast_i32(xh[r][q].qs + 4 * c); };
+            __m256i x0[4];
+            if constexpr (R == 1)
+                for (int q = 0; q < 4; ++q) x0[q] = x_at(0, q);
             for (int g = 0; g < G; ++g) {
                 const __m256i a = loadu32(blk[g]->q[H][c][0]), b = loadu32(blk[g]->q[H][c][1]), e = loadu32(blk[g]->q[H][c][2]);
                 const __m256i low6 = _mm256_set1_epi8(0x3F);
@@ -358,26 +368,35 @@ inline void q6k_half(const BlockQ6_Kx8* const* blk, const BlockQ8Act* xh, __m256
                     _mm256_or_si256(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 6), _mm256_set1_epi8(0x03)),
                                                     _mm256_and_si256(_mm256_srli_epi16(b, 4), _mm256_set1_epi8(0x0C))),
                                     _mm256_and_si256(_mm256_srli_epi16(e, 2), bits45))};
-                for (int q = 0; q < 4; ++q) {
-                    isum[g] = _mm256_add_epi32(isum[g], _mm256_madd_epi16(_mm256_maddubs_epi16(v[q], x[q]), sc[q][g]));
-                    asm("" : "+x"(isum[g]));  // in order, as accumulate_pair's sums
-                }
+                for (int r = 0; r < R; ++r)
+                    for (int q = 0; q < 4; ++q) {
+                        const __m256i prod = _mm256_maddubs_epi16(v[q], R == 1 ? x0[q] : x_at(r, q));
+                        isum[g][r] = _mm256_add_epi32(isum[g][r], _mm256_madd_epi16(prod, sc[q][g]));
+                        asm("" : "+x"(isum[g][r]));  // in order, as accumulate_pair's sums
+                    }
             }
         }
     }
 }
 
-// Q6_K blocks blk[0 .. G) against xb and its sums s (isum16: sum(q_x) per 16 values), into acc[0 .. G): the
-// stored values' scaled dots minus their offset, 32 * sum over sub-blocks of scale * sum(q_x) (a pair of
-// sub-blocks per pmaddwd), exact in int32, times d_w * d_x.
-template <int G>
-inline void accumulate(const BlockQ6_Kx8* const* blk, const BlockQ8Act* xb, const ActSumsQ8& s, __m256* acc) {
-    __m256i isum[G];
-    for (int g = 0; g < G; ++g) isum[g] = _mm256_setzero_si256();
-    q6k_half<0, G>(blk, xb, isum);
-    q6k_half<1, G>(blk, xb + 4, isum);
+// Q6_K blocks blk[0 .. G) against R activation rows (xb[r] and its sums s[r], isum16: sum(q_x) per 16 values),
+// into acc[g][r]: the stored values' scaled dots minus their offset, 32 * sum over sub-blocks of scale *
+// sum(q_x) (a pair of sub-blocks per pmaddwd), exact in int32, times d_w * d_x.
+template <int G, int R>
+inline void accumulate(const BlockQ6_Kx8* const* blk, const BlockQ8Act* const* xb, const ActSumsQ8* const* s, __m256 (&acc)[G][R]) {
+    __m256i isum[G][R];
     for (int g = 0; g < G; ++g)
-        add_scaled(_mm256_sub_epi32(isum[g], _mm256_slli_epi32(scaled_isum16(blk[g]->scales, s), 5)), blk[g]->d, xb[0].d, acc[g]);
+        for (int r = 0; r < R; ++r) isum[g][r] = _mm256_setzero_si256();
+    const BlockQ8Act* xh[R];
+    q6k_half<0>(blk, xb, isum);
+    for (int r = 0; r < R; ++r) xh[r] = xb[r] + 4;
+    q6k_half<1>(blk, xh, isum);
+    for (int g = 0; g < G; ++g) {
+        __m256i offset[R];
+        scaled_isum16(blk[g]->scales, s, offset);
+        for (int r = 0; r < R; ++r)
+            add_scaled(_mm256_sub_epi32(isum[g][r], _mm256_slli_epi32(offset[r], 5)), blk[g]->d, xb[r][0].d, acc[g][r]);
+    }
 }
 
 // Q3_K's 16 scales of a block's 8 rows, decoded (q3k_scale on 8 rows at once) and less 32: sc[s][r] is row
@@ -601,7 +620,7 @@ inline void accumulate(const BlockQ8_0x8& blk, const BlockQ8Act* xb, NoSums, __m
 // Which packed blocks have a multi-row kernel (accumulate<G, R> above): the prefill of the others dots one
 // activation row at a time.
 template <class Block>
-constexpr bool kMultiRow = std::is_same_v<Block, BlockQ4_Kx8> || std::is_same_v<Block, BlockQ5_Kx8>;
+constexpr bool kMultiRow = std::is_same_v<Block, BlockQ4_Kx8> || std::is_same_v<Block, BlockQ5_Kx8> || std::is_same_v<Block, BlockQ6_Kx8>;
 
 // Lanes r = rows 0..7 of each group w[i] (nblk blocks), i < Groups: Rows activation rows (row j: the
 // BlockQ8Act of nblk blocks at x + j * nblk * (blocks per weight block), their sums xs + j * nblk) dotted
