@@ -414,21 +414,21 @@ inline void q3k_scales(const BlockQ3_Kx8& blk, int8_t (&sc)[16][kRows]) {
 }
 
 
-// Q3_K blocks blk[0 .. G) against xb and its sums s, into acc[0 .. G): per activation block j, the 8 chunks'
-// unsigned values u (pmaddubsw pairs of at most 2 * 7 * 127, four chunks per int16 sum: exact) times the two
-// sub-blocks' scales, then the offset 4 * sum over sub-blocks of scale * sum(q_x) off, times d_w * d_x.
-template <int G>
-inline void accumulate(const BlockQ3_Kx8* const* blk, const BlockQ8Act* xb, const ActSumsQ8& s, __m256* acc) {
+// Q3_K blocks blk[0 .. G) against R activation rows (xb[r], its sums s[r]), into acc[g][r]: per activation
+// block j, the 8 chunks' unsigned values u (pmaddubsw pairs of at most 2 * 7 * 127, four chunks per int16 sum:
+// exact) times the two sub-blocks' scales, then the offset 4 * sum over sub-blocks of scale * sum(q_x) off,
+// times d_w * d_x. Each block's values are decoded once for the R rows (as accumulate_pair's).
+template <int G, int R>
+inline void accumulate(const BlockQ3_Kx8* const* blk, const BlockQ8Act* const* xb, const ActSumsQ8* const* s, __m256 (&acc)[G][R]) {
     const __m256i m1 = _mm256_set1_epi8(1), m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(4), m6 = _mm256_set1_epi8(6),
                   m7 = _mm256_set1_epi8(7);
     alignas(32) int8_t sc[G][16][kRows];
-    __m256i isum[G];
+    __m256i isum[G][R];
     for (int g = 0; g < G; ++g) {
         q3k_scales(*blk[g], sc[g]);
-        isum[g] = _mm256_setzero_si256();
+        for (int r = 0; r < R; ++r) isum[g][r] = _mm256_setzero_si256();
     }
-    for (int j = 0; j < 8; ++j) {
-        const int8_t* x = xb[j].qs;
+    for (int j = 0; j < 8; ++j)
         for (int g = 0; g < G; ++g) {
             const __m256i a = loadu32(blk[g]->q[j][0]), b = loadu32(blk[g]->q[j][1]), c = loadu32(blk[g]->q[j][2]);
             const __m256i u[8] = {
@@ -437,61 +437,80 @@ inline void accumulate(const BlockQ3_Kx8* const* blk, const BlockQ8Act* xb, cons
                 _mm256_and_si256(c, m7), _mm256_and_si256(_mm256_srli_epi16(c, 3), m7),
                 _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 6), m3), _mm256_and_si256(_mm256_srli_epi16(b, 4), m4)),
                 _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 7), m1), _mm256_and_si256(_mm256_srli_epi16(c, 5), m6))};
-            __m256i sum[2];
-            for (int h = 0; h < 2; ++h) {
-                sum[h] = _mm256_maddubs_epi16(u[4 * h], broadcast_i32(x + 16 * h));
-                for (int k = 1; k < 4; ++k) {
-                    sum[h] = _mm256_add_epi16(sum[h], _mm256_maddubs_epi16(u[4 * h + k], broadcast_i32(x + 16 * h + 4 * k)));
-                    asm("" : "+x"(sum[h]));  // in order, as accumulate_pair's sums
+            // The scale words: once for several rows; for one, where used (two fewer live registers: decode
+            // ran 2-3% slower with them hoisted).
+            __m256i sw[2];
+            if constexpr (R > 1) sw[0] = scale_words(sc[g], 2 * j), sw[1] = scale_words(sc[g], 2 * j + 1);
+            for (int r = 0; r < R; ++r) {
+                const int8_t* x = xb[r][j].qs;
+                for (int h = 0; h < 2; ++h) {
+                    if constexpr (R == 1) sw[h] = scale_words(sc[g], 2 * j + h);
+                    __m256i sum = _mm256_maddubs_epi16(u[4 * h], broadcast_i32(x + 16 * h));
+                    for (int k = 1; k < 4; ++k) {
+                        sum = _mm256_add_epi16(sum, _mm256_maddubs_epi16(u[4 * h + k], broadcast_i32(x + 16 * h + 4 * k)));
+                        asm("" : "+x"(sum));  // in order, as accumulate_pair's sums
+                    }
+                    isum[g][r] = _mm256_add_epi32(isum[g][r], _mm256_madd_epi16(sum, sw[h]));
                 }
             }
-            isum[g] = _mm256_add_epi32(isum[g], _mm256_madd_epi16(sum[0], scale_words(sc[g], 2 * j)));
-            isum[g] = _mm256_add_epi32(isum[g], _mm256_madd_epi16(sum[1], scale_words(sc[g], 2 * j + 1)));
         }
+    for (int g = 0; g < G; ++g) {
+        __m256i offset[R];
+        scaled_isum16(sc[g], s, offset);
+        for (int r = 0; r < R; ++r)
+            add_scaled(_mm256_sub_epi32(isum[g][r], _mm256_slli_epi32(offset[r], 2)), blk[g]->d, xb[r][0].d, acc[g][r]);
     }
-    for (int g = 0; g < G; ++g)
-        add_scaled(_mm256_sub_epi32(isum[g], _mm256_slli_epi32(scaled_isum16(sc[g], s), 2)), blk[g]->d, xb[0].d, acc[g]);
 }
 
-// Q2_K blocks blk[0 .. G) against xb and its sums s, into acc[0 .. G): per activation block j the 8 chunks'
-// 2-bit values (pmaddubsw pairs of at most 2 * 3 * 127, four chunks per int16 sum) times the two sub-blocks'
-// scales, exact in int32, times d_w * d_x; then the mins against the sums of q_x per 16 values, times
-// dmin_w * d_x, subtracted (as Q4_K's mins).
-template <int G>
-inline void accumulate(const BlockQ2_Kx8* const* blk, const BlockQ8Act* xb, const ActSumsQ8& s, __m256* acc) {
+// Q2_K blocks blk[0 .. G) against R activation rows (xb[r], its sums s[r]), into acc[g][r]: per activation
+// block j the 8 chunks' 2-bit values (pmaddubsw pairs of at most 2 * 3 * 127, four chunks per int16 sum) times
+// the two sub-blocks' scales, exact in int32, times d_w * d_x; then the mins against the sums of q_x per 16
+// values, times dmin_w * d_x, subtracted (as Q4_K's mins). Each block's values are decoded once for the R rows.
+template <int G, int R>
+inline void accumulate(const BlockQ2_Kx8* const* blk, const BlockQ8Act* const* xb, const ActSumsQ8* const* s, __m256 (&acc)[G][R]) {
     const __m256i m3 = _mm256_set1_epi8(3), low4 = _mm256_set1_epi8(0x0F);
     alignas(32) int8_t sc[G][16][kRows], mins[G][16][kRows];  // the low and high nibbles (0 .. 15)
-    __m256i isum[G];
+    __m256i isum[G][R];
     for (int g = 0; g < G; ++g) {
         for (int q = 0; q < 4; ++q) {
             const __m256i v = loadu32(blk[g]->scales[4 * q]);
             _mm256_store_si256(reinterpret_cast<__m256i*>(sc[g][4 * q]), _mm256_and_si256(v, low4));
             _mm256_store_si256(reinterpret_cast<__m256i*>(mins[g][4 * q]), _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
         }
-        isum[g] = _mm256_setzero_si256();
+        for (int r = 0; r < R; ++r) isum[g][r] = _mm256_setzero_si256();
     }
-    for (int j = 0; j < 8; ++j) {
-        const int8_t* x = xb[j].qs;
+    for (int j = 0; j < 8; ++j)
         for (int g = 0; g < G; ++g) {
-            __m256i sum[2];
-            for (int h = 0; h < 2; ++h) {  // plane h: chunks 4h .. 4h + 3, sub-block 2j + h
-                const __m256i p = loadu32(blk[g]->q[j][h]);
-                sum[h] = _mm256_maddubs_epi16(_mm256_and_si256(p, m3), broadcast_i32(x + 16 * h));
-                for (int i = 1; i < 4; ++i) {
-                    const __m256i u = _mm256_and_si256(_mm256_srli_epi16(p, 2 * i), m3);
-                    sum[h] = _mm256_add_epi16(sum[h], _mm256_maddubs_epi16(u, broadcast_i32(x + 16 * h + 4 * i)));
-                    asm("" : "+x"(sum[h]));  // in order, as accumulate_pair's sums
+            // Plane h: chunks 4h .. 4h + 3, sub-block 2j + h. Its values and the scale words: decoded once for
+            // several rows; for one, where used (decode ran 2-3% slower with them all live at once).
+            const __m256i p[2] = {loadu32(blk[g]->q[j][0]), loadu32(blk[g]->q[j][1])};
+            auto values = [&](int h, int i) { return _mm256_and_si256(i ? _mm256_srli_epi16(p[h], 2 * i) : p[h], m3); };
+            __m256i u[2][4], sw[2];
+            if constexpr (R > 1)
+                for (int h = 0; h < 2; ++h) {
+                    for (int i = 0; i < 4; ++i) u[h][i] = values(h, i);
+                    sw[h] = scale_words(sc[g], 2 * j + h);
+                }
+            for (int r = 0; r < R; ++r) {
+                const int8_t* x = xb[r][j].qs;
+                for (int h = 0; h < 2; ++h) {
+                    __m256i sum = _mm256_maddubs_epi16(R > 1 ? u[h][0] : values(h, 0), broadcast_i32(x + 16 * h));
+                    for (int i = 1; i < 4; ++i) {
+                        sum = _mm256_add_epi16(sum, _mm256_maddubs_epi16(R > 1 ? u[h][i] : values(h, i), broadcast_i32(x + 16 * h + 4 * i)));
+                        asm("" : "+x"(sum));  // in order, as accumulate_pair's sums
+                    }
+                    isum[g][r] = _mm256_add_epi32(isum[g][r], _mm256_madd_epi16(sum, R > 1 ? sw[h] : scale_words(sc[g], 2 * j + h)));
                 }
             }
-            isum[g] = _mm256_add_epi32(isum[g], _mm256_madd_epi16(sum[0], scale_words(sc[g], 2 * j)));
-            isum[g] = _mm256_add_epi32(isum[g], _mm256_madd_epi16(sum[1], scale_words(sc[g], 2 * j + 1)));
         }
-    }
-    const __m256 dx = _mm256_set1_ps(xb[0].d);
     for (int g = 0; g < G; ++g) {
-        add_scaled(isum[g], blk[g]->d, xb[0].d, acc[g]);
+        __m256i min_sum[R];
+        scaled_isum16(mins[g], s, min_sum);
         const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[g]->dmin)));
-        acc[g] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(scaled_isum16(mins[g], s)), _mm256_mul_ps(dmin, dx), acc[g]);
+        for (int r = 0; r < R; ++r) {
+            add_scaled(isum[g][r], blk[g]->d, xb[r][0].d, acc[g][r]);
+            acc[g][r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(min_sum[r]), _mm256_mul_ps(dmin, _mm256_set1_ps(xb[r][0].d)), acc[g][r]);
+        }
     }
 }
 
@@ -578,11 +597,11 @@ inline void accumulate(const BlockIQ4_NLx8& blk, const BlockQ8Act* xb, NoSums, _
 // IQ4_XS blocks blk[0 .. G) against xb, into acc[0 .. G): per sub-block of 32 its chunks' levels against q_x by
 // pmaddubsw's sign trick (chunk_dot_signed), each pair sum times the sub-block's scale (6 bits, less 32) in
 // the pmaddwd, exact in int32, times d_w * d_x.
-template <int G>
-inline void accumulate(const BlockIQ4_XSx8* const* blk, const BlockQ8Act* xb, const ActSumsQ8&, __m256* acc) {
+template <int G, int R>
+inline void accumulate(const BlockIQ4_XSx8* const* blk, const BlockQ8Act* const* xb, const ActSumsQ8* const*, __m256 (&acc)[G][R]) {
     const __m256i low4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3), m12 = _mm256_set1_epi8(12), k32 = _mm256_set1_epi8(32);
     alignas(32) int8_t sc[G][2][4][kRows];  // [g][s % 2][s / 2][r]: row r's scale of sub-block s, -32 .. 31
-    __m256i isum[G];
+    __m256i isum[G][R];
     for (int g = 0; g < G; ++g) {
         const __m256i lo = loadu32(blk[g]->scales_l);
         const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[g]->scales_h));
@@ -593,20 +612,25 @@ inline void accumulate(const BlockIQ4_XSx8* const* blk, const BlockQ8Act* xb, co
         const __m256i odd = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo, 4), low4), _mm256_slli_epi16(_mm256_and_si256(hi, m12), 2));
         _mm256_store_si256(reinterpret_cast<__m256i*>(sc[g][0]), _mm256_sub_epi8(even, k32));
         _mm256_store_si256(reinterpret_cast<__m256i*>(sc[g][1]), _mm256_sub_epi8(odd, k32));
-        isum[g] = _mm256_setzero_si256();
+        for (int r = 0; r < R; ++r) isum[g][r] = _mm256_setzero_si256();
     }
     for (int s = 0; s < 8; ++s)
         for (int g = 0; g < G; ++g) {
             const __m256i sw = scale_words(sc[g][s % 2][s / 2]);
-            for (int c = 0; c < 4; ++c) {
+            for (int c = 0; c < 4; ++c) {  // each chunk's levels and their magnitudes once for the R rows
                 const __m256i q = loadu32(blk[g]->qs[s][c]);
                 const __m256i a = iq4nl_levels(_mm256_and_si256(q, low4)), b = iq4nl_levels(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4));
-                const __m256i xa = broadcast_i32(xb[s].qs + 4 * c), xb16 = broadcast_i32(xb[s].qs + 16 + 4 * c);
-                isum[g] = _mm256_add_epi32(isum[g], _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(a, a), _mm256_sign_epi8(xa, a)), sw));
-                isum[g] = _mm256_add_epi32(isum[g], _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(b, b), _mm256_sign_epi8(xb16, b)), sw));
+                __m256i abs_a, abs_b;
+                if constexpr (R > 1) abs_a = _mm256_sign_epi8(a, a), abs_b = _mm256_sign_epi8(b, b);
+                for (int r = 0; r < R; ++r) {
+                    const __m256i xa = broadcast_i32(xb[r][s].qs + 4 * c), xb16 = broadcast_i32(xb[r][s].qs + 16 + 4 * c);
+                    isum[g][r] = _mm256_add_epi32(isum[g][r], _mm256_madd_epi16(_mm256_maddubs_epi16(R > 1 ? abs_a : _mm256_sign_epi8(a, a), _mm256_sign_epi8(xa, a)), sw));
+                    isum[g][r] = _mm256_add_epi32(isum[g][r], _mm256_madd_epi16(_mm256_maddubs_epi16(R > 1 ? abs_b : _mm256_sign_epi8(b, b), _mm256_sign_epi8(xb16, b)), sw));
+                }
             }
         }
-    for (int g = 0; g < G; ++g) add_scaled(isum[g], blk[g]->d, xb[0].d, acc[g]);
+    for (int g = 0; g < G; ++g)
+        for (int r = 0; r < R; ++r) add_scaled(isum[g][r], blk[g]->d, xb[r][0].d, acc[g][r]);
 }
 
 // And Q8_0: 8 chunks of stored values.
@@ -617,10 +641,10 @@ inline void accumulate(const BlockQ8_0x8& blk, const BlockQ8Act* xb, NoSums, __m
     add_scaled(isum, blk.d, xb->d, acc);
 }
 
-// Which packed blocks have a multi-row kernel (accumulate<G, R> above): the prefill of the others dots one
-// activation row at a time.
+// Which packed blocks have a multi-row kernel (the K types' accumulate<G, R> above): the prefill of the
+// 32-value types dots one activation row at a time.
 template <class Block>
-constexpr bool kMultiRow = std::is_same_v<Block, BlockQ4_Kx8> || std::is_same_v<Block, BlockQ5_Kx8> || std::is_same_v<Block, BlockQ6_Kx8>;
+constexpr bool kMultiRow = X8Traits<Block>::kValues == 256;
 
 // Lanes r = rows 0..7 of each group w[i] (nblk blocks), i < Groups: Rows activation rows (row j: the
 // BlockQ8Act of nblk blocks at x + j * nblk * (blocks per weight block), their sums xs + j * nblk) dotted
@@ -644,11 +668,6 @@ void dot_rows8(const Block* const* w, int64_t nblk, const BlockQ8Act* x, const t
                 sr[j] = xs + j * nblk + b;
             }
             accumulate(blk, xr, sr, accs);
-        } else if constexpr (X8Traits<Block>::kValues == 256) {
-            __m256 acc[Groups];
-            for (int i = 0; i < Groups; ++i) acc[i] = accs[i][0];
-            accumulate<Groups>(blk, x + kActBlocks * b, xs[b], acc);
-            for (int i = 0; i < Groups; ++i) accs[i][0] = acc[i];
         } else {
             for (int i = 0; i < Groups; ++i) accumulate(*blk[i], x + kActBlocks * b, sums_at(xs, b), accs[i][0]);
         }
