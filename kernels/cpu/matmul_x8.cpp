@@ -514,84 +514,121 @@ inline void accumulate(const BlockQ2_Kx8* const* blk, const BlockQ8Act* const* x
     }
 }
 
-// The 8 rows' 4-bit values (qs of BlockQ4_0x8 / BlockQ4_1x8) against activation block xb: per row the exact
-// int32 sum of value * q_x, the products summed in int16 (8 pmaddubsw pairs of at most 2 * 15 * 127: below
-// 2^15).
-inline __m256i dot_u4(const uint8_t (&qs)[4][kRows][4], const BlockQ8Act* xb) {
+// The 32-value blocks below take R activation rows (xb[r], the activation block of row r, and its sums) at
+// once, as the K types' do: each block's values decoded once for the R rows, and each row's integers and
+// floats as for it alone.
+
+// The 8 rows' 4-bit values (qs of BlockQ4_0x8 / BlockQ4_1x8) against activation blocks xb[0 .. R): per row the
+// exact int32 sum of value * q_x, the products summed in int16 (8 pmaddubsw pairs of at most 2 * 15 * 127:
+// below 2^15).
+template <int R>
+inline void dot_u4(const uint8_t (&qs)[4][kRows][4], const BlockQ8Act* const* xb, __m256i (&dot)[R]) {
     const __m256i low4 = _mm256_set1_epi8(0x0F);
-    __m256i sum = _mm256_setzero_si256();
+    __m256i sum[R];
+    for (int r = 0; r < R; ++r) sum[r] = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
         const __m256i q = loadu32(qs[c]);  // blocks of 144 or 160 bytes: not all 32-byte aligned
-        sum = _mm256_add_epi16(sum, _mm256_maddubs_epi16(_mm256_and_si256(q, low4), broadcast_i32(xb->qs + 4 * c)));
-        sum = _mm256_add_epi16(sum, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4),
-                                                         broadcast_i32(xb->qs + 16 + 4 * c)));
+        // The low nibbles' products before the high nibbles are split off: one row's decode ran 3% slower
+        // with both halves made first.
+        const __m256i lo = _mm256_and_si256(q, low4);
+        for (int r = 0; r < R; ++r) sum[r] = _mm256_add_epi16(sum[r], _mm256_maddubs_epi16(lo, broadcast_i32(xb[r]->qs + 4 * c)));
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+        for (int r = 0; r < R; ++r) sum[r] = _mm256_add_epi16(sum[r], _mm256_maddubs_epi16(hi, broadcast_i32(xb[r]->qs + 16 + 4 * c)));
     }
-    return _mm256_madd_epi16(sum, _mm256_set1_epi16(1));
+    for (int r = 0; r < R; ++r) dot[r] = _mm256_madd_epi16(sum[r], _mm256_set1_epi16(1));
 }
 
 // The same for 5-bit values: the nibbles ored with the fifth bits (qh stored transposed, q5_0_fifth_bits: a
 // shift and a mask put chunk m's at bit 4), two int16 sums of 4 pmaddubsw pairs of at most 2 * 31 * 127.
-inline __m256i dot_u5(const uint8_t (&qs)[4][kRows][4], const uint8_t (&qh_t)[kRows][4], const BlockQ8Act* xb) {
+template <int R>
+inline void dot_u5(const uint8_t (&qs)[4][kRows][4], const uint8_t (&qh_t)[kRows][4], const BlockQ8Act* const* xb,
+                   __m256i (&dot)[R]) {
     const __m256i low4 = _mm256_set1_epi8(0x0F), qh = loadu32(qh_t);
-    __m256i sum_lo = _mm256_setzero_si256(), sum_hi = _mm256_setzero_si256();
+    __m256i sum_lo[R], sum_hi[R];
+    for (int r = 0; r < R; ++r) sum_lo[r] = sum_hi[r] = _mm256_setzero_si256();
     auto chunk = [&]<int C>() {  // values 4C .. 4C + 3 (low nibbles) and 16 + 4C .. (high)
         const __m256i q = loadu32(qs[C]);
         const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, low4), bit_at_4<C>(qh));
         const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), bit_at_4<C + 4>(qh));
-        sum_lo = _mm256_add_epi16(sum_lo, _mm256_maddubs_epi16(lo, broadcast_i32(xb->qs + 4 * C)));
-        sum_hi = _mm256_add_epi16(sum_hi, _mm256_maddubs_epi16(hi, broadcast_i32(xb->qs + 16 + 4 * C)));
+        for (int r = 0; r < R; ++r) {
+            sum_lo[r] = _mm256_add_epi16(sum_lo[r], _mm256_maddubs_epi16(lo, broadcast_i32(xb[r]->qs + 4 * C)));
+            sum_hi[r] = _mm256_add_epi16(sum_hi[r], _mm256_maddubs_epi16(hi, broadcast_i32(xb[r]->qs + 16 + 4 * C)));
+        }
     };
     chunk.template operator()<0>();
     chunk.template operator()<1>();
     chunk.template operator()<2>();
     chunk.template operator()<3>();
     const __m256i ones = _mm256_set1_epi16(1);
-    return _mm256_add_epi32(_mm256_madd_epi16(sum_lo, ones), _mm256_madd_epi16(sum_hi, ones));
+    for (int r = 0; r < R; ++r) dot[r] = _mm256_add_epi32(_mm256_madd_epi16(sum_lo[r], ones), _mm256_madd_epi16(sum_hi[r], ones));
 }
 
-// One block of 8 Q4_0 rows against its activation block xb, whose values sum to xsum: per row the exact
-// int32 sum of (q - 8) * q_x (dot_u4 minus 8 * xsum), times d_w * d_x into acc.
-inline void accumulate(const BlockQ4_0x8& blk, const BlockQ8Act* xb, int32_t xsum, __m256& acc) {
-    add_scaled(_mm256_sub_epi32(dot_u4(blk.qs, xb), _mm256_set1_epi32(8 * xsum)), blk.d, xb->d, acc);
+// One block of 8 Q4_0 rows against activation blocks xb[r], whose values sum to xsum[r]: per row the exact
+// int32 sum of (q - 8) * q_x (dot_u4 minus 8 * xsum), times d_w * d_x into acc[r].
+template <int R>
+inline void accumulate(const BlockQ4_0x8& blk, const BlockQ8Act* const* xb, const int32_t (&xsum)[R], __m256 (&acc)[R]) {
+    __m256i dot[R];
+    dot_u4(blk.qs, xb, dot);
+    for (int r = 0; r < R; ++r) add_scaled(_mm256_sub_epi32(dot[r], _mm256_set1_epi32(8 * xsum[r])), blk.d, xb[r]->d, acc[r]);
 }
 
 // Q5_0: (q - 16) * q_x, dot_u5 minus 16 * xsum.
-inline void accumulate(const BlockQ5_0x8& blk, const BlockQ8Act* xb, int32_t xsum, __m256& acc) {
-    add_scaled(_mm256_sub_epi32(dot_u5(blk.qs, blk.qh, xb), _mm256_set1_epi32(16 * xsum)), blk.d, xb->d, acc);
+template <int R>
+inline void accumulate(const BlockQ5_0x8& blk, const BlockQ8Act* const* xb, const int32_t (&xsum)[R], __m256 (&acc)[R]) {
+    __m256i dot[R];
+    dot_u5(blk.qs, blk.qh, xb, dot);
+    for (int r = 0; r < R; ++r) add_scaled(_mm256_sub_epi32(dot[r], _mm256_set1_epi32(16 * xsum[r])), blk.d, xb[r]->d, acc[r]);
 }
 
-// Q4_1 / Q5_1 (value d * q + m) against xb, whose values times d_x sum to xsum_dx: the stored values' dot
+// Q4_1 / Q5_1 (value d * q + m) against xb[r], whose values times d_x sum to xsum_dx[r]: the stored values' dot
 // times d_w * d_x, then m * xsum_dx.
 inline void add_min(const uint16_t (&m)[kRows], float xsum_dx, __m256& acc) {
     acc = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(m))), _mm256_set1_ps(xsum_dx), acc);
 }
-inline void accumulate(const BlockQ4_1x8& blk, const BlockQ8Act* xb, float xsum_dx, __m256& acc) {
-    add_scaled(dot_u4(blk.qs, xb), blk.d, xb->d, acc);
-    add_min(blk.m, xsum_dx, acc);
+template <int R>
+inline void accumulate(const BlockQ4_1x8& blk, const BlockQ8Act* const* xb, const float (&xsum_dx)[R], __m256 (&acc)[R]) {
+    __m256i dot[R];
+    dot_u4(blk.qs, xb, dot);
+    for (int r = 0; r < R; ++r) {
+        add_scaled(dot[r], blk.d, xb[r]->d, acc[r]);
+        add_min(blk.m, xsum_dx[r], acc[r]);
+    }
 }
-inline void accumulate(const BlockQ5_1x8& blk, const BlockQ8Act* xb, float xsum_dx, __m256& acc) {
-    add_scaled(dot_u5(blk.qs, blk.qh, xb), blk.d, xb->d, acc);
-    add_min(blk.m, xsum_dx, acc);
+template <int R>
+inline void accumulate(const BlockQ5_1x8& blk, const BlockQ8Act* const* xb, const float (&xsum_dx)[R], __m256 (&acc)[R]) {
+    __m256i dot[R];
+    dot_u5(blk.qs, blk.qh, xb, dot);
+    for (int r = 0; r < R; ++r) {
+        add_scaled(dot[r], blk.d, xb[r]->d, acc[r]);
+        add_min(blk.m, xsum_dx[r], acc[r]);
+    }
 }
 
-// Chunk v (4 signed values of each of the 8 rows, -128 .. 127) against x (4 q_x broadcast): per row the
-// exact int32 dot, by pmaddubsw's sign trick (|v| as unsigned times x with v's sign; pairs of at most
+// Chunk v (4 signed values of each of the 8 rows, -128 .. 127; abs_v = |v|) against x (4 q_x broadcast): per
+// row the exact int32 dot, by pmaddubsw's sign trick (|v| as unsigned times x with v's sign; pairs of at most
 // 2 * 128 * 127 fit int16) and pmaddwd to int32 at once.
-inline __m256i chunk_dot_signed(__m256i v, __m256i x) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(x, v)), _mm256_set1_epi16(1));
+inline __m256i chunk_dot_signed(__m256i v, __m256i abs_v, __m256i x) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(abs_v, _mm256_sign_epi8(x, v)), _mm256_set1_epi16(1));
+}
+// Chunk v against the R rows' x at offset k of their activation blocks, into isum[r]: |v| once for them.
+template <int R>
+inline void chunk_dot_signed_rows(__m256i v, const BlockQ8Act* const* xb, int k, __m256i (&isum)[R]) {
+    const __m256i abs_v = _mm256_sign_epi8(v, v);
+    for (int r = 0; r < R; ++r) isum[r] = _mm256_add_epi32(isum[r], chunk_dot_signed(v, abs_v, broadcast_i32(xb[r]->qs + k)));
 }
 
 // The same for IQ4_NL: its levels are signed, so each chunk takes chunk_dot_signed.
-inline void accumulate(const BlockIQ4_NLx8& blk, const BlockQ8Act* xb, NoSums, __m256& acc) {
+template <int R>
+inline void accumulate(const BlockIQ4_NLx8& blk, const BlockQ8Act* const* xb, const NoSums (&)[R], __m256 (&acc)[R]) {
     const __m256i low4 = _mm256_set1_epi8(0x0F);
-    __m256i isum = _mm256_setzero_si256();
+    __m256i isum[R];
+    for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
         const __m256i q = loadu32(blk.qs[c]);
-        isum = _mm256_add_epi32(isum, chunk_dot_signed(iq4nl_levels(_mm256_and_si256(q, low4)), broadcast_i32(xb->qs + 4 * c)));
-        isum = _mm256_add_epi32(isum, chunk_dot_signed(iq4nl_levels(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4)),
-                                                       broadcast_i32(xb->qs + 16 + 4 * c)));
+        chunk_dot_signed_rows(iq4nl_levels(_mm256_and_si256(q, low4)), xb, 4 * c, isum);
+        chunk_dot_signed_rows(iq4nl_levels(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4)), xb, 16 + 4 * c, isum);
     }
-    add_scaled(isum, blk.d, xb->d, acc);
+    for (int r = 0; r < R; ++r) add_scaled(isum[r], blk.d, xb[r]->d, acc[r]);
 }
 
 // IQ4_XS blocks blk[0 .. G) against xb, into acc[0 .. G): per sub-block of 32 its chunks' levels against q_x by
@@ -634,17 +671,13 @@ inline void accumulate(const BlockIQ4_XSx8* const* blk, const BlockQ8Act* const*
 }
 
 // And Q8_0: 8 chunks of stored values.
-inline void accumulate(const BlockQ8_0x8& blk, const BlockQ8Act* xb, NoSums, __m256& acc) {
-    __m256i isum = _mm256_setzero_si256();
-    for (int c = 0; c < 8; ++c)
-        isum = _mm256_add_epi32(isum, chunk_dot_signed(loadu32(blk.qs[c]), broadcast_i32(xb->qs + 4 * c)));
-    add_scaled(isum, blk.d, xb->d, acc);
+template <int R>
+inline void accumulate(const BlockQ8_0x8& blk, const BlockQ8Act* const* xb, const NoSums (&)[R], __m256 (&acc)[R]) {
+    __m256i isum[R];
+    for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
+    for (int c = 0; c < 8; ++c) chunk_dot_signed_rows(loadu32(blk.qs[c]), xb, 4 * c, isum);
+    for (int r = 0; r < R; ++r) add_scaled(isum[r], blk.d, xb[r]->d, acc[r]);
 }
-
-// Which packed blocks have a multi-row kernel (the K types' accumulate<G, R> above): the prefill of the
-// 32-value types dots one activation row at a time.
-template <class Block>
-constexpr bool kMultiRow = X8Traits<Block>::kValues == 256;
 
 // Lanes r = rows 0..7 of each group w[i] (nblk blocks), i < Groups: Rows activation rows (row j: the
 // BlockQ8Act of nblk blocks at x + j * nblk * (blocks per weight block), their sums xs + j * nblk) dotted
@@ -653,23 +686,22 @@ template <class Block, int Groups, int Rows = 1>
 void dot_rows8(const Block* const* w, int64_t nblk, const BlockQ8Act* x, const typename X8Traits<Block>::Sums* xs,
                float* const* out, int64_t ldo = 0) {
     constexpr int kActBlocks = X8Traits<Block>::kValues / 32;
-    static_assert(Rows == 1 || kMultiRow<Block>);
     __m256 accs[Groups][Rows];
     for (auto& row : accs)
         for (__m256& acc : row) acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < nblk; ++b) {
         const Block* blk[Groups];
         for (int i = 0; i < Groups; ++i) blk[i] = &w[i][b];
-        if constexpr (kMultiRow<Block>) {
-            const BlockQ8Act* xr[Rows];
+        const BlockQ8Act* xr[Rows];
+        for (int j = 0; j < Rows; ++j) xr[j] = x + (j * nblk + b) * kActBlocks;
+        if constexpr (kActBlocks == 8) {  // the K types: their blocks and sums together
             const ActSumsQ8* sr[Rows];
-            for (int j = 0; j < Rows; ++j) {
-                xr[j] = x + (j * nblk + b) * kActBlocks;
-                sr[j] = xs + j * nblk + b;
-            }
+            for (int j = 0; j < Rows; ++j) sr[j] = xs + j * nblk + b;
             accumulate(blk, xr, sr, accs);
         } else {
-            for (int i = 0; i < Groups; ++i) accumulate(*blk[i], x + kActBlocks * b, sums_at(xs, b), accs[i][0]);
+            typename X8Traits<Block>::Sums sr[Rows];
+            for (int j = 0; j < Rows; ++j) sr[j] = sums_at(advance(xs, j * nblk), b);
+            for (int i = 0; i < Groups; ++i) accumulate(*blk[i], xr, sr, accs[i]);
         }
     }
     for (int i = 0; i < Groups; ++i)
@@ -717,12 +749,10 @@ void run(ThreadPool& pool, const BlockQ8Act* xq, const typename X8Traits<Block>:
         }
         for (int t = x0; t < x0 + nx;) {  // the group's blocks stay in L1 / L2 across the x rows
             float* const o1[1] = {out + t * N + g * kRows};
-            if constexpr (kMultiRow<Block>) {
-                if (x0 + nx - t >= kPrefillRows) {
-                    dot_rows8<Block, 1, kPrefillRows>(w1, nb8, xq + t * nb, advance(xs, t * nb8), o1, N);
-                    t += kPrefillRows;
-                    continue;
-                }
+            if (x0 + nx - t >= kPrefillRows) {
+                dot_rows8<Block, 1, kPrefillRows>(w1, nb8, xq + t * nb, advance(xs, t * nb8), o1, N);
+                t += kPrefillRows;
+                continue;
             }
             dot_rows8<Block, 1>(w1, nb8, xq + t * nb, advance(xs, t * nb8), o1);
             ++t;
