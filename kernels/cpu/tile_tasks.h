@@ -40,22 +40,27 @@ template <class Fn>
 void for_each_tile(ThreadPool& pool, const TileTasks& tasks, int n, Fn&& fn) {
     TaskRegions regions(tasks.num_tasks, pool.size());
     if (n == 1) {
-        pool.run((tasks.num_tasks + kDecodeStreams - 1) / kDecodeStreams, [&](int64_t, int thread) {
-            int64_t tile[kDecodeStreams], end[kDecodeStreams];
-            int live = 0;
-            for (; live < kDecodeStreams; ++live) {
-                const int64_t task = regions.claim(thread);  // -1 once every task is claimed
-                if (task < 0) break;
-                tile[live] = tasks.first(task);
-                end[live] = tasks.end(task);
-            }
-            for (bool more = true; more;) {
-                more = false;
-                for (int s = 0; s < live; ++s)
-                    if (tile[s] < end[s]) {
-                        fn(tile[s]++, 0, 1, thread);
-                        more = true;
-                    }
+        // One pool task per thread, each claiming region tasks until none is left: a pool task costs a
+        // claim and a report on lines that every thread touches, a region task only its own region's line.
+        pool.run(pool.size(), [&](int64_t, int thread) {
+            for (;;) {
+                int64_t tile[kDecodeStreams], end[kDecodeStreams];
+                int live = 0;
+                for (; live < kDecodeStreams; ++live) {
+                    const int64_t task = regions.claim(thread);  // -1 once every task is claimed
+                    if (task < 0) break;
+                    tile[live] = tasks.first(task);
+                    end[live] = tasks.end(task);
+                }
+                if (live == 0) return;
+                for (bool more = true; more;) {
+                    more = false;
+                    for (int s = 0; s < live; ++s)
+                        if (tile[s] < end[s]) {
+                            fn(tile[s]++, 0, 1, thread);
+                            more = true;
+                        }
+                }
             }
         });
         return;
