@@ -765,11 +765,7 @@ void matmul_q8_0(ThreadPool& pool, std::vector<BlockQ8Act>& xq, std::vector<floa
     if (min_sums && x_sums.size() < static_cast<size_t>(n * nb)) x_sums.resize(static_cast<size_t>(n * nb));
     pool.run(n, [&](int64_t t, int) {
         quantize_activations_q8(x + t * K, xq.data() + t * nb, K);
-        for (int64_t b = t * nb; int_sums && b < (t + 1) * nb; ++b) {
-            int32_t sum = 0;
-            for (int8_t q : xq[b].qs) sum += q;
-            x_isums[b] = sum;
-        }
+        for (int64_t b = t * nb; int_sums && b < (t + 1) * nb; ++b) x_isums[b] = block_sum(xq[b]);
         for (int64_t b = t * nb; min_sums && b < (t + 1) * nb; ++b)
             x_sums[b] = activation_block_sum_q8_1(x + b * 32, xq[b]);
     });

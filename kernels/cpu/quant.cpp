@@ -742,19 +742,14 @@ void quantize_activations_q8(const float* src, BlockQ8Act* dst, int64_t n) {
 }
 
 float activation_block_sum_q8_1(const float* x, const BlockQ8Act& q) {
-    const float amax = max_abs32(x);
-    int32_t sum = 0;
-    for (int8_t v : q.qs) sum += v;
-    return f16_to_f32(f32_to_f16(amax / 127.0f * static_cast<float>(sum)));
+    return f16_to_f32(f32_to_f16(max_abs32(x) / 127.0f * static_cast<float>(block_sum(q))));
 }
 
 void q8_1_sum_rounding(const float* x, int64_t K, double* c) {
     for (int64_t b = 0; b < K / 32; ++b) {
         BlockQ8Act q;
         quantize_activations_q8(x + b * 32, &q, 32);
-        int32_t sum = 0;
-        for (int8_t v : q.qs) sum += v;
-        c[b] = static_cast<double>(activation_block_sum_q8_1(x + b * 32, q)) - static_cast<double>(q.d) * sum;
+        c[b] = static_cast<double>(activation_block_sum_q8_1(x + b * 32, q)) - static_cast<double>(q.d) * block_sum(q);
     }
 }
 

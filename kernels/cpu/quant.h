@@ -59,6 +59,12 @@ struct BlockQ8Act {
 };
 // dst[0 .. n / 32) from src[0 .. n); n a multiple of 32.
 void quantize_activations_q8(const float* src, BlockQ8Act* dst, int64_t n);
+// sum(q) of one block: Q4_0 / Q5_0's offsets and Q4_1 / Q5_1's mins multiply it.
+inline int32_t block_sum(const BlockQ8Act& q) {
+    int32_t sum = 0;
+    for (int8_t v : q.qs) sum += v;
+    return sum;
+}
 // What Q4_1 / Q5_1's mins multiply for the block q that quantize_activations_q8 made from x[0 .. 32): d * sum(q)
 // as llama.cpp's Q8_1 block carries it, from the scale before its F16 rounding and itself rounded to F16
 // (with d_x * sum(q) unrounded, the Q4_1 / Q5_1 test file sat 3e-3 from llama.cpp's log-probabilities).
