@@ -284,17 +284,11 @@ inline void accumulate_pair(const Block* const* blk, const BlockQ8Act* const* xb
     }
 }
 
-// Blocks blk[0 .. G) of 8 rows each (Q4_K or Q5_K) against R activation rows (xb[r], its sums s[r]), into
-// acc[g][r]: each row's floats in the same order whatever G and R are.
+// Q4_K / Q5_K blocks blk[0 .. G) with their groups' scaled sums isum[g][r] (exact int32): the mins against the
+// groups' sums of q_x, then acc[g][r] += isum * d_w * d_x - msum * dmin_w * d_x, in that order.
 template <int G, int R, class Block>
-inline void accumulate(const Block* const* blk, const BlockQ8Act* const* xb, const ActSumsQ8* const* s, __m256 (&acc)[G][R]) {
-    __m256i isum[G][R];
-    for (int g = 0; g < G; ++g)
-        for (int r = 0; r < R; ++r) isum[g][r] = _mm256_setzero_si256();
-    accumulate_pair<0>(blk, xb, isum);
-    accumulate_pair<1>(blk, xb, isum);
-    accumulate_pair<2>(blk, xb, isum);
-    accumulate_pair<3>(blk, xb, isum);
+inline void finish_k4(const Block* const* blk, const BlockQ8Act* const* xb, const ActSumsQ8* const* s, const __m256i (&isum)[G][R],
+                      __m256 (&acc)[G][R]) {
     const __m256i low4 = _mm256_set1_epi8(0x0F), low6 = _mm256_set1_epi8(0x3F), bits45 = _mm256_set1_epi8(0x30);
     // The mins against the groups' sums of q_x, a pair of groups per pmaddwd.
     const __m256i pair = load32(kIndices.pair);
@@ -316,6 +310,20 @@ inline void accumulate(const Block* const* blk, const BlockQ8Act* const* xb, con
             acc[g][r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum[r]), _mm256_mul_ps(dmin, _mm256_set1_ps(xb[r][0].d)), acc[g][r]);
         }
     }
+}
+
+// Blocks blk[0 .. G) of 8 rows each (Q4_K or Q5_K) against R activation rows (xb[r], its sums s[r]), into
+// acc[g][r]: each row's floats in the same order whatever G and R are.
+template <int G, int R, class Block>
+inline void accumulate(const Block* const* blk, const BlockQ8Act* const* xb, const ActSumsQ8* const* s, __m256 (&acc)[G][R]) {
+    __m256i isum[G][R];
+    for (int g = 0; g < G; ++g)
+        for (int r = 0; r < R; ++r) isum[g][r] = _mm256_setzero_si256();
+    accumulate_pair<0>(blk, xb, isum);
+    accumulate_pair<1>(blk, xb, isum);
+    accumulate_pair<2>(blk, xb, isum);
+    accumulate_pair<3>(blk, xb, isum);
+    finish_k4(blk, xb, s, isum, acc);
 }
 
 // Sub-block s's scale of a block's 8 rows (Q6_K, Q3_K: sc[s][r], int8) as int16 in both words of dword r (row
@@ -679,6 +687,90 @@ inline void accumulate(const BlockQ8_0x8& blk, const BlockQ8Act* const* xb, cons
     for (int r = 0; r < R; ++r) add_scaled(isum[r], blk.d, xb[r]->d, acc[r]);
 }
 
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+// Single-row calls on AVX-512 VNNI sets (matmul_x8.h: figures). One vpdpbusd on 64 bytes (chunks c and c + 1
+// of the 8 rows: lanes 0-7 and 8-15) does what pmaddubsw, the sign trick and pmaddwd do on 32, and its int32
+// sums do not saturate. They are the same exact integers as the AVX2 kernels', and the floats are added by
+// the same steps (add_scaled, finish_k4), so these rows still equal prefill's bit for bit.
+
+// Chunks 2 * C2 and 2 * C2 + 1 of an activation block's q_x (x: its 32 bytes), each broadcast to 8 lanes.
+template <int C2>
+inline __m512i x_chunk_pair(__m512i x) {
+    return _mm512_permutexvar_epi32(_mm512_set_epi32(2 * C2 + 1, 2 * C2 + 1, 2 * C2 + 1, 2 * C2 + 1, 2 * C2 + 1, 2 * C2 + 1,
+                                                     2 * C2 + 1, 2 * C2 + 1, 2 * C2, 2 * C2, 2 * C2, 2 * C2, 2 * C2, 2 * C2, 2 * C2, 2 * C2),
+                                    x);
+}
+inline __m512i x_block(const BlockQ8Act& x) { return _mm512_castsi256_si512(loadu32(x.qs)); }
+// Lane r of the 8 rows: lanes r and r + 8 added.
+inline __m256i fold(__m512i v) { return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)); }
+
+// Q8_0 blocks blk[0 .. G) against one activation row. vpdpbusd multiplies unsigned by signed bytes: the
+// stored values go in as w + 128 (w xor 0x80), which adds 128 * sum(q_x) to every row's sum, taken off once
+// for the G blocks.
+template <int G>
+inline void accumulate_vnni(const BlockQ8_0x8* const* blk, const BlockQ8Act& x, __m256 (&acc)[G][1]) {
+    const __m512i k80 = _mm512_set1_epi8(static_cast<char>(0x80)), xv = x_block(x);
+    const __m512i xp[4] = {x_chunk_pair<0>(xv), x_chunk_pair<1>(xv), x_chunk_pair<2>(xv), x_chunk_pair<3>(xv)};
+    __m512i offset = _mm512_setzero_si512();
+    for (const __m512i& p : xp) offset = _mm512_dpbusd_epi32(offset, k80, p);
+    const __m256i offset8 = fold(offset);
+    for (int g = 0; g < G; ++g) {
+        __m512i sum = _mm512_setzero_si512();
+        for (int c2 = 0; c2 < 4; ++c2)
+            sum = _mm512_dpbusd_epi32(sum, _mm512_xor_si512(_mm512_loadu_si512(blk[g]->qs[2 * c2]), k80), xp[c2]);
+        add_scaled(_mm256_sub_epi32(fold(sum), offset8), blk[g]->d, x.d, acc[g][0]);
+    }
+}
+
+// Q4_K blocks blk[0 .. G) against one activation row (its 8 blocks xb, sums s): per pair of groups the
+// nibbles against their x chunks, the 8 rows' sums of each group times their 6-bit scales (vpmulld: the
+// sums reach 32 * 15 * 127, past int16), then finish_k4 as the AVX2 kernel.
+template <int P, int G>
+inline void q4k_pair_vnni(const BlockQ4_Kx8* const* blk, const BlockQ8Act* xb, const __m128i (&scs)[G][4], __m512i (&isum)[G]) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F), xa = x_block(xb[2 * P]), xb1 = x_block(xb[2 * P + 1]);
+    const __m512i pa[4] = {x_chunk_pair<0>(xa), x_chunk_pair<1>(xa), x_chunk_pair<2>(xa), x_chunk_pair<3>(xa)};
+    const __m512i pb[4] = {x_chunk_pair<0>(xb1), x_chunk_pair<1>(xb1), x_chunk_pair<2>(xb1), x_chunk_pair<3>(xb1)};
+    for (int g = 0; g < G; ++g) {
+        __m512i sa = _mm512_setzero_si512(), sb = _mm512_setzero_si512();
+        for (int c2 = 0; c2 < 4; ++c2) {
+            const __m512i q = _mm512_loadu_si512(blk[g]->qs[P][2 * c2]);
+            sa = _mm512_dpbusd_epi32(sa, _mm512_and_si512(q, low4), pa[c2]);
+            sb = _mm512_dpbusd_epi32(sb, _mm512_and_si512(_mm512_srli_epi16(q, 4), low4), pb[c2]);
+        }
+        // [group 2P: rows 0-7][group 2P + 1: rows 0-7], each group's 8 bytes in both halves of 16 lanes
+        const __m128i sc = scs[g][P];
+        isum[g] = _mm512_add_epi32(isum[g], _mm512_mullo_epi32(sa, _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(sc, sc))));
+        isum[g] = _mm512_add_epi32(isum[g], _mm512_mullo_epi32(sb, _mm512_cvtepu8_epi32(_mm_unpackhi_epi64(sc, sc))));
+    }
+}
+template <int G>
+inline void accumulate_vnni(const BlockQ4_Kx8* const* blk, const BlockQ8Act* xb, const ActSumsQ8* s, __m256 (&acc)[G][1]) {
+    __m512i isum[G];
+    for (__m512i& v : isum) v = _mm512_setzero_si512();
+    __m128i scs[G][4];  // the scales first, in the order the block's bytes lie
+    for (int g = 0; g < G; ++g) {
+        scs[g][0] = _mm256_castsi256_si128(pair_scales<0>(*blk[g]));
+        scs[g][1] = _mm256_castsi256_si128(pair_scales<1>(*blk[g]));
+        scs[g][2] = _mm256_castsi256_si128(pair_scales<2>(*blk[g]));
+        scs[g][3] = _mm256_castsi256_si128(pair_scales<3>(*blk[g]));
+    }
+    q4k_pair_vnni<0>(blk, xb, scs, isum);
+    q4k_pair_vnni<1>(blk, xb, scs, isum);
+    q4k_pair_vnni<2>(blk, xb, scs, isum);
+    q4k_pair_vnni<3>(blk, xb, scs, isum);
+    __m256i isum8[G][1];
+    for (int g = 0; g < G; ++g) isum8[g][0] = fold(isum[g]);
+    const BlockQ8Act* const xr[1] = {xb};
+    const ActSumsQ8* const sr[1] = {s};
+    finish_k4(blk, xr, sr, isum8, acc);
+}
+template <class Block>
+constexpr bool kHasVnni = std::is_same_v<Block, BlockQ8_0x8> || std::is_same_v<Block, BlockQ4_Kx8>;
+#else
+template <class Block>
+constexpr bool kHasVnni = false;
+#endif
+
 // Lanes r = rows 0..7 of each group w[i] (nblk blocks), i < Groups: Rows activation rows (row j: the
 // BlockQ8Act of nblk blocks at x + j * nblk * (blocks per weight block), their sums xs + j * nblk) dotted
 // with each row, into out[i] + j * ldo, [0 .. 8). A row's steps do not depend on Groups or Rows.
@@ -694,6 +786,15 @@ void dot_rows8(const Block* const* w, int64_t nblk, const BlockQ8Act* x, const t
         for (int i = 0; i < Groups; ++i) blk[i] = &w[i][b];
         const BlockQ8Act* xr[Rows];
         for (int j = 0; j < Rows; ++j) xr[j] = x + (j * nblk + b) * kActBlocks;
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+        if constexpr (Rows == 1 && kHasVnni<Block>) {
+            if constexpr (kActBlocks == 8)
+                accumulate_vnni(blk, xr[0], xs + b, accs);
+            else
+                accumulate_vnni(blk, *xr[0], accs);
+            continue;
+        }
+#endif
         if constexpr (kActBlocks == 8) {  // the K types: their blocks and sums together
             const ActSumsQ8* sr[Rows];
             for (int j = 0; j < Rows; ++j) sr[j] = xs + j * nblk + b;
