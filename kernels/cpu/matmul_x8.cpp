@@ -814,6 +814,17 @@ void dot_rows8(const Block* const* w, int64_t nblk, const BlockQ8Act* x, const t
 // prefetchers follow them. 2048 x 2048 streamed on 2 threads (4 alternating runs, GB/s): two groups with
 // software prefetch 8 K blocks ahead (the previous scheme) Q8_0 43-44, Q4_K 35-41; four groups without
 // Q8_0 50-53, Q4_K 40-43; four with the prefetch 36-44 and 28-34 (it crowds the L1); eight, Q8_0 45-49.
+// That was a Zen 3 (AVX2, 50-56 GB/s), with for_each_tile's two tasks side by side: 8 streams per thread. A
+// Zen 5 (AVX-512, 80-87 GB/s) wants fewer. 2 threads, 3 alternating runs, GB/s: 4 groups x 2 tasks Q4_K 39-41,
+// Q6_K 40-41, Q8_0 47-50; 4 x 1 Q4_K 60-68, Q6_K 60-67, Q8_0 55-63; 2 x 1 Q4_K 60-70, Q6_K 62-69 (one run 45),
+// Q8_0 68-71; 1 x 1 56-61, 60-61, 51-70; 8 x 1 Q4_K 43-46, Q6_K 32. So the AVX-512 sets read 2 groups in one
+// task at a time, the others 4 in two, each as measured on the CPU it ran on (F32 and F16, row-major tiles,
+// keep two tasks: no difference there).
+#if defined(__AVX512F__)
+constexpr int kDecodeGroups = 2, kDecodeTasks = 1;
+#else
+constexpr int kDecodeGroups = 4, kDecodeTasks = kDecodeStreams;
+#endif
 template <class Block, int S>
 void decode_groups(ThreadPool& pool, const BlockQ8Act* xq, const typename X8Traits<Block>::Sums* xs, const WeightView& w,
                    float* out) {
@@ -827,7 +838,7 @@ void decode_groups(ThreadPool& pool, const BlockQ8Act* xq, const typename X8Trai
             os[s] = out + (g + s * G / S) * kRows;
         }
         dot_rows8<Block, S>(ws, nb8, xq, xs, os);
-    });
+    }, kDecodeTasks);
 }
 
 // Activation rows per multi-row call in prefill: their int16 sums (2 per row) take 8 of the 16 registers.
@@ -839,7 +850,7 @@ void run(ThreadPool& pool, const BlockQ8Act* xq, const typename X8Traits<Block>:
     const int64_t K = w.cols, N = w.rows, nb = K / 32, nb8 = K / X8Traits<Block>::kValues;
     const auto* groups = static_cast<const Block*>(w.data);
     const int64_t G = N / kRows;
-    if (n == 1 && G % 4 == 0) return decode_groups<Block, 4>(pool, xq, xs, w, out);
+    if (n == 1 && G % kDecodeGroups == 0) return decode_groups<Block, kDecodeGroups>(pool, xq, xs, w, out);
     if (n == 1 && G % 2 == 0) return decode_groups<Block, 2>(pool, xq, xs, w, out);
     for_each_tile(pool, TileTasks(N, kRows, pool.size()), n, [&](int64_t g, int x0, int nx, int) {
         const Block* const w1[1] = {groups + g * nb8};

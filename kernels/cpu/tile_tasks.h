@@ -33,11 +33,12 @@ struct TileTasks {
 // Single-row decode reads kDecodeStreams tasks' weight rows side by side, a tile of each in turn: two
 // sequential streams per thread. One stream per thread read memory at 32-39 GB/s here where two read
 // 44-47 (kvscope-kernel-bench's read reference); two took bench-135m's tg128 from 168 to 196 t/s on Q8_0
-// and from 174 to 196 on Q6_K (kvscope-model-bench, alternating runs), four no further.
+// and from 174 to 196 on Q6_K (kvscope-model-bench, alternating runs), four no further. A caller whose
+// tiles already read several streams (matmul_x8's decode groups) passes decode_streams = 1.
 constexpr int kDecodeStreams = 2;
 
 template <class Fn>
-void for_each_tile(ThreadPool& pool, const TileTasks& tasks, int n, Fn&& fn) {
+void for_each_tile(ThreadPool& pool, const TileTasks& tasks, int n, Fn&& fn, int decode_streams = kDecodeStreams) {
     TaskRegions regions(tasks.num_tasks, pool.size());
     if (n == 1) {
         // One pool task per thread, each claiming region tasks until none is left: a pool task costs a
@@ -46,7 +47,7 @@ void for_each_tile(ThreadPool& pool, const TileTasks& tasks, int n, Fn&& fn) {
             for (;;) {
                 int64_t tile[kDecodeStreams], end[kDecodeStreams];
                 int live = 0;
-                for (; live < kDecodeStreams; ++live) {
+                for (; live < std::min(decode_streams, kDecodeStreams); ++live) {
                     const int64_t task = regions.claim(thread);  // -1 once every task is claimed
                     if (task < 0) break;
                     tile[live] = tasks.first(task);
