@@ -21,9 +21,9 @@
 // where the AVX2 kernel spends pmaddubsw, the sign trick or a nibble split, and pmaddwd on 32. The int32 sums
 // are the same exact integers and the floats are added by the same steps, so they give the AVX2 kernels'
 // results bit for bit. One Zen 5 thread, weights in L2 / L3: Q8_0 55-62 -> 68-80 GB/s, Q4_K 45-48 -> 58-62.
-// Streamed from memory it changes nothing measurable there: per core, Q4_K computes faster than one core
-// reads (about 41 GB/s), yet streams at about half of that with either kernel, so compute is not what bounds
-// it on that CPU.
+// Streamed from memory it alone changed nothing measurable there: per core, Q4_K computes faster than one
+// core reads (about 41 GB/s); what bound the stream on that CPU was how many streams a thread read
+// (matmul_x8.cpp, decode_groups).
 //
 // Batch invariance: every output is the same steps whatever n is and whichever rows share a call (their
 // integers are exact, their floats added in the same order): per block, the exact int32 sum of its 8
