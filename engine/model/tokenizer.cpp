@@ -212,14 +212,14 @@ void Tokenizer::build(const std::string& source) {
     if (v.kind == TokenizerKind::SentencePieceBpe && v.merges.empty() && v.scores.empty())
         throw BadInput(source + ": a SentencePiece vocabulary needs merges or scores");
     if (v.kind == TokenizerKind::ByteLevelBpe) {
-        std::vector<std::string> patterns = v.split_regexes;
-        if (patterns.empty()) {
+        if (v.split_rules.empty()) {
             auto known = TokenizerPreSplitter::rule_for_pre(v.pre_tokenizer);
             if (!known) throw BadInput(source + ": pre-tokenizer '" + v.pre_tokenizer + "' is not supported");
-            patterns = std::move(known->patterns);
+            splitter_ = TokenizerPreSplitter(known->patterns, source);
             v.ignore_merges = v.ignore_merges || known->ignore_merges;
+        } else {
+            splitter_ = TokenizerPreSplitter(v.split_rules, source);
         }
-        splitter_ = TokenizerPreSplitter(patterns, source);
     }
 
     // Special and added tokens, matched in text longest first.

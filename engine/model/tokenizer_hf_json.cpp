@@ -180,38 +180,81 @@ void read_spm_options(const json& doc, TokenizerVocab& v, const std::string& sou
     });
 }
 
+// HF's character-predicate pre-tokenizers as one-character patterns: each such character is a match
+// of its own, as HF's Fn(char) pattern makes it. Punctuation: Rust's is_ascii_punctuation or a
+// Unicode P* category.
+constexpr std::string_view kPunctuationPattern = R"([\p{P}\x{21}-\x{2F}\x{3A}-\x{40}\x{5B}-\x{60}\x{7B}-\x{7E}])";
+// WhitespaceSplit: Rust's char::is_whitespace.
+constexpr std::string_view kWhiteSpacePattern = R"(\p{White_Space})";
+// Whitespace's \w+|[^\w\s]+ (Rust's regex crate, inverted and Removed) with that crate's Unicode \w and
+// \s spelled out: PCRE2's \w takes No ("²") and leaves out marks and ZWJ, its \s takes U+180E.
+constexpr std::string_view kWhitespaceWordsPattern =
+    R"([\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}]+|[^\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}\p{White_Space}]+)";
+
+// A Split or Punctuation "behavior"; Isolated when absent (Punctuation's default).
+SplitBehavior read_behavior(const json& p, const std::string& source) {
+    static constexpr std::pair<std::string_view, SplitBehavior> kNames[] = {
+        {"Removed", SplitBehavior::Removed},
+        {"Isolated", SplitBehavior::Isolated},
+        {"MergedWithPrevious", SplitBehavior::MergedWithPrevious},
+        {"MergedWithNext", SplitBehavior::MergedWithNext},
+        {"Contiguous", SplitBehavior::Contiguous},
+    };
+    auto it = p.find("behavior");
+    if (it == p.end()) return SplitBehavior::Isolated;
+    if (it->is_string())
+        for (const auto& [name, behavior] : kNames)
+            if (it->get<std::string>() == name) return behavior;
+    throw BadInput(source + ": pre_tokenizer " + type_of(p) + " behavior " + it->dump() +
+                   " is not Removed, Isolated, MergedWithPrevious, MergedWithNext or Contiguous");
+}
+
 void read_byte_level_options(const json& doc, TokenizerVocab& v, const std::string& source) {
     v.add_space_prefix = false;
     for_each_component(doc.value("normalizer", json()), "normalizers", [&](const json& n) {
         if (type_of(n) != "NFC") throw BadInput(source + ": normalizer type '" + type_of(n) + "' is not supported");
         v.normalization = UnicodeNormalization::nfc;
     });
+    // HF's ByteLevel maps each word to byte-level characters: the steps after it match those.
+    bool after_byte_level = false;
     for_each_component(doc.value("pre_tokenizer", json()), "pretokenizers", [&](const json& p) {
         const std::string t = type_of(p);
+        auto add = [&](std::string_view pattern, SplitBehavior behavior, bool invert) {
+            v.split_rules.push_back({std::string(pattern), behavior, invert, after_byte_level});
+        };
         if (t == "Split") {
             const json& pattern = p.value("pattern", json::object());
-            if (p.value("invert", false)) throw BadInput(source + ": pre_tokenizer Split with invert is not supported");
-            const std::string behavior = p.value("behavior", std::string("Isolated"));
-            if (behavior != "Isolated")
-                throw BadInput(source + ": pre_tokenizer Split behavior '" + behavior + "' is not supported");
+            std::string regex;
             if (pattern.contains("Regex") && pattern["Regex"].is_string())
-                v.split_regexes.push_back(pattern["Regex"].get<std::string>());
+                regex = pattern["Regex"].get<std::string>();
             else if (pattern.contains("String") && pattern["String"].is_string())
-                v.split_regexes.push_back(escape_regex(pattern["String"].get<std::string>()));
+                regex = escape_regex(pattern["String"].get<std::string>());
             else
                 throw BadInput(source + ": pre_tokenizer Split has no Regex or String pattern");
+            add(regex, read_behavior(p, source), p.value("invert", false));
+        } else if (t == "Punctuation") {
+            add(kPunctuationPattern, read_behavior(p, source), false);
+        } else if (t == "Whitespace") {
+            add(kWhitespaceWordsPattern, SplitBehavior::Removed, true);
+        } else if (t == "WhitespaceSplit") {
+            add(kWhiteSpacePattern, SplitBehavior::Removed, false);
         } else if (t == "Digits") {
-            v.split_regexes.push_back(p.value("individual_digits", false) ? R"(\p{N})" : R"(\p{N}+)");
+            add(p.value("individual_digits", false) ? R"(\p{N})" : R"(\p{N}+)", SplitBehavior::Isolated, false);
         } else if (t == "ByteLevel") {
-            if (p.value("use_regex", true))
-                v.split_regexes.push_back(R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)");
+            // HF prepends the space to each word the steps before made; the encoder prepends it to the
+            // text, which is the same only when ByteLevel comes first.
             v.byte_level_add_prefix_space = p.value("add_prefix_space", false);
+            if (v.byte_level_add_prefix_space && !v.split_rules.empty())
+                throw BadInput(source + ": pre_tokenizer ByteLevel with add_prefix_space after another "
+                                        "pre-tokenizer is not supported");
+            if (p.value("use_regex", true)) add(kGpt2SplitPattern, SplitBehavior::Isolated, false);
+            after_byte_level = true;
         } else {
             throw BadInput(source + ": pre_tokenizer type '" + t + "' is not supported for a byte-level BPE");
         }
     });
     // No splitting at all: the whole text is one word.
-    if (v.split_regexes.empty()) v.split_regexes.push_back(R"((?s).+)");
+    if (v.split_rules.empty()) v.split_rules.push_back({R"((?s).+)"});
     v.ignore_merges = doc["model"].value("ignore_merges", false);
 }
 

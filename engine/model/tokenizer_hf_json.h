@@ -1,7 +1,8 @@
 // Reading a Hugging Face tokenizer.json (+ tokenizer_config.json) into a TokenizerVocab: the BPE
 // model, added tokens, the normalizer / pre-tokenizer / decoder shapes kvscope supports (legacy
-// metaspace SentencePiece, Metaspace, ByteLevel with Split / Digits regexes), BOS/EOS and the chat
-// template. Anything else is rejected with BadInput naming the file and the field.
+// metaspace SentencePiece, Metaspace, ByteLevel with Split / Punctuation / Digits / Whitespace /
+// WhitespaceSplit steps), BOS/EOS and the chat template. Anything else is rejected with BadInput
+// naming the file and the field.
 #pragma once
 
 #include "model/tokenizer_vocab.h"

@@ -4,20 +4,26 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "model/tokenizer_pre_splitter.h"
 
+#include "model/tokenizer_byte_level.h"
 #include "util/errors.h"
 #include "util/utf8.h"
 
 #include <pcre2.h>
 
+#include <algorithm>
+
 namespace kvscope {
 
-struct TokenizerPreSplitter::Code {
+struct TokenizerPreSplitter::Step {
     pcre2_code* code = nullptr;
-    ~Code() { pcre2_code_free(code); }
+    SplitBehavior behavior = SplitBehavior::Isolated;
+    bool invert = false, on_byte_level = false;
+    ~Step() { pcre2_code_free(code); }
 };
 
-TokenizerPreSplitter::TokenizerPreSplitter(const std::vector<std::string>& patterns, const std::string& source) {
-    for (const std::string& pattern : patterns) {
+TokenizerPreSplitter::TokenizerPreSplitter(const std::vector<SplitRule>& rules, const std::string& source) {
+    for (const SplitRule& rule : rules) {
+        const std::string& pattern = rule.pattern;
         int error = 0;
         PCRE2_SIZE error_offset = 0;
         pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
@@ -31,13 +37,22 @@ TokenizerPreSplitter::TokenizerPreSplitter(const std::vector<std::string>& patte
         }
         // JIT is an optimisation only: when unavailable the interpreter gives the same matches.
         pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
-        auto owned = std::make_shared<Code>();
-        owned->code = code;
-        codes_.push_back(std::move(owned));
+        auto step = std::make_shared<Step>();
+        step->code = code;
+        step->behavior = rule.behavior;
+        step->invert = rule.invert;
+        step->on_byte_level = rule.on_byte_level;
+        steps_.push_back(std::move(step));
     }
 }
 
 namespace {
+
+std::vector<SplitRule> isolated(const std::vector<std::string>& patterns) {
+    std::vector<SplitRule> rules;
+    for (const std::string& pattern : patterns) rules.push_back({pattern});
+    return rules;
+}
 
 // The models' own tokenizer.json Split patterns (PCRE2 reads them as Oniguruma does for these).
 constexpr std::string_view kO200kPattern =  // GPT-4o, Llama 4
@@ -58,6 +73,9 @@ bool is_one_of(std::string_view name, std::initializer_list<std::string_view> na
 }
 
 }  // namespace
+
+TokenizerPreSplitter::TokenizerPreSplitter(const std::vector<std::string>& patterns, const std::string& source)
+    : TokenizerPreSplitter(isolated(patterns), source) {}
 
 std::optional<TokenizerPreSplitter::PreRule> TokenizerPreSplitter::rule_for_pre(std::string_view name) {
     using P = std::vector<std::string>;
@@ -85,33 +103,110 @@ std::optional<TokenizerPreSplitter::PreRule> TokenizerPreSplitter::rule_for_pre(
     return std::nullopt;
 }
 
+namespace {
+
+// A stretch of a word: a delimiter (a match, or a gap where the step inverts) or a gap between them.
+struct Piece {
+    size_t begin, end;
+    bool delimiter;
+};
+
+// HF's find_matches over Oniguruma's find_iter (the onig crate, 6.x): the matches in order, empty
+// ones included (they still cut the word), with the gaps between them, covering all of `subject`.
+// An empty match where the last match ended is skipped; after an empty match the search moves on
+// by one character.
+void find_pieces(const pcre2_code* code, pcre2_match_data* md, std::string_view subject, bool invert,
+                 std::vector<Piece>& pieces) {
+    pieces.clear();
+    const auto* data = reinterpret_cast<PCRE2_SPTR>(subject.data());
+    size_t covered = 0, search = 0;
+    std::optional<size_t> last_end;
+    while (search <= subject.size()) {
+        // No match (or a matching limit): the rest is one gap.
+        if (pcre2_match(code, data, subject.size(), search, 0, md, nullptr) < 0) break;
+        const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
+        const size_t begin = ov[0], end = ov[1];
+        search = begin < end ? end : end + (end < subject.size() ? utf8_char_length(subject, end) : 1);
+        if (begin == end && last_end == end) continue;
+        last_end = end;
+        if (begin > covered) pieces.push_back({covered, begin, invert});
+        pieces.push_back({begin, end, !invert});
+        covered = end;
+    }
+    if (covered < subject.size()) pieces.push_back({covered, subject.size(), invert});
+}
+
+// Whether a piece joins the word of the piece before it (HF's NormalizedString::split).
+bool joins_previous(SplitBehavior behavior, bool previous_delimiter, bool delimiter) {
+    switch (behavior) {
+        case SplitBehavior::Contiguous: return delimiter == previous_delimiter;
+        case SplitBehavior::MergedWithPrevious: return delimiter && !previous_delimiter;
+        case SplitBehavior::MergedWithNext: return previous_delimiter && !delimiter;
+        case SplitBehavior::Removed:
+        case SplitBehavior::Isolated: return false;
+    }
+    return false;
+}
+
+// The words `pieces` of `word` make under `behavior`; empty words are dropped, as HF's
+// PreTokenizedString::split drops them.
+void join_pieces(SplitBehavior behavior, std::string_view word, const std::vector<Piece>& pieces,
+                 std::vector<std::string_view>& words) {
+    size_t begin = 0, end = 0;  // the word being built
+    for (size_t i = 0; i < pieces.size(); ++i) {
+        const Piece& p = pieces[i];
+        if (behavior == SplitBehavior::Removed && p.delimiter) continue;
+        if (i > 0 && joins_previous(behavior, pieces[i - 1].delimiter, p.delimiter)) {
+            end = p.end;
+            continue;
+        }
+        if (end > begin) words.push_back(word.substr(begin, end - begin));
+        begin = p.begin;
+        end = p.end;
+    }
+    if (end > begin) words.push_back(word.substr(begin, end - begin));
+}
+
+// find_pieces over the byte-level characters of `word`, with the pieces' bounds mapped back to
+// bytes of `word`. One character stands for one byte, so a character boundary is a byte boundary.
+void find_byte_level_pieces(const pcre2_code* code, pcre2_match_data* md, std::string_view word, bool invert,
+                            std::string& image, std::vector<size_t>& image_offsets, std::vector<Piece>& pieces) {
+    image.clear();
+    image_offsets.clear();
+    for (char c : word) {
+        image_offsets.push_back(image.size());
+        image += byte_level_char(static_cast<uint8_t>(c));
+    }
+    image_offsets.push_back(image.size());
+    find_pieces(code, md, image, invert, pieces);
+    auto byte_of = [&](size_t offset) {
+        return static_cast<size_t>(std::lower_bound(image_offsets.begin(), image_offsets.end(), offset) -
+                                   image_offsets.begin());
+    };
+    for (Piece& p : pieces) {
+        p.begin = byte_of(p.begin);
+        p.end = byte_of(p.end);
+    }
+}
+
+}  // namespace
+
 std::vector<std::string_view> TokenizerPreSplitter::split(std::string_view text) const {
     std::vector<std::string_view> words;
     if (!text.empty()) words.push_back(text);
-    for (const auto& code : codes_) {
-        pcre2_match_data* md = pcre2_match_data_create_from_pattern(code->code, nullptr);
+    std::vector<Piece> pieces;
+    std::string image;
+    std::vector<size_t> image_offsets;
+    for (const auto& step : steps_) {
+        pcre2_match_data* md = pcre2_match_data_create_from_pattern(step->code, nullptr);
         std::vector<std::string_view> next;
         next.reserve(words.size() * 2);
         for (std::string_view word : words) {
-            const auto* subject = reinterpret_cast<PCRE2_SPTR>(word.data());
-            size_t last = 0, offset = 0;
-            while (offset < word.size()) {
-                const int rc = pcre2_match(code->code, subject, word.size(), offset, 0, md, nullptr);
-                if (rc < 0) break;  // no match (or a matching limit): the rest is one gap word
-                const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
-                const size_t begin = ov[0], end = ov[1];
-                if (begin > last) next.push_back(word.substr(last, begin - last));
-                if (end > begin) {
-                    next.push_back(word.substr(begin, end - begin));
-                    last = end;
-                    offset = end;
-                } else {
-                    // An empty match makes no word; step one character to avoid looping on it.
-                    last = begin;
-                    offset = begin + utf8_char_length(word, begin);
-                }
-            }
-            if (last < word.size()) next.push_back(word.substr(last));
+            if (step->on_byte_level)
+                find_byte_level_pieces(step->code, md, word, step->invert, image, image_offsets, pieces);
+            else
+                find_pieces(step->code, md, word, step->invert, pieces);
+            join_pieces(step->behavior, word, pieces, next);
         }
         pcre2_match_data_free(md);
         words = std::move(next);

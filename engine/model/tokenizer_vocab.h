@@ -3,6 +3,7 @@
 // Tokenizer::from_vocab validates it and builds the lookup tables; this header holds data only.
 #pragma once
 
+#include "model/tokenizer_pre_splitter.h"
 #include "model/unicode_normalize.h"
 
 #include <cstdint>
@@ -30,7 +31,7 @@ struct TokenizerVocab {
     std::vector<int32_t> token_types;       // TokenType per id; may be empty (then derived)
     std::vector<std::string> merges;        // "a b", rank = index; may be empty for SentencePiece (then scores decide)
     std::string pre_tokenizer;              // GGUF tokenizer.ggml.pre ("llama-bpe", "qwen2", "smollm", "gpt2", "default", ...) or empty
-    std::vector<std::string> split_regexes; // explicit split patterns (from tokenizer.json); take precedence over pre_tokenizer
+    std::vector<SplitRule> split_rules;     // tokenizer.json's pre-tokenizer steps; take precedence over pre_tokenizer
     int32_t bos_id = -1, eos_id = -1, unk_id = -1, pad_id = -1;
     std::vector<int32_t> extra_eos_ids;     // e.g. <|eot_id|>, <|im_end|>
     bool add_bos = true;

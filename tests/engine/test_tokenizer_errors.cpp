@@ -103,9 +103,25 @@ private slots:
         row("spm split without replace", with(with(v, "{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"\\u2581\"}", "{\"type\": \"NFC\"}"),
                                               "\"decoder\"", "\"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"String\": \" \"}}, \"decoder\""),
             "pre_tokenizer type 'Split' is not supported for a SentencePiece BPE");
-        row("split behavior", with(no_normalizer, "\"decoder\": {\"type\": \"ByteFallback\"}",
-                                   "\"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"a\"}, \"behavior\": \"Removed\"}, \"decoder\": {\"type\": \"ByteLevel\"}"),
-            "Split behavior 'Removed' is not supported");
+        auto byte_level_with = [&](const std::string& pre_tokenizer) {
+            return with(no_normalizer, "\"decoder\": {\"type\": \"ByteFallback\"}",
+                        "\"pre_tokenizer\": " + pre_tokenizer + ", \"decoder\": {\"type\": \"ByteLevel\"}");
+        };
+        row("split behavior", byte_level_with(R"({"type": "Split", "pattern": {"Regex": "a"}, "behavior": "Sideways"})"),
+            "pre_tokenizer Split behavior \"Sideways\" is not Removed, Isolated, MergedWithPrevious, MergedWithNext or Contiguous");
+        row("split behavior not a string", byte_level_with(R"({"type": "Split", "pattern": {"Regex": "a"}, "behavior": 3})"),
+            "pre_tokenizer Split behavior 3 is not Removed");
+        row("punctuation behavior", byte_level_with(R"({"type": "Punctuation", "behavior": "removed"})"),
+            "pre_tokenizer Punctuation behavior \"removed\" is not Removed");
+        row("split pattern not a string", byte_level_with(R"({"type": "Split", "pattern": {"Regex": 5}, "behavior": "Isolated"})"),
+            "pre_tokenizer Split has no Regex or String pattern");
+        row("byte-level pre-tokenizer", byte_level_with(R"({"type": "BertPreTokenizer"})"),
+            "pre_tokenizer type 'BertPreTokenizer' is not supported for a byte-level BPE");
+        // HF prepends ByteLevel's space to each word the steps before made; kvscope only to the text.
+        row("prefix space after a split",
+            byte_level_with(R"({"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, )"
+                            R"({"type": "ByteLevel", "add_prefix_space": true, "use_regex": false}]})"),
+            "ByteLevel with add_prefix_space after another pre-tokenizer is not supported");
         row("added token without id", with(v, "\"model\"", "\"added_tokens\": [{\"content\": \"<x>\"}], \"model\""),
             "an added_tokens entry lacks an integer id");
         row("added tokens not an array", with(v, "\"model\"", "\"added_tokens\": 3, \"model\""), "added_tokens is not an array");

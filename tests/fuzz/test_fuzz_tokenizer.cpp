@@ -227,19 +227,29 @@ private slots:
         }
     }
 
-    // Random patterns for the pre-splitter: compile or BadInput; splitting keeps every byte.
+    // Random patterns and split behaviors for the pre-splitter: compile or BadInput; the words are
+    // non-empty, in order, and keep every byte unless the behavior removes delimiters.
     void random_regexes() {
         Fuzzer f(kvscope::test::test_seed(4004));
         const std::string alphabet = "()[]{}?*+|\\^$.'sp{L}N0-9a ";
         for (int i = 0; i < 2000; ++i) {
-            std::string pattern;
-            for (size_t n = f.below(16); n > 0; --n) pattern += alphabet[f.below(alphabet.size())];
+            kvscope::SplitRule rule;
+            for (size_t n = f.below(16); n > 0; --n) rule.pattern += alphabet[f.below(alphabet.size())];
+            rule.behavior = static_cast<kvscope::SplitBehavior>(f.below(5));
+            rule.invert = f.below(2) == 0;
+            rule.on_byte_level = f.below(2) == 0;
             try {
-                const kvscope::TokenizerPreSplitter splitter({pattern}, "fuzz");
+                const kvscope::TokenizerPreSplitter splitter({rule}, "fuzz");
                 const std::string text = f.random_bytes(40);
                 std::string joined;
-                for (auto w : splitter.split(text)) joined += w;
-                QCOMPARE(joined, text);
+                size_t at = 0;
+                for (auto w : splitter.split(text)) {
+                    QVERIFY(!w.empty());
+                    QVERIFY(w.data() >= text.data() + at && w.data() + w.size() <= text.data() + text.size());
+                    at = static_cast<size_t>(w.data() + w.size() - text.data());
+                    joined += w;
+                }
+                if (rule.behavior != kvscope::SplitBehavior::Removed) QCOMPARE(joined, text);
             } catch (const kvscope::BadInput&) {
             }
             if (QTest::currentTestFailed()) return;
