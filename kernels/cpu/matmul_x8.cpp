@@ -817,13 +817,15 @@ void dot_rows8(const Block* const* w, int64_t nblk, const BlockQ8Act* x, const t
 // That was a Zen 3 (AVX2, 50-56 GB/s), with for_each_tile's two tasks side by side: 8 streams per thread. A
 // Zen 5 (AVX-512, 80-87 GB/s) wants fewer. 2 threads, 3 alternating runs, GB/s: 4 groups x 2 tasks Q4_K 39-41,
 // Q6_K 40-41, Q8_0 47-50; 4 x 1 Q4_K 60-68, Q6_K 60-67, Q8_0 55-63; 2 x 1 Q4_K 60-70, Q6_K 62-69 (one run 45),
-// Q8_0 68-71; 1 x 1 56-61, 60-61, 51-70; 8 x 1 Q4_K 43-46, Q6_K 32. So the AVX-512 sets read 2 groups in one
-// task at a time, the others 4 in two, each as measured on the CPU it ran on (F32 and F16, row-major tiles,
-// keep two tasks: no difference there).
+// Q8_0 68-71; 1 x 1 56-61, 60-61, 51-70; 8 x 1 Q4_K 43-46, Q6_K 32. The AVX2 set forced on that Zen 5, % of
+// the read reference in 4 alternating rounds (medians Q4_K / Q8_0 / Q6_K): 4 x 2 47 / 51 / 47, 4 x 1 68 / 74 /
+// 72, 2 x 1 74 / 68 / 74. So every set reads its groups one task at a time: 2 on the AVX-512 sets, 4 on the
+// others (4 streams per thread: past 4, row-major decode gained nothing on the Zen 3; untried there). F32 and
+// F16, row-major tiles, keep two tasks: no difference there.
 #if defined(__AVX512F__)
-constexpr int kDecodeGroups = 2, kDecodeTasks = 1;
+constexpr int kDecodeGroups = 2;
 #else
-constexpr int kDecodeGroups = 4, kDecodeTasks = kDecodeStreams;
+constexpr int kDecodeGroups = 4;
 #endif
 template <class Block, int S>
 void decode_groups(ThreadPool& pool, const BlockQ8Act* xq, const typename X8Traits<Block>::Sums* xs, const WeightView& w,
@@ -838,7 +840,7 @@ void decode_groups(ThreadPool& pool, const BlockQ8Act* xq, const typename X8Trai
             os[s] = out + (g + s * G / S) * kRows;
         }
         dot_rows8<Block, S>(ws, nb8, xq, xs, os);
-    }, kDecodeTasks);
+    }, /*decode_streams=*/1);
 }
 
 // Activation rows per multi-row call in prefill: their int16 sums (2 per row) take 8 of the 16 registers.

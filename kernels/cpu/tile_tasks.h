@@ -34,7 +34,7 @@ struct TileTasks {
 // sequential streams per thread. One stream per thread read memory at 32-39 GB/s here where two read
 // 44-47 (kvscope-kernel-bench's read reference); two took bench-135m's tg128 from 168 to 196 t/s on Q8_0
 // and from 174 to 196 on Q6_K (kvscope-model-bench, alternating runs), four no further. A caller whose
-// tiles already read several streams passes its own count (matmul_x8's decode groups: 1 on AVX-512 sets).
+// tiles already read several streams passes its own count (matmul_x8's decode groups pass 1).
 constexpr int kDecodeStreams = 2;
 
 template <class Fn>
