@@ -100,16 +100,18 @@ int main(int argc, char** argv) {
         const int parts = threads * 16;
         const size_t part_bytes = kStreamBytes / parts / 4096 * 4096;  // a multiple of every stream count's lines
         std::vector<uint64_t> sink(parts);
-        auto read_bandwidth = [&](std::string& tried) {
+        auto read_at = [&](int streams) {
+            const double t = median_seconds([&] {
+                pool.run(parts, [&](int64_t part, int) { sink[part] = read_streams(buf + part * part_bytes, part_bytes, streams); });
+            }, min_time);
+            return static_cast<double>(part_bytes * parts) / t / 1e9;
+        };
+        // The best of the stream counts, and the count that gave it.
+        auto read_bandwidth = [&](std::string& tried, int& best_streams) {
             double best = 0;
             for (int streams : {1, 2, 4, 8}) {
-                const double t = median_seconds([&] {
-                    pool.run(parts, [&](int64_t part, int) {
-                        sink[part] = read_streams(buf + part * part_bytes, part_bytes, streams);
-                    });
-                }, min_time);
-                const double gbs = static_cast<double>(part_bytes * parts) / t / 1e9;
-                best = std::max(best, gbs);
+                const double gbs = read_at(streams);
+                if (gbs > best) best = gbs, best_streams = streams;
                 char one[32];
                 std::snprintf(one, sizeof one, "%s%d: %.1f", tried.empty() ? "" : ", ", streams, gbs);
                 tried += one;
@@ -142,23 +144,29 @@ int main(int argc, char** argv) {
             for (size_t c = 0; c < copies; ++c) st.views.push_back(backend.repack_matmul_weight({st.w.data() + c * bytes, dt, N, K}));
         }
         // Rounds of (reference, every GEMV): on a shared machine the bus a neighbour takes changes from one
-        // measurement to the next, so each GEMV is set against the reference of its own round, and the
-        // table gives the median over rounds.
+        // measurement to the next (by half, within seconds), so each GEMV is set against the mean of the
+        // reads just before and just after it, at the round's best stream count, and the table gives the
+        // median over rounds.
         std::vector<double> references;
         double fastest_gemv = 0;
         for (int round = 0; round < rounds; ++round) {
             std::string tried;
-            const double bandwidth = read_bandwidth(tried);
+            int best_streams = 1;
+            const double bandwidth = read_bandwidth(tried, best_streams);
             references.push_back(bandwidth);
             std::printf("round %d: read bandwidth (%d threads, %zu MiB) %.1f GB/s, the best of streams per thread %s\n", round + 1,
                         threads, kStreamBytes >> 20, bandwidth, tried.c_str());
+            double before = read_at(best_streams);
             for (Streamed& st : types) {
                 const double t = median_seconds([&] {
                     for (const WeightView& v : st.views) backend.matmul(x.data(), 1, v, nullptr, out.data());
                 }, min_time);
+                const double after = read_at(best_streams);
+                references.push_back(std::max(before, after));
                 st.gbs.push_back(static_cast<double>(st.bytes) / t / 1e9);
-                st.share.push_back(st.gbs.back() / bandwidth);
+                st.share.push_back(st.gbs.back() / ((before + after) / 2));
                 fastest_gemv = std::max(fastest_gemv, st.gbs.back());
+                before = after;
             }
         }
         backend.deallocate(buf);
@@ -167,7 +175,7 @@ int main(int argc, char** argv) {
             return v[v.size() / 2];
         };
         std::printf("decode roofline  single-row GEMV x[1, K] @ w[N, K]^T, K = N = 2048, copies of w streamed (%zu MiB of each "
-                    "type), medians of %d rounds\n",
+                    "type), medians of %d rounds; %% bw: of the mean of the reads just before and after it\n",
                     kStreamBytes >> 20, rounds);
         std::printf("%-8s | %10s %8s %13s\n", "weights", "GB/s", "% bw", "% bw, rounds");
         for (const Streamed& st : types) {
