@@ -7,6 +7,10 @@
 #include <type_traits>
 #include <vector>
 
+#if defined(__AVX512BF16__)
+#include <immintrin.h>
+#endif
+
 namespace KVSCOPE_CPU_NAMESPACE {
 
 namespace {
@@ -116,6 +120,27 @@ void tile(const float* x, int64_t K, const Panels& w, int64_t p0, float* out, in
         }
     };
     int64_t k = 0;
+#if defined(__AVX512BF16__) && KVSCOPE_CPU_LANES == 16
+    if constexpr (Panels::kPairs) {
+        // AVX512-BF16 (Zen 4 and later, Sapphire Rapids and later): one vdpbf16ps takes a k pair of every lane,
+        // where the FMA path below widens each half and issues two FMAs. matmul rounds BF16's activations to
+        // BF16 first (round_activations_for), so their top halves are exact, and a product of two BF16 is exact
+        // in F32: the sums differ from the FMA path's in order only (the instruction adds the odd k's product
+        // first), and are the same for every MX, so decode rows still equal prefill's. An odd K's last pair
+        // has zeros in its high half, weights and x.
+        for (; k < K; k += 2) {
+            __m512i wv[NV];
+            for (int v = 0; v < NV; ++v) std::memcpy(&wv[v], panel[v / kPanelVectors] + (k >> 1) * kPanelRows + v % kPanelVectors * kLanes, sizeof wv[v]);
+            for (int t = 0; t < MX; ++t) {
+                uint32_t lo, hi = 0;
+                std::memcpy(&lo, x + t * K + k, sizeof lo);
+                if (k + 1 < K) std::memcpy(&hi, x + t * K + k + 1, sizeof hi);
+                const __m512bh xb = (__m512bh)_mm512_set1_epi32(static_cast<int>((lo >> 16) | (hi & 0xffff0000u)));
+                for (int v = 0; v < NV; ++v) acc[t][v] = (vf)_mm512_dpbf16_ps((__m512)acc[t][v], xb, (__m512bh)wv[v]);
+            }
+        }
+    }
+#endif
     if constexpr (Panels::kPairs && MX == 1) {
         // One x row (single-stream decode): each word of a pair loaded once and widened both ways, k then
         // k + 1 into the same accumulator (the order of the other paths, so the same sums). Through step,
