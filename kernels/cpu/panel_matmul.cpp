@@ -129,8 +129,8 @@ void tile(const float* x, int64_t K, const Panels& w, int64_t p0, float* out, in
         // first), and are the same for every MX, so decode rows still equal prefill's. An odd K's last pair
         // has zeros in its high half, weights and x.
         for (; k < K; k += 2) {
-            __m512i wv[NV];
-            for (int v = 0; v < NV; ++v) std::memcpy(&wv[v], panel[v / kPanelVectors] + (k >> 1) * kPanelRows + v % kPanelVectors * kLanes, sizeof wv[v]);
+            vu32 wv[NV];
+            for (int v = 0; v < NV; ++v) wv[v] = Panels::words(panel[v / kPanelVectors], k, v % kPanelVectors);
             for (int t = 0; t < MX; ++t) {
                 uint32_t lo, hi = 0;
                 std::memcpy(&lo, x + t * K + k, sizeof lo);
