@@ -241,8 +241,8 @@ int main(int argc, char** argv) {
     };
     const Shape layer[] = {{"q", 576, 576},     {"k", 576, 192}, {"v", 576, 192},   {"o", 576, 576},
                            {"gate", 576, 1536}, {"up", 576, 1536}, {"down", 1536, 576}};
-    for (LayerRow row : {LayerRow{DType::F32, 1}, LayerRow{DType::F32, 30}, LayerRow{DType::F16, 1},
-                         LayerRow{DType::BF16, 1}, LayerRow{DType::Q8_0, 1}, LayerRow{DType::Q8_0, 30}}) {
+    for (LayerRow row : {LayerRow{DType::F32, 1}, LayerRow{DType::F32, 30}, LayerRow{DType::F16, 1}, LayerRow{DType::F16, 30},
+                         LayerRow{DType::BF16, 1}, LayerRow{DType::BF16, 30}, LayerRow{DType::Q8_0, 1}, LayerRow{DType::Q8_0, 30}}) {
         const DType dt = row.dt;
         std::vector<std::vector<uint8_t>> ws;
         std::vector<WeightView> views;

@@ -1,6 +1,7 @@
 #include "cpu/panel_matmul.h"
 
 #include "cpu/simd.h"
+#include "cpu/task_regions.h"
 
 #include <algorithm>
 #include <cstring>
@@ -39,6 +40,16 @@ constexpr int kGroupPanels = 4;  // the most panels per tile; tasks take whole g
 // Panels per tile of mx x rows.
 constexpr int tile_panels(int mx) { return std::clamp(kTileAccumulators / (mx * kPanelVectors), 1, kGroupPanels); }
 static_assert(tile_panels(kTileX) * kTileX * kPanelVectors <= kTileAccumulators);
+
+// Single-row decode (run_decode): the most panels one tile reads side by side, and how far ahead of each
+// panel's stream it prefetches. bench-135m's F16 matrices (K = 576 or 1536: panels of 18 or 48 KiB) streamed
+// from memory at 40-65% of the read bandwidth with 4 panels a tile and tasks of whole groups (the two threads'
+// shares as unequal as 5 to 4, or 2 to 1 for the k/v projections); with 8 panels, tasks balanced per thread
+// and 1 KiB ahead, 56-74% (Zen 5, 2 threads, alternating rounds; without the prefetch 46-67%; 12 or 16 panels,
+// or 512 or 2048 bytes ahead, no better), and bench-135m's F16 and BF16 tg128 rose 12-25% (F32: within the
+// noise). Sets with 16 registers keep tile_panels(1).
+constexpr int kDecodePanels = kVectorRegisters == 32 ? 8 : tile_panels(1);
+constexpr int kPrefetchBytes = 1024;
 
 int64_t num_panels(int64_t rows) { return (rows + kPanelRows - 1) / kPanelRows; }
 size_t elem_bytes(DType dt) { return dt == DType::F32 ? 4 : 2; }  // the panel_packable types
@@ -97,7 +108,18 @@ void tile(const float* x, int64_t K, const Panels& w, int64_t p0, float* out, in
         for (int v = 0; v < NV; ++v) acc[t][v] = vf{};
     decltype(w.panel(0)) panel[NP];
     for (int p = 0; p < NP; ++p) panel[p] = w.panel(p0 + p);
+    // Decode: each panel's stream kPrefetchBytes ahead, once per 64-byte line (a k holds 16 values of each
+    // panel: 64 bytes of F32, 32 of F16 and BF16). The prefetches past a task's last k fetch its neighbour's
+    // first lines, which the next task on this or the other thread reads.
+    constexpr int64_t kStepBytes = kPanelRows * (std::is_same_v<std::remove_cvref_t<decltype(*panel[0])>, float> ? 4 : 2);
+    auto prefetch = [&](int64_t k) {
+        if constexpr (MX == 1)
+            if ((k * kStepBytes) % 64 == 0)
+                for (int p = 0; p < NP; ++p)
+                    __builtin_prefetch(reinterpret_cast<const char*>(panel[p]) + k * kStepBytes + kPrefetchBytes, 0, 3);
+    };
     auto step = [&]<int Odd>(int64_t k) {
+        prefetch(k);
         if constexpr (kVectorRegisters == 16 && MX <= 2) {
             // Few x rows (decode) with 16 registers: the broadcasts first, then each weight vector used as
             // soon as it is loaded, so that NV loaded (and widened) weights are never live at once.
@@ -129,6 +151,7 @@ void tile(const float* x, int64_t K, const Panels& w, int64_t p0, float* out, in
         // first), and are the same for every MX, so decode rows still equal prefill's. An odd K's last pair
         // has zeros in its high half, weights and x.
         for (; k < K; k += 2) {
+            prefetch(k);
             vu32 wv[NV];
             for (int v = 0; v < NV; ++v) wv[v] = Panels::words(panel[v / kPanelVectors], k, v % kPanelVectors);
             for (int t = 0; t < MX; ++t) {
@@ -146,6 +169,7 @@ void tile(const float* x, int64_t K, const Panels& w, int64_t p0, float* out, in
         // k + 1 into the same accumulator (the order of the other paths, so the same sums). Through step,
         // a word per k, the BF16 GEMV ran at 58 GB/s on one AVX2 core from L2 (F16: 88); this way 67.
         for (; k + 1 < K; k += 2) {
+            prefetch(k);
             const vf x0 = splatv(x[k]), x1 = splatv(x[k + 1]);
             for (int v = 0; v < NV; ++v) {
                 const vu32 word = Panels::words(panel[v / kPanelVectors], k, v % kPanelVectors);
@@ -201,8 +225,31 @@ constexpr bool kWidenF16Groups = false;
 constexpr bool kWidenF16Groups = true;
 #endif
 
+// One x row: tasks of at most kDecodePanels panels, each read in one tile, their number a multiple of the
+// threads' so that a small matrix's few tasks split evenly; a thread takes its own region's tasks first, so
+// that its panels follow one another in memory. Every output is still one FMA chain over k.
+template <class Panels>
+void run_decode(ThreadPool& pool, const float* x, const WeightView& w, const Panels& panels, float* out) {
+    const int64_t N = w.rows, K = w.cols, P = num_panels(N);
+    const int threads = pool.size();
+    const int64_t wanted = std::max<int64_t>(threads, (P + kDecodePanels - 1) / kDecodePanels);
+    const int64_t balanced = std::min(P, (wanted + threads - 1) / threads * threads);
+    const int64_t panels_per_task = (P + balanced - 1) / balanced;
+    const int64_t tasks = (P + panels_per_task - 1) / panels_per_task;
+    TaskRegions regions(tasks, threads);
+    pool.run(threads, [&](int64_t, int thread) {
+        for (int64_t t; (t = regions.claim(thread)) >= 0;) {
+            const int64_t p0 = t * panels_per_task, np = std::min(panels_per_task, P - p0);
+            with_constant<kDecodePanels>(static_cast<int>(np), [&](auto NP) {
+                tile<1, NP()>(x, K, panels, p0, out + p0 * kPanelRows, N, N - p0 * kPanelRows);
+            });
+        }
+    });
+}
+
 template <class Panels>
 void run(ThreadPool& pool, const float* x, int n, const WeightView& w, const Panels& panels, float* out) {
+    if (n == 1) return run_decode(pool, x, w, panels, out);
     const int64_t N = w.rows, K = w.cols;
     const int64_t groups = (num_panels(N) + kGroupPanels - 1) / kGroupPanels;  // 64 output columns each
     const int threads = pool.size();

@@ -6,6 +6,8 @@
 // register tile of x rows by panels sized per kernel set (AVX-512: 6 x rows by 4 panels, 24 accumulators,
 // 10 loads per 24 FMAs; AVX2: 6 by 1, 12 ymm; no horizontal sums). The dot-product tiles of matmul.h pay a
 // horizontal reduction per output and hold only a few weight rows per pass; this runs near the FMA peak.
+// Single-row decode reads up to 8 panels side by side (AVX-512), each prefetched ahead, in tasks split
+// evenly over the threads: a step is bound by how fast the panels stream from memory.
 //
 // Batch invariance holds as in matmul.h, by a simpler argument: every output is one FMA chain over
 // k = 0, 1, ..., K-1 from zero, whatever the tile shape or the number of rows in the batch.
