@@ -54,10 +54,14 @@ public:
     void gather_rows(const float* x, const int32_t* rows, int n, int dim, float* out) override;
 
 private:
+    // Memory for a repacked weight, taken in order from chunks on 2 MiB pages (see allocate()).
+    void* packed_memory(size_t bytes);
+
     ThreadPool pool_;
     MatmulScratch matmul_scratch_;
     std::vector<std::vector<float>> attention_scratch_;
-    std::vector<void*> packed_weights_;
+    std::vector<void*> packed_chunks_;
+    size_t chunk_used_ = 0, chunk_size_ = 0;  // of packed_chunks_.back()
 };
 
 // This kernel set's entry points, the only symbols its object file exports (kernels/CMakeLists.txt);
