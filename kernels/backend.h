@@ -29,6 +29,12 @@ struct WeightView {
     WeightLayout layout = WeightLayout::row_major;
 };
 
+// Rows [first, first + count) of a row-major matrix: rows are whole blocks in every type, so a view suffices.
+inline WeightView row_range(const WeightView& w, int64_t first, int64_t count) {
+    return {static_cast<const uint8_t*>(w.data) + first * dtype_row_bytes(w.dtype, w.cols), w.dtype, count, w.cols,
+            w.layout};
+}
+
 // Rotary embedding of q/k heads. inv_freq[i] = 1 / theta^(2i / rotary_dim), already rope-scaled.
 struct RopeParams {
     const float* inv_freq = nullptr;  // [rotary_dim / 2]
@@ -101,6 +107,13 @@ public:
     // (the CPU backend repacks F32/F16/BF16 into memory it owns; the default is the same view).
     virtual WeightView repack_matmul_weight(const WeightView& uploaded) { return uploaded; }
     virtual const float* upload_vector(const float* data, size_t n) { return data; }
+    // Rows [first, first + count) of a weight matmul reads (uploaded, maybe repacked) as a view of the same
+    // memory, or a view with data == nullptr where its layout cannot start a view at `first`. The default takes
+    // row-major weights at offsets of whole 256 bytes (what a device's vector loads may assume of a base).
+    virtual WeightView weight_rows(const WeightView& w, int64_t first, int64_t count) const {
+        if (w.layout != WeightLayout::row_major || first * dtype_row_bytes(w.dtype, w.cols) % 256 != 0) return {};
+        return row_range(w, first, count);
+    }
     // Bytes of device memory: total and in use (0, 0 where the backend has no device of its own).
     virtual void device_memory(int64_t& total, int64_t& used) const { total = used = 0; }
 

@@ -82,11 +82,6 @@ private:
     ModelWeights& out_;
 };
 
-// Rows [first, first + count) of a matrix: rows are whole blocks in every type, so a view suffices.
-WeightView row_range(const WeightView& w, int64_t first, int64_t count) {
-    return {static_cast<const uint8_t*>(w.data) + first * dtype_row_bytes(w.dtype, w.cols), w.dtype, count, w.cols};
-}
-
 struct TensorNames {
     std::string embedding, lm_head, final_norm, rope_freqs;
     std::function<std::string(int layer, const char* what)> layer;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <stdexcept>
 
@@ -46,9 +47,84 @@ void ModelRunner::upload_weights() {
                                                                                       : backend_.upload_weight(w.lm_head));
     final_norm_ = vec(w.final_norm);
     for (const LayerWeights& L : w.layers)
-        layers_.push_back({vec(L.attn_norm), vec(L.ffn_norm), vec(L.bq), vec(L.bk), vec(L.bv), vec(L.q_norm),
-                           vec(L.k_norm), vec(L.post_attn_norm), vec(L.post_ffn_norm), mat(L.wq), mat(L.wk), mat(L.wv),
-                           mat(L.wo), mat(L.w_gate), mat(L.w_up), mat(L.w_down)});
+        layers_.push_back({vec(L.attn_norm), vec(L.ffn_norm), vec(L.q_norm), vec(L.k_norm), vec(L.post_attn_norm),
+                           vec(L.post_ffn_norm), upload_projections({&L.wq, &L.wk, &L.wv}, {&L.bq, &L.bk, &L.bv}),
+                           upload_projections({&L.w_gate, &L.w_up}, {nullptr, nullptr}), mat(L.wo), mat(L.w_down)});
+}
+
+std::vector<ModelRunner::MatmulRun> ModelRunner::upload_projections(const std::vector<const WeightView*>& ws,
+                                                                    const std::vector<const std::vector<float>*>& biases) {
+    auto vec = [&](const std::vector<float>* v) { return !v || v->empty() ? nullptr : backend_.upload_vector(v->data(), v->size()); };
+    auto mat = [&](const WeightView& v) { return backend_.repack_matmul_weight(backend_.upload_weight(v)); };
+    auto single = [&](size_t i) {
+        MatmulRun run{mat(*ws[i]), vec(biases[i]), {}, {}};
+        run.parts = {run.w};
+        run.part_bias = {run.bias};
+        return run;
+    };
+    std::vector<MatmulRun> runs;
+    for (size_t i = 0, j; i < ws.size(); i = j) {
+        const WeightView& first = *ws[i];
+        auto has_bias = [&](size_t p) { return biases[p] && !biases[p]->empty(); };
+        for (j = i + 1; j < ws.size() && ws[j]->dtype == first.dtype && ws[j]->cols == first.cols && has_bias(j) == has_bias(i); ++j) {}
+        auto parts_of = [&](const WeightView& fused) {  // empty where the backend cannot view a part's rows
+            std::vector<WeightView> parts;
+            for (size_t p = i, row = 0; p < j; row += ws[p]->rows, ++p) {
+                parts.push_back(backend_.weight_rows(fused, row, ws[p]->rows));
+                if (!parts.back().data) return std::vector<WeightView>{};
+            }
+            return parts;
+        };
+        bool fuse = j - i > 1 && first.layout == WeightLayout::row_major;
+        for (size_t p = i; fuse && p < j; ++p) fuse = ws[p]->layout == WeightLayout::row_major;
+        std::vector<uint8_t> host;
+        WeightView fused_host{nullptr, first.dtype, 0, first.cols};
+        if (fuse) {  // the parts' rows one after another, on the host, then uploaded like any weight
+            const size_t row_bytes = dtype_row_bytes(first.dtype, first.cols);
+            for (size_t p = i; p < j; ++p) fused_host.rows += ws[p]->rows;
+            host.resize(fused_host.rows * row_bytes);
+            for (size_t p = i, at = 0; p < j; at += ws[p]->rows * row_bytes, ++p)
+                std::memcpy(host.data() + at, ws[p]->data, ws[p]->rows * row_bytes);
+            fused_host.data = host.data();
+            fuse = !parts_of(fused_host).empty();  // a row-major view the backend would refuse (offset alignment)
+        }
+        MatmulRun run;
+        if (fuse) {
+            run.w = mat(fused_host);
+            run.parts = parts_of(run.w);
+        }
+        // Parts that the repacked layout cannot start a view at (never at the shapes of real models: panels
+        // need parts of whole 16 rows, interleaved groups of 8) run as separate weights.
+        if (run.parts.empty()) {
+            for (size_t p = i; p < j; ++p) runs.push_back(single(p));
+            continue;
+        }
+        if (run.w.data == host.data()) fused_host_.push_back(std::move(host));  // read in place: keep it
+        for (size_t p = i; p < j; ++p) run.part_bias.push_back(vec(biases[p]));
+        if (has_bias(i)) {  // then every part has one
+            std::vector<float> bias;
+            for (size_t p = i; p < j; ++p) bias.insert(bias.end(), biases[p]->begin(), biases[p]->end());
+            fused_bias_host_.push_back(std::move(bias));
+            run.bias = backend_.upload_vector(fused_bias_host_.back().data(), fused_bias_host_.back().size());
+        }
+        runs.push_back(std::move(run));
+    }
+    return runs;
+}
+
+void ModelRunner::project(const float* x, int T, const std::vector<MatmulRun>& runs, float** outs) {
+    float* fused = fused_out_;
+    for (const MatmulRun& run : runs) {
+        if (T == 1 && run.parts.size() > 1) {
+            backend_.matmul(x, 1, run.w, run.bias, fused);
+            for (const WeightView& part : run.parts) {
+                *outs++ = fused;
+                fused += part.rows;
+            }
+            continue;
+        }
+        for (size_t p = 0; p < run.parts.size(); ++p) backend_.matmul(x, T, run.parts[p], run.part_bias[p], *outs++);
+    }
 }
 
 float* ModelRunner::buffer(size_t floats) {
@@ -69,6 +145,7 @@ void ModelRunner::allocate_activations() {
     v_ = buffer(T * c.kv_size());
     gate_ = buffer(T * c.intermediate_size);
     up_ = buffer(T * c.intermediate_size);
+    fused_out_ = buffer(std::max<size_t>(c.q_size() + 2 * c.kv_size(), 2 * static_cast<size_t>(c.intermediate_size)));
     xs_ = buffer(S * c.hidden_size);
     logits_ = buffer(S * static_cast<size_t>(c.vocab_size));
     inv_freq_ = buffer(inv_freq_host_.size());
@@ -273,28 +350,29 @@ void ModelRunner::forward(const AttentionMetadata& meta, int S, bool sample) {
         const LayerOnDevice& L = layers_[l];
         const AttentionParams attention{c.attention_scale(), c.layer_window(l), c.attn_logit_softcapping};
         backend_.rms_norm(x_, L.attn_norm, T, h, c.rms_norm_eps, xb_);
-        backend_.matmul(xb_, T, L.wq, L.bq, q_);
-        backend_.matmul(xb_, T, L.wk, L.bk, k_);
-        backend_.matmul(xb_, T, L.wv, L.bv, v_);
+        float* qkv[3] = {q_, k_, v_};
+        project(xb_, T, L.qkv, qkv);
+        float *q = qkv[0], *k = qkv[1], *v = qkv[2];
         if (L.q_norm) {  // Qwen3: each head's q and k normalised before RoPE (rows of head_dim)
-            backend_.rms_norm(q_, L.q_norm, T * c.num_heads, c.head_dim, c.rms_norm_eps, q_);
-            backend_.rms_norm(k_, L.k_norm, T * c.num_kv_heads, c.head_dim, c.rms_norm_eps, k_);
+            backend_.rms_norm(q, L.q_norm, T * c.num_heads, c.head_dim, c.rms_norm_eps, q);
+            backend_.rms_norm(k, L.k_norm, T * c.num_kv_heads, c.head_dim, c.rms_norm_eps, k);
         }
-        backend_.rope(q_, k_, d_positions_, T, c.num_heads, c.num_kv_heads, attention.sliding_window ? rope_local : rope);
-        backend_.write_kv(k_, v_, d_slots_, T, layout_, kv_cache_, l);
-        backend_.paged_attention(q_, meta, layout_, kv_cache_, l, c.num_heads, attention, att_);
+        backend_.rope(q, k, d_positions_, T, c.num_heads, c.num_kv_heads, attention.sliding_window ? rope_local : rope);
+        backend_.write_kv(k, v, d_slots_, T, layout_, kv_cache_, l);
+        backend_.paged_attention(q, meta, layout_, kv_cache_, l, c.num_heads, attention, att_);
         backend_.matmul(att_, T, L.wo, nullptr, xb_);
         if (L.post_attn_norm) backend_.rms_norm(xb_, L.post_attn_norm, T, h, c.rms_norm_eps, xb_);
         backend_.add(x_, xb_, Th);
         backend_.rms_norm(x_, L.ffn_norm, T, h, c.rms_norm_eps, xb_);
-        backend_.matmul(xb_, T, L.w_gate, nullptr, gate_);
-        backend_.matmul(xb_, T, L.w_up, nullptr, up_);
+        float* gate_up[2] = {gate_, up_};  // q, k and v are spent: a single-token step reuses fused_out_
+        project(xb_, T, L.gate_up, gate_up);
+        float *gate = gate_up[0], *up = gate_up[1];
         const int64_t Tf = static_cast<int64_t>(T) * c.intermediate_size;
         if (c.gelu_tanh)
-            backend_.gelu_tanh_mul(gate_, up_, Tf, gate_);
+            backend_.gelu_tanh_mul(gate, up, Tf, gate);
         else
-            backend_.silu_mul(gate_, up_, Tf, gate_);
-        backend_.matmul(gate_, T, L.w_down, nullptr, xb_);
+            backend_.silu_mul(gate, up, Tf, gate);
+        backend_.matmul(gate, T, L.w_down, nullptr, xb_);
         if (L.post_ffn_norm) backend_.rms_norm(xb_, L.post_ffn_norm, T, h, c.rms_norm_eps, xb_);
         backend_.add(x_, xb_, Th);
     }

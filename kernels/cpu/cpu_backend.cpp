@@ -75,6 +75,23 @@ WeightView CpuBackend::repack_matmul_weight(const WeightView& w) {
     return pack_panels(pool_, w, packed_memory(panel_bytes(w)));
 }
 
+WeightView CpuBackend::weight_rows(const WeightView& w, int64_t first, int64_t count) const {
+    switch (w.layout) {
+    case WeightLayout::row_major: return row_range(w, first, count);
+    case WeightLayout::rows_x8:  // groups of 8 rows take the bytes of 8 rows
+        if (first % 8 != 0 || count % 8 != 0) return {};
+        return row_range(w, first, count);
+    case WeightLayout::panels16: {
+        if (first % kPanelRows != 0) return {};
+        WeightView out = w;
+        out.data = static_cast<const uint8_t*>(w.data) + first / kPanelRows * panel_bytes({nullptr, w.dtype, kPanelRows, w.cols});
+        out.rows = count;
+        return out;
+    }
+    }
+    return {};
+}
+
 void* CpuBackend::allocate(size_t bytes) {
     // Big buffers (the KV pool) on 2 MiB pages where the kernel allows it: decode attention jumps from
     // block to scattered block, and with 4 KiB pages nearly every block was a TLB miss.

@@ -34,6 +34,8 @@ public:
     void copy_to_host(void* dst, const void* src, size_t bytes) override;
     // F32/F16/BF16 weights as panels (cpu/panel_matmul.h), in memory the backend owns until it is destroyed.
     WeightView repack_matmul_weight(const WeightView& w) override;
+    // Row-major weights at any row, panels at a panel's first row, rows interleaved by 8 at a group's.
+    WeightView weight_rows(const WeightView& w, int64_t first, int64_t count) const override;
 
     void embedding(const WeightView& table, const int32_t* ids, int n, float* out) override;
     void rms_norm(const float* x, const float* weight, int n, int dim, float eps, float* out) override;

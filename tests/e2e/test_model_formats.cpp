@@ -149,6 +149,50 @@ private slots:
         QVERIFY(d < 1e-4);
     }
 
+    // Single-token steps run q, k and v (and gate and up) of one type as one fused matmul, other steps each on
+    // its own rows of it (ModelRunner::MatmulRun): the logits must be the same bits either way, with qwen2's
+    // biases, phi3's file-fused matrices, and a file whose v differs in type from q and k (llama-quantize's
+    // Q4_K_M: Q5_0 q/k, Q8_0 v where rows are not a multiple of 256) or whose q/k/v are F16 panels.
+    void decodeEqualsPrefill_data() {
+        QTest::addColumn<QString>("arch");
+        QTest::addColumn<QString>("types");  // "" = all F32; "mixed" = Q5_0 but v and down Q8_0; else one type
+        QTest::addColumn<int>("head_dim");  // 0: the shape's own
+        for (const char* arch : {"llama", "qwen2", "qwen3", "phi3", "gemma3"}) QTest::addRow("%s F32", arch) << arch << "" << 0;
+        QTest::newRow("qwen2 mixed") << "qwen2" << "mixed" << 0;
+        QTest::newRow("llama mixed") << "llama" << "mixed" << 0;
+        QTest::newRow("qwen2 F16") << "qwen2" << "F16" << 0;
+        QTest::newRow("llama Q4_K") << "llama" << "Q4_K" << 0;
+        // v's rows start mid-panel (q 80 rows, k 40): the F32 parts run as separate weights.
+        QTest::newRow("llama F32 head_dim 20") << "llama" << "" << 20;
+    }
+    void decodeEqualsPrefill() {
+        QFETCH(QString, arch);
+        QFETCH(QString, types);
+        QFETCH(int, head_dim);
+        QTemporaryDir dir;
+        test::RandomModelShape s;
+        s.arch = arch.toStdString();
+        if (s.gemma()) s = test::gemma_shape(s.arch);
+        if (head_dim) {
+            s.head_dim = head_dim;
+            s.hidden = s.heads * head_dim;
+        }
+        const std::string path = dir.filePath("m.gguf").toStdString();
+        if (types == "mixed")
+            test::write_random_gguf(path, s, 3, DType::F32, {}, "", [](const std::string& name) {
+                const bool q8 = name.find("attn_v") != std::string::npos || name.find("ffn_down") != std::string::npos;
+                return name.find("blk.") == 0 ? (q8 ? DType::Q8_0 : DType::Q5_0) : DType::F32;
+            });
+        else
+            test::write_random_gguf(path, s, 3, types.isEmpty() ? DType::F32 : types == "F16" ? DType::F16 : DType::Q4_K);
+        auto model = load_model(path);
+        const auto cpu = cpu::make_cpu_backend(2);
+        const auto prefill = test::prefill_logits(*cpu, *model, sequence(), 8);
+        const auto decode = test::decode_logits(*cpu, *model, sequence(), 8);
+        QCOMPARE(decode.size(), prefill.size());
+        QCOMPARE(max_abs_diff(decode, prefill), 0.0);
+    }
+
     // Tolerances on the relative L2 error of the logits, measured against the F32 file: about 1.5x what
     // the plain round-to-nearest quantizers of cpu/quant.h give on these random weights (Q2_K's 4 levels
     // leave little of the logits; the twin check below is the tight one).
