@@ -231,6 +231,7 @@ constexpr bool kWidenF16Groups = true;
 template <class Panels>
 void run_decode(ThreadPool& pool, const float* x, const WeightView& w, const Panels& panels, float* out) {
     const int64_t N = w.rows, K = w.cols, P = num_panels(N);
+    if (P == 0) return;
     const int threads = pool.size();
     const int64_t wanted = std::max<int64_t>(threads, (P + kDecodePanels - 1) / kDecodePanels);
     const int64_t balanced = std::min(P, (wanted + threads - 1) / threads * threads);
