@@ -5,6 +5,7 @@
 // (GB/s of K/V read).
 // A benchmark, not a test: correctness is test_backend_ops' job. Median of repeats.
 //   kvscope-kernel-bench [--threads N] [--min-time SECONDS]
+#include "bench/read_reference.h"
 #include "command_line/command_line.h"
 #include "command_line/option_checks.h"
 #include "cpu/cpu_kernel_sets.h"
@@ -28,24 +29,9 @@
 
 using namespace kvscope;
 using namespace kvscope::cpu;
+using kvscope::bench::median_seconds;
 
 namespace {
-
-// Median seconds of one call: at least 5 repeats and at least min_time seconds in all (after a warm-up).
-double median_seconds(const std::function<void()>& fn, double min_time) {
-    fn();
-    std::vector<double> times;
-    double total = 0;
-    while (times.size() < 5 || (total < min_time && times.size() < 10000)) {
-        const auto t0 = std::chrono::steady_clock::now();
-        fn();
-        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        times.push_back(s);
-        total += s;
-    }
-    std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-    return times[times.size() / 2];
-}
 
 std::vector<float> random_floats(std::mt19937& rng, size_t n) {
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -85,39 +71,9 @@ int main(int argc, char** argv) {
     // step's matmuls do, beside the read bandwidth of the same threads measured in the same run. A decode
     // step cannot beat bytes of weights / bandwidth; "% bw" says how near each type's GEMV comes.
     {
-        constexpr size_t kStreamBytes = size_t{256} << 20;  // 8x this machine's 32 MiB L3
-        ThreadPool pool(threads);
-        // Read bandwidth: the best of the kernel set's read kernel (cpu_kernel_sets.h) at 1, 2, 4 and 8
-        // streams per thread. One stream per thread read 25% below the F32 GEMV, which streams four panels
-        // at once; how many streams a core needs to keep enough misses in flight is the CPU's business, so
-        // the reference is the best of a few. The buffer comes from the backend and is written once, as the
-        // GEMVs' panels are (2 MiB pages where the OS gives them: 4 KiB ones read slower).
-        const auto read_streams = chosen_cpu_kernel_set().read_streams;
-        uint8_t* buf = static_cast<uint8_t*>(backend.allocate(kStreamBytes));
-        std::memset(buf, 1, kStreamBytes);
-        // In 16 parts per thread, as the GEMV's tasks: on a shared machine a descheduled thread's part is
-        // taken by the others instead of holding up the pass.
-        const int parts = threads * 16;
-        const size_t part_bytes = kStreamBytes / parts / 4096 * 4096;  // a multiple of every stream count's lines
-        std::vector<uint64_t> sink(parts);
-        auto read_at = [&](int streams) {
-            const double t = median_seconds([&] {
-                pool.run(parts, [&](int64_t part, int) { sink[part] = read_streams(buf + part * part_bytes, part_bytes, streams); });
-            }, min_time);
-            return static_cast<double>(part_bytes * parts) / t / 1e9;
-        };
-        // The best of the stream counts, and the count that gave it.
-        auto read_bandwidth = [&](std::string& tried, int& best_streams) {
-            double best = 0;
-            for (int streams : {1, 2, 4, 8}) {
-                const double gbs = read_at(streams);
-                if (gbs > best) best = gbs, best_streams = streams;
-                char one[32];
-                std::snprintf(one, sizeof one, "%s%d: %.1f", tried.empty() ? "" : ", ", streams, gbs);
-                tried += one;
-            }
-            return best;
-        };
+        constexpr size_t kStreamBytes = bench::ReadReference::kBytes;
+        bench::ReadReference reference(backend, threads, min_time);
+        auto read_at = [&](int streams) { return reference.read_at(streams); };
         // Every type's weights, prepared once: the rounds below alternate the reference and the GEMVs.
         const int K = 2048, N = 2048;
         const std::vector<float> wf = random_floats(rng, static_cast<size_t>(N) * K);
@@ -152,7 +108,7 @@ int main(int argc, char** argv) {
         for (int round = 0; round < rounds; ++round) {
             std::string tried;
             int best_streams = 1;
-            const double bandwidth = read_bandwidth(tried, best_streams);
+            const double bandwidth = reference.best(best_streams, tried);
             references.push_back(bandwidth);
             std::printf("round %d: read bandwidth (%d threads, %zu MiB) %.1f GB/s, the best of streams per thread %s\n", round + 1,
                         threads, kStreamBytes >> 20, bandwidth, tried.c_str());
@@ -169,7 +125,6 @@ int main(int argc, char** argv) {
                 before = after;
             }
         }
-        backend.deallocate(buf);
         auto median = [](std::vector<double> v) {
             std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
             return v[v.size() / 2];

@@ -5,6 +5,7 @@
 // -ctk (llama-bench's name; also --cache-type-k, --kv-cache-dtype) is the KV cache type: auto follows
 // the weights; llama-bench's default is f16, so pass -ctk f16 for a like-for-like run.
 // side_by_side.py (beside this file) runs it and llama-bench alternately and prints the ratios.
+#include "bench/read_reference.h"
 #include "command_line/command_line.h"
 #include "command_line/option_checks.h"
 #include "cpu/cpu_kernel_sets.h"
@@ -14,6 +15,7 @@
 #include "runner/model_runner.h"
 #include "util/errors.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -61,6 +63,9 @@ int main(int argc, char** argv) {
     app->add_option("--cache-type-k,--kv-cache-dtype", kv_cache_dtype,
                     "KV cache type, also -ctk (auto = as the weights; llama-bench's default is f16)")
         ->type_name("auto|f32|f16|bf16");
+    bool no_read_reference = false;
+    app->add_flag("--no-read-reference", no_read_reference,
+                  "skip the read-bandwidth reference measured beside each tg run (256 MiB, about 0.3 s a run)");
     if (auto exit_code = command_line::parse_command_line(*app, argc, argv)) return *exit_code;
     try {
         auto model = load_model(spec);
@@ -86,20 +91,10 @@ int main(int argc, char** argv) {
         std::printf("model %s, %d threads, backend %s (kernels %s), KV cache %s\n", spec.c_str(), threads,
                     backend.name().c_str(), cpu::describe_cpu_kernel_set(backend.kernel_set()).c_str(),
                     kv_cache_dtype_name(kv_dtype).c_str());
-        std::vector<double> pp_rates, tg_rates;
-        for (int r = 0; r < reps; ++r) {
-            auto t0 = std::chrono::steady_clock::now();
-            run(0, pp);
-            pp_rates.push_back(pp / seconds_since(t0));
-            t0 = std::chrono::steady_clock::now();
-            for (int i = 0; i < tg; ++i) run(i, 1);
-            tg_rates.push_back(tg / seconds_since(t0));
-        }
-        report(("pp" + std::to_string(pp)).c_str(), pp_rates);
-        report(("tg" + std::to_string(tg)).c_str(), tg_rates);
         // The decode roofline: a tg step streams every matrix once (the lm head in full; the embedding
         // lookup reads one row) and the KV cache of its context; bytes per token x tokens/s is the read
-        // rate achieved, to compare with kvscope-kernel-bench's bandwidth figure.
+        // rate achieved, set against the threads' read bandwidth measured just before and after each tg run
+        // (bench/read_reference.h; kvscope-kernel-bench sets its GEMVs against the same).
         const ModelWeights& w = model->weights;
         double matrix_bytes = static_cast<double>(w.lm_head.rows) * dtype_row_bytes(w.lm_head.dtype, w.lm_head.cols);
         double kv_bytes = 0;
@@ -109,11 +104,38 @@ int main(int argc, char** argv) {
             // K and V of the context, averaged over the tg steps (step i attends to i + 1 positions)
             kv_bytes += 2.0 * dtype_row_bytes(kv_dtype, L.wk.rows) * (tg + 1) / 2.0;
         }
+        std::unique_ptr<bench::ReadReference> reference;
+        int streams = 1;
+        std::string tried;
+        if (!no_read_reference) {
+            reference = std::make_unique<bench::ReadReference>(backend, threads, 0.1);
+            reference->best(streams, tried);
+        }
+        std::vector<double> pp_rates, tg_rates, tg_shares;
+        for (int r = 0; r < reps; ++r) {
+            auto t0 = std::chrono::steady_clock::now();
+            run(0, pp);
+            pp_rates.push_back(pp / seconds_since(t0));
+            const double before = reference ? reference->read_at(streams) : 0;
+            t0 = std::chrono::steady_clock::now();
+            for (int i = 0; i < tg; ++i) run(i, 1);
+            tg_rates.push_back(tg / seconds_since(t0));
+            if (reference) tg_shares.push_back((matrix_bytes + kv_bytes) * tg_rates.back() / 1e9 / ((before + reference->read_at(streams)) / 2));
+        }
+        report(("pp" + std::to_string(pp)).c_str(), pp_rates);
+        report(("tg" + std::to_string(tg)).c_str(), tg_rates);
         double tg_mean = 0;
         for (double r : tg_rates) tg_mean += r / tg_rates.size();
         std::printf("tg bytes/token: %.1f MB (matrices %.1f MB + KV %.2f MB): %.1f GB/s read at %.2f t/s\n",
                     (matrix_bytes + kv_bytes) / 1e6, matrix_bytes / 1e6, kv_bytes / 1e6,
                     (matrix_bytes + kv_bytes) * tg_mean / 1e9, tg_mean);
+        if (reference) {
+            std::sort(tg_shares.begin(), tg_shares.end());
+            std::printf("tg read bandwidth: %.0f%% of the threads' read (median of %d runs, %.0f-%.0f%%; each against the mean "
+                        "of %d-stream reads just before and after it; streams per thread at the start %s GB/s)\n",
+                        100 * tg_shares[tg_shares.size() / 2], reps, 100 * tg_shares.front(), 100 * tg_shares.back(), streams,
+                        tried.c_str());
+        }
     } catch (const BadInput& e) {
         std::fprintf(stderr, "kvscope-model-bench: error: %s\n", e.what());
         return 2;
