@@ -37,10 +37,18 @@ ModelRunner::~ModelRunner() {
     free_buffers();
 }
 
+const float* ModelRunner::upload_vector(const std::vector<float>* v) {
+    return !v || v->empty() ? nullptr : backend_.upload_vector(v->data(), v->size());
+}
+
+WeightView ModelRunner::upload_matmul_weight(const WeightView& w) {
+    return backend_.repack_matmul_weight(backend_.upload_weight(w));
+}
+
 void ModelRunner::upload_weights() {
     const ModelWeights& w = model_.weights;
-    auto vec = [&](const std::vector<float>& v) { return v.empty() ? nullptr : backend_.upload_vector(v.data(), v.size()); };
-    auto mat = [&](const WeightView& v) { return backend_.repack_matmul_weight(backend_.upload_weight(v)); };
+    auto vec = [&](const std::vector<float>& v) { return upload_vector(&v); };
+    auto mat = [&](const WeightView& v) { return upload_matmul_weight(v); };
     token_embedding_ = backend_.upload_weight(w.token_embedding);
     // A tied lm head shares the uploaded embedding table; a repacking backend makes its own copy for matmul.
     lm_head_ = backend_.repack_matmul_weight(w.lm_head.data == w.token_embedding.data ? token_embedding_
@@ -54,10 +62,8 @@ void ModelRunner::upload_weights() {
 
 std::vector<ModelRunner::MatmulRun> ModelRunner::upload_projections(const std::vector<const WeightView*>& ws,
                                                                     const std::vector<const std::vector<float>*>& biases) {
-    auto vec = [&](const std::vector<float>* v) { return !v || v->empty() ? nullptr : backend_.upload_vector(v->data(), v->size()); };
-    auto mat = [&](const WeightView& v) { return backend_.repack_matmul_weight(backend_.upload_weight(v)); };
     auto single = [&](size_t i) {
-        MatmulRun run{mat(*ws[i]), vec(biases[i]), {}, {}};
+        MatmulRun run{upload_matmul_weight(*ws[i]), upload_vector(biases[i]), {}, {}};
         run.parts = {run.w};
         run.part_bias = {run.bias};
         return run;
@@ -75,7 +81,7 @@ std::vector<ModelRunner::MatmulRun> ModelRunner::upload_projections(const std::v
             }
             return parts;
         };
-        bool fuse = j - i > 1 && first.layout == WeightLayout::row_major;
+        bool fuse = j - i > 1;
         for (size_t p = i; fuse && p < j; ++p) fuse = ws[p]->layout == WeightLayout::row_major;
         std::vector<uint8_t> host;
         WeightView fused_host{nullptr, first.dtype, 0, first.cols};
@@ -90,7 +96,7 @@ std::vector<ModelRunner::MatmulRun> ModelRunner::upload_projections(const std::v
         }
         MatmulRun run;
         if (fuse) {
-            run.w = mat(fused_host);
+            run.w = upload_matmul_weight(fused_host);
             run.parts = parts_of(run.w);
         }
         // Parts that the repacked layout cannot start a view at (never at the shapes of real models: panels
@@ -100,7 +106,7 @@ std::vector<ModelRunner::MatmulRun> ModelRunner::upload_projections(const std::v
             continue;
         }
         if (run.w.data == host.data()) fused_host_.push_back(std::move(host));  // read in place: keep it
-        for (size_t p = i; p < j; ++p) run.part_bias.push_back(vec(biases[p]));
+        for (size_t p = i; p < j; ++p) run.part_bias.push_back(upload_vector(biases[p]));
         if (has_bias(i)) {  // then every part has one
             std::vector<float> bias;
             for (size_t p = i; p < j; ++p) bias.insert(bias.end(), biases[p]->begin(), biases[p]->end());

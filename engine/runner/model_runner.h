@@ -116,6 +116,8 @@ private:
         WeightView wo, w_down;
     };
     void upload_weights();
+    const float* upload_vector(const std::vector<float>* v);  // null for a null or empty vector
+    WeightView upload_matmul_weight(const WeightView& w);      // uploaded, then repacked for matmul
     // The runs of parts `ws` (biases: null or empty where none): consecutive parts of one type and row length, all
     // with biases or none, fused.
     std::vector<MatmulRun> upload_projections(const std::vector<const WeightView*>& ws,
