@@ -1,7 +1,6 @@
 #include "cpu/panel_matmul.h"
 
 #include "cpu/simd.h"
-#include "cpu/task_regions.h"
 
 #include <algorithm>
 #include <cstring>
@@ -237,14 +236,11 @@ void run_decode(ThreadPool& pool, const float* x, const WeightView& w, const Pan
     const int64_t balanced = std::min(P, (wanted + threads - 1) / threads * threads);
     const int64_t panels_per_task = (P + balanced - 1) / balanced;
     const int64_t tasks = (P + panels_per_task - 1) / panels_per_task;
-    TaskRegions regions(tasks, threads);
-    pool.run(threads, [&](int64_t, int thread) {
-        for (int64_t t; (t = regions.claim(thread)) >= 0;) {
-            const int64_t p0 = t * panels_per_task, np = std::min(panels_per_task, P - p0);
-            with_constant<kDecodePanels>(static_cast<int>(np), [&](auto NP) {
-                tile<1, NP()>(x, K, panels, p0, out + p0 * kPanelRows, N, N - p0 * kPanelRows);
-            });
-        }
+    pool.run(tasks, [&](int64_t t, int) {
+        const int64_t p0 = t * panels_per_task, np = std::min(panels_per_task, P - p0);
+        with_constant<kDecodePanels>(static_cast<int>(np), [&](auto NP) {
+            tile<1, NP()>(x, K, panels, p0, out + p0 * kPanelRows, N, N - p0 * kPanelRows);
+        });
     });
 }
 

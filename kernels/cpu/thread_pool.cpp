@@ -1,6 +1,5 @@
 #include "cpu/thread_pool.h"
 
-#include <algorithm>
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -17,6 +16,13 @@ inline void cpu_relax() {
 // after a shorter spin, so a descheduled worker can run.
 constexpr int kWorkerSpin = 20000;
 constexpr int kCallerSpin = 2000;
+
+// A claim counter or a report: a count (24 bits) tagged with the low 40 bits of a job's epoch.
+constexpr int kCountBits = 24;
+constexpr uint64_t kCountMask = (uint64_t{1} << kCountBits) - 1;
+uint64_t tagged(uint64_t epoch, int64_t count) { return epoch << kCountBits | static_cast<uint64_t>(count); }
+// Negative when value is tagged with an earlier job than epoch, 0 for that job, positive for a later one.
+int64_t age(uint64_t value, uint64_t epoch) { return static_cast<int64_t>(value - (epoch << kCountBits)) >> kCountBits; }
 }  // namespace
 
 int default_num_threads() {
@@ -24,52 +30,90 @@ int default_num_threads() {
     return static_cast<int>(std::clamp(n == 0 ? 1u : n, 1u, 16u));
 }
 
-ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
+ThreadPool::ThreadPool(int num_threads)
+    : num_threads_(std::max(1, num_threads)),
+      claims_(std::make_unique<Line[]>(num_threads_)),
+      done_(std::make_unique<Line[]>(num_threads_)) {
     for (int t = 1; t < num_threads_; ++t) workers_.emplace_back([this, t] { worker_main(t); });
 }
 
 ThreadPool::~ThreadPool() {
     stop_.store(true, std::memory_order_relaxed);
-    epoch_.fetch_add(1, std::memory_order_release);
-    epoch_.notify_all();
+    seq_.fetch_add(2, std::memory_order_release);
+    seq_.notify_all();
     for (auto& w : workers_) w.join();
 }
 
-void ThreadPool::work(uint32_t epoch, int thread) {
+bool ThreadPool::read_job(uint32_t seq, Job& job) const {
+    if (seq & 1) return false;
+    job.fn = job_fn_.load(std::memory_order_relaxed);
+    job.ctx = job_ctx_.load(std::memory_order_relaxed);
+    job.tasks = job_tasks_.load(std::memory_order_relaxed);
+    job.epoch = job_epoch_.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return seq_.load(std::memory_order_relaxed) == seq;
+}
+
+// A region's counter is tagged with the job that last claimed from it; a counter tagged with an earlier job
+// means none of this job's tasks is claimed yet. This is safe for a thread that holds an earlier job's fields
+// (it read them while that job was current and claims after it ended): an ended job has no task left, so its
+// counters are either tagged with it and at the region's end, untouched only where its region was empty, or
+// tagged with a later job.
+int64_t ThreadPool::claim(int region, const Job& job) {
+    const int64_t begin = region_begin(job.tasks, num_threads_, region);
+    const int64_t end = region_begin(job.tasks, num_threads_, region + 1);
+    if (begin == end) return -1;
+    std::atomic<uint64_t>& counter = claims_[region].value;
+    uint64_t c = counter.load(std::memory_order_acquire);
     for (;;) {
-        uint64_t c = claim_.load(std::memory_order_acquire);
-        if (static_cast<uint32_t>(c >> 32) != epoch) return;
-        // The job's fields are read after the claim and checked by the CAS below: dispatch() closes the
-        // claim word before it rewrites them, so if any field read here already belongs to the next job,
-        // the fence makes the CAS see the closed (changed) word and fail. A successful claim therefore
-        // always pairs a task index with its own job's fn, ctx and task count.
-        const Trampoline fn = job_fn_.load(std::memory_order_relaxed);
-        void* ctx = job_ctx_.load(std::memory_order_relaxed);
-        const int64_t tasks = job_tasks_.load(std::memory_order_relaxed);
-        std::atomic_thread_fence(std::memory_order_acquire);
-        const int64_t task = static_cast<int64_t>(c & 0xffffffffu);
-        if (task >= tasks) return;
-        if (!claim_.compare_exchange_strong(c, c + 1, std::memory_order_acq_rel, std::memory_order_relaxed)) continue;
-        fn(ctx, task, thread);
-        done_.fetch_add(1, std::memory_order_acq_rel);
+        const int64_t a = age(c, job.epoch);
+        if (a > 0) return -1;
+        const int64_t next = a == 0 ? static_cast<int64_t>(c & kCountMask) : begin;
+        if (next >= end) return -1;
+        if (counter.compare_exchange_weak(c, tagged(job.epoch, next + 1), std::memory_order_acq_rel,
+                                          std::memory_order_acquire))
+            return next;
     }
 }
 
+int64_t ThreadPool::work(const Job& job, int thread, int64_t done) {
+    for (int i = 0; i < num_threads_; ++i) {
+        const int region = (thread + i) % num_threads_;
+        const int64_t before = done;
+        for (int64_t task; (task = claim(region, job)) >= 0; ++done) job.fn(job.ctx, task, thread);
+        // A plain store: only this thread writes its report, and a locked instruction here would wait for
+        // the line to come back from the caller, which reads it.
+        if (thread != 0 && done != before) done_[thread].value.store(tagged(job.epoch, done), std::memory_order_release);
+    }
+    return done;
+}
+
 void ThreadPool::dispatch(int64_t num_tasks, Trampoline fn, void* ctx) {
-    const uint32_t epoch = epoch_.load(std::memory_order_relaxed) + 1;
-    // Close the claim word first (new epoch, no task claimable) so that a worker still in the previous
-    // job cannot claim with fields it reads from this one (see work()).
-    claim_.store(static_cast<uint64_t>(epoch) << 32 | 0xffffffffu, std::memory_order_relaxed);
+    const Job job{fn, ctx, num_tasks, ++epoch_};
+    const uint32_t seq = seq_.load(std::memory_order_relaxed);
+    seq_.store(seq + 1, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_release);
     job_fn_.store(fn, std::memory_order_relaxed);
     job_ctx_.store(ctx, std::memory_order_relaxed);
     job_tasks_.store(num_tasks, std::memory_order_relaxed);
-    done_.store(0, std::memory_order_relaxed);
-    claim_.store(static_cast<uint64_t>(epoch) << 32, std::memory_order_release);
-    epoch_.store(epoch, std::memory_order_release);
-    epoch_.notify_all();
-    work(epoch, 0);
-    for (int spin = 0; done_.load(std::memory_order_acquire) != num_tasks; ++spin) {
+    job_epoch_.store(job.epoch, std::memory_order_relaxed);
+    // The caller's first task is claimed before the job is published, by a plain store: no other thread
+    // can claim from this job yet, and none can claim from the previous one (it has ended). Its first task
+    // then starts without waiting on a locked instruction for the job's line to reach the workers.
+    const int64_t first = region_begin(num_tasks, num_threads_, 0);
+    claims_[0].value.store(tagged(job.epoch, first + 1), std::memory_order_relaxed);
+    seq_.store(seq + 2, std::memory_order_release);
+    seq_.notify_all();
+
+    fn(ctx, first, 0);
+    const int64_t own = work(job, 0, 1);
+    for (int spin = 0;; ++spin) {
+        int64_t done = own;
+        for (int t = 1; t < num_threads_; ++t) {
+            const uint64_t d = done_[t].value.load(std::memory_order_acquire);
+            if (age(d, job.epoch) == 0) done += static_cast<int64_t>(d & kCountMask);
+        }
+        if (done == num_tasks) return;
         if (spin < kCallerSpin)
             cpu_relax();
         else
@@ -80,18 +124,20 @@ void ThreadPool::dispatch(int64_t num_tasks, Trampoline fn, void* ctx) {
 void ThreadPool::worker_main(int thread) {
     uint32_t seen = 0;
     for (;;) {
-        uint32_t e = epoch_.load(std::memory_order_acquire);
-        for (int i = 0; e == seen && i < kWorkerSpin; ++i) {
+        uint32_t seq = seq_.load(std::memory_order_acquire);
+        for (int i = 0; (seq == seen || (seq & 1)) && i < kWorkerSpin; ++i) {
             cpu_relax();
-            e = epoch_.load(std::memory_order_acquire);
+            seq = seq_.load(std::memory_order_acquire);
         }
-        if (e == seen) {
-            epoch_.wait(seen, std::memory_order_acquire);
+        if (seq == seen) {
+            seq_.wait(seen, std::memory_order_acquire);
             continue;
         }
-        seen = e;
+        Job job;
+        if (!read_job(seq, job)) continue;  // rewritten meanwhile: read the next one
+        seen = seq;
         if (stop_.load(std::memory_order_relaxed)) return;
-        work(e, thread);
+        work(job, thread, 0);
     }
 }
 

@@ -3,7 +3,6 @@
 #pragma once
 
 #include "cpu/kernel_set.h"
-#include "cpu/task_regions.h"
 #include "cpu/thread_pool.h"
 
 #include <algorithm>
@@ -39,35 +38,29 @@ constexpr int kDecodeStreams = 2;
 
 template <class Fn>
 void for_each_tile(ThreadPool& pool, const TileTasks& tasks, int n, Fn&& fn, int decode_streams = kDecodeStreams) {
-    TaskRegions regions(tasks.num_tasks, pool.size());
     if (n == 1) {
-        // One pool task per thread, each claiming region tasks until none is left: a pool task costs a
-        // claim and a report on lines that every thread touches, a region task only its own region's line.
-        pool.run(pool.size(), [&](int64_t, int thread) {
-            for (;;) {
-                int64_t tile[kDecodeStreams], end[kDecodeStreams];
-                int live = 0;
-                for (; live < std::min(decode_streams, kDecodeStreams); ++live) {
-                    const int64_t task = regions.claim(thread);  // -1 once every task is claimed
-                    if (task < 0) break;
-                    tile[live] = tasks.first(task);
-                    end[live] = tasks.end(task);
-                }
-                if (live == 0) return;
-                for (bool more = true; more;) {
-                    more = false;
-                    for (int s = 0; s < live; ++s)
-                        if (tile[s] < end[s]) {
-                            fn(tile[s]++, 0, 1, thread);
-                            more = true;
-                        }
-                }
+        // A pool task reads `streams` consecutive tasks' tiles side by side; the pool hands a thread its own
+        // region's pool tasks in order, so its streams move through one part of the matrix.
+        const int streams = std::clamp(decode_streams, 1, kDecodeStreams);
+        pool.run((tasks.num_tasks + streams - 1) / streams, [&](int64_t p, int thread) {
+            int64_t tile[kDecodeStreams], end[kDecodeStreams];
+            int live = 0;
+            for (int64_t task = p * streams; live < streams && task < tasks.num_tasks; ++live, ++task) {
+                tile[live] = tasks.first(task);
+                end[live] = tasks.end(task);
+            }
+            for (bool more = true; more;) {
+                more = false;
+                for (int s = 0; s < live; ++s)
+                    if (tile[s] < end[s]) {
+                        fn(tile[s]++, 0, 1, thread);
+                        more = true;
+                    }
             }
         });
         return;
     }
-    pool.run(tasks.num_tasks, [&](int64_t, int thread) {
-        const int64_t task = regions.claim(thread);
+    pool.run(tasks.num_tasks, [&](int64_t task, int thread) {
         for (int x0 = 0; x0 < n; x0 += kChunkX) {
             const int nx = std::min(kChunkX, n - x0);
             for (int64_t tile = tasks.first(task); tile < tasks.end(task); ++tile) fn(tile, x0, nx, thread);
