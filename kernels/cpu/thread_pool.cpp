@@ -17,7 +17,7 @@ inline void cpu_relax() {
 constexpr int kWorkerSpin = 20000;
 constexpr int kCallerSpin = 2000;
 
-// A claim counter or a report: a count (24 bits) tagged with the low 40 bits of a job's epoch.
+// A claim counter or a report: 24 bits tagged with the low 40 bits of a job's epoch.
 constexpr int kCountBits = 24;
 constexpr uint64_t kCountMask = (uint64_t{1} << kCountBits) - 1;
 uint64_t tagged(uint64_t epoch, int64_t count) { return epoch << kCountBits | static_cast<uint64_t>(count); }
@@ -54,25 +54,27 @@ bool ThreadPool::read_job(uint32_t seq, Job& job) const {
     return seq_.load(std::memory_order_relaxed) == seq;
 }
 
-// A region's counter is tagged with the job that last claimed from it; a counter tagged with an earlier job
-// means none of this job's tasks is claimed yet. This is safe for a thread that holds an earlier job's fields
-// (it read them while that job was current and claims after it ended): an ended job has no task left, so its
-// counters are either tagged with it and at the region's end, untouched only where its region was empty, or
-// tagged with a later job.
-int64_t ThreadPool::claim(int region, const Job& job) {
+// A region's counter holds the offsets, from the region's first task, of its next task and of its end (12
+// bits each: [next, end) is what is left), tagged with the job that last claimed from it. A counter tagged
+// with an earlier job means none of this job's tasks is claimed yet. This is safe for a thread that holds an
+// earlier job's fields (it read them while that job was current and claims after it ended): an ended job has
+// no task left, so its counters are either tagged with it and empty, untouched only where its region was
+// empty, or tagged with a later job.
+int64_t ThreadPool::claim(int region, const Job& job, bool front) {
     const int64_t begin = region_begin(job.tasks, num_threads_, region);
-    const int64_t end = region_begin(job.tasks, num_threads_, region + 1);
-    if (begin == end) return -1;
+    const int64_t size = region_begin(job.tasks, num_threads_, region + 1) - begin;
+    if (size == 0) return -1;
     std::atomic<uint64_t>& counter = claims_[region].value;
     uint64_t c = counter.load(std::memory_order_acquire);
     for (;;) {
         const int64_t a = age(c, job.epoch);
         if (a > 0) return -1;
-        const int64_t next = a == 0 ? static_cast<int64_t>(c & kCountMask) : begin;
+        const int64_t next = a == 0 ? static_cast<int64_t>(c >> 12 & 0xfff) : 0;
+        const int64_t end = a == 0 ? static_cast<int64_t>(c & 0xfff) : size;
         if (next >= end) return -1;
-        if (counter.compare_exchange_weak(c, tagged(job.epoch, next + 1), std::memory_order_acq_rel,
-                                          std::memory_order_acquire))
-            return next;
+        const uint64_t want = front ? tagged(job.epoch, (next + 1) << 12 | end) : tagged(job.epoch, next << 12 | (end - 1));
+        if (counter.compare_exchange_weak(c, want, std::memory_order_acq_rel, std::memory_order_acquire))
+            return begin + (front ? next : end - 1);
     }
 }
 
@@ -80,7 +82,7 @@ int64_t ThreadPool::work(const Job& job, int thread, int64_t done) {
     for (int i = 0; i < num_threads_; ++i) {
         const int region = (thread + i) % num_threads_;
         const int64_t before = done;
-        for (int64_t task; (task = claim(region, job)) >= 0; ++done) job.fn(job.ctx, task, thread);
+        for (int64_t task; (task = claim(region, job, i == 0)) >= 0; ++done) job.fn(job.ctx, task, thread);
         // A plain store: only this thread writes its report, and a locked instruction here would wait for
         // the line to come back from the caller, which reads it.
         if (thread != 0 && done != before) done_[thread].value.store(tagged(job.epoch, done), std::memory_order_release);
@@ -100,15 +102,15 @@ void ThreadPool::dispatch(int64_t num_tasks, Trampoline fn, void* ctx) {
     // The caller's first task is claimed before the job is published, by a plain store: no other thread
     // can claim from this job yet, and none can claim from the previous one (it has ended). Its first task
     // then starts without waiting on a locked instruction for the job's line to reach the workers.
-    const int64_t first = region_begin(num_tasks, num_threads_, 0);
-    claims_[0].value.store(tagged(job.epoch, first + 1), std::memory_order_relaxed);
+    const int64_t own = region_begin(num_tasks, num_threads_, 1);  // region 0 is [0, own), own >= 1
+    claims_[0].value.store(tagged(job.epoch, int64_t{1} << 12 | own), std::memory_order_relaxed);
     seq_.store(seq + 2, std::memory_order_release);
     seq_.notify_all();
 
-    fn(ctx, first, 0);
-    const int64_t own = work(job, 0, 1);
+    fn(ctx, 0, 0);
+    const int64_t ran = work(job, 0, 1);
     for (int spin = 0;; ++spin) {
-        int64_t done = own;
+        int64_t done = ran;
         for (int t = 1; t < num_threads_; ++t) {
             const uint64_t d = done_[t].value.load(std::memory_order_acquire);
             if (age(d, job.epoch) == 0) done += static_cast<int64_t>(d & kCountMask);

@@ -3,9 +3,11 @@
 // through the kernel each time would cost more than the work), then sleep on a futex (std::atomic::wait).
 //
 // A job's tasks are split into one contiguous region per thread. Each thread runs its own region's tasks in
-// order, so that it reads its weight rows as one sequential stream, then helps with what is left of the
-// others'. Tasks handed out from one shared counter alternated between the threads, and every thread jumped
-// to a new part of the matrix at each task: a Q8_0 decode step ran 10-15% slower that way.
+// order from the front, so that it reads its weight rows as one sequential stream, then helps with what is
+// left of the others' from their backs. Tasks handed out from one shared counter alternated between the
+// threads, and every thread jumped to a new part of the matrix at each task: a Q8_0 decode step ran 10-15%
+// slower that way. A thread that took another's next task broke that one's stream where its prefetchers
+// were already reading: streamed Q8_0 GEMVs lost about 10% on a quiet memory bus.
 //
 // The caller waits for tasks, not for workers: a worker that the OS has descheduled never holds up a job
 // (the machines are shared, and waiting for every worker to check in made a busy machine 100x slower); the
@@ -48,10 +50,11 @@ public:
             for (int64_t t = 0; t < num_tasks; ++t) fn(t, 0);
             return;
         }
-        if (num_tasks > kMaxJobTasks) {  // a claim counter holds 24 bits of task index
-            for (int64_t base = 0; base < num_tasks; base += kMaxJobTasks) {
+        const int64_t max_tasks = int64_t{kMaxRegionTasks - 1} * num_threads_;
+        if (num_tasks > max_tasks) {  // in parts whose regions fit a claim counter
+            for (int64_t base = 0; base < num_tasks; base += max_tasks) {
                 auto part = [&](int64_t task, int thread) { fn(base + task, thread); };
-                dispatch(std::min(kMaxJobTasks, num_tasks - base), &invoke<decltype(part)>, &part);
+                dispatch(std::min(max_tasks, num_tasks - base), &invoke<decltype(part)>, &part);
             }
             return;
         }
@@ -66,7 +69,7 @@ public:
     }
 
 private:
-    static constexpr int64_t kMaxJobTasks = (int64_t{1} << 24) - 1;
+    static constexpr int kMaxRegionTasks = (1 << 12) - 1;  // a region's next and end take 12 bits each
     using Trampoline = void (*)(void* ctx, int64_t task, int thread);
     template <class Fn>
     static void invoke(void* ctx, int64_t task, int thread) {
@@ -79,15 +82,15 @@ private:
         uint64_t epoch;
     };
     struct alignas(64) Line {
-        std::atomic<uint64_t> value{0};  // (epoch << 24) | count: see claim() and dispatch()
+        std::atomic<uint64_t> value{0};  // (epoch << 24) | 24 bits: see claim() and dispatch()
     };
 
     void dispatch(int64_t num_tasks, Trampoline fn, void* ctx);
     void worker_main(int thread);
     // The job published with sequence number seq into job, if it is still the current one.
     bool read_job(uint32_t seq, Job& job) const;
-    // A task of `region` not yet claimed in the job, or -1.
-    int64_t claim(int region, const Job& job);
+    // A task of `region` not yet claimed in the job, or -1: its first if `front`, else its last.
+    int64_t claim(int region, const Job& job, bool front);
     // Runs tasks of the job, the thread's own region first, then the others'; returns how many. A worker
     // reports its count as it goes.
     int64_t work(const Job& job, int thread, int64_t done);

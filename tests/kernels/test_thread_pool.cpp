@@ -63,12 +63,14 @@ private slots:
             }
     }
 
-    // A thread takes the tasks of any one region in order (a region's tasks are claimed from one counter),
-    // so the tasks a thread runs from one region increase. Seen with tasks that take long enough for both
-    // threads to run some of each region.
+    // A thread takes its own region's tasks in order from the front and another region's from the back (a
+    // region's tasks are claimed from one counter), so the tasks a thread runs from its own region increase
+    // and those it runs from another's decrease. Seen with tasks that take long enough for both threads to
+    // run some of each region.
     void a_threads_tasks_of_a_region_in_order() {
         for (int threads : {2, 3}) {
             ThreadPool pool(threads);
+            int stolen = 0;
             for (int round = 0; round < 50; ++round) {
                 const int64_t num_tasks = 64 + round;
                 std::vector<std::vector<int64_t>> ran(static_cast<size_t>(threads));
@@ -83,14 +85,26 @@ private slots:
                     for (int64_t task : ran[t]) {
                         int r = 0;
                         while (ThreadPool::region_begin(num_tasks, threads, r + 1) <= task) ++r;
-                        QVERIFY2(task > last[r], qPrintable(QString("thread %1 ran task %2 after %3 of region %4")
-                                                                .arg(t).arg(task).arg(last[r]).arg(r)));
+                        if (r != t) ++stolen;
+                        const bool in_order = last[r] < 0 || (r == t ? task > last[r] : task < last[r]);
+                        QVERIFY2(in_order, qPrintable(QString("thread %1 ran task %2 after %3 of region %4")
+                                                          .arg(t).arg(task).arg(last[r]).arg(r)));
                         last[r] = task;
                     }
                 }
                 QCOMPARE(total, num_tasks);
             }
+            QVERIFY2(stolen > 0, "no thread ever ran another's task: the order of stolen tasks went unchecked");
         }
+    }
+
+    // Jobs larger than the claim counters hold run in parts: every task still once.
+    void job_larger_than_counters() {
+        ThreadPool pool(2);
+        const int64_t num_tasks = 3 * 4095 * 2 + 17;
+        std::vector<std::atomic<int>> runs(static_cast<size_t>(num_tasks));
+        pool.run(num_tasks, [&](int64_t task, int) { runs[static_cast<size_t>(task)].fetch_add(1); });
+        for (int64_t t = 0; t < num_tasks; ++t) QCOMPARE(runs[static_cast<size_t>(t)].load(), 1);
     }
 
     // The caller's first task is its region's first, whatever the workers do.
