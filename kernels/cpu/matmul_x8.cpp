@@ -764,8 +764,62 @@ inline void accumulate_vnni(const BlockQ4_Kx8* const* blk, const BlockQ8Act* xb,
     const ActSumsQ8* const sr[1] = {s};
     finish_k4(blk, xr, sr, isum8, acc);
 }
+
+// Q6_K blocks blk[0 .. G) against one activation row (its 8 blocks xb, sums s): per sub-block of 16 values, the
+// stored values (0-63, unsigned) dotted with q_x by vpdpbusd, chunks 2C2 and 2C2 + 1 of the 8 rows in lanes
+// 0-7 and 8-15 (two 32-byte runs of the layout in one register), times the sub-block's scale (vpmulld), then
+// the offset and d_w * d_x as the AVX2 kernel (accumulate): the same exact integers, the same float steps.
+alignas(64) constexpr int32_t kChunkPairIndex[4][16] = {
+    {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1}, {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
+    {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5}, {6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7}};
+template <int G>
+inline void accumulate_vnni(const BlockQ6_Kx8* const* blk, const BlockQ8Act* xb, const ActSumsQ8* s, __m256 (&acc)[G][1]) {
+    const __m512i low6 = _mm512_set1_epi8(0x3F), low2 = _mm512_set1_epi8(0x03), bits23 = _mm512_set1_epi8(0x0C),
+                  bits45 = _mm512_set1_epi8(0x30);
+    auto two_chunks = [](const uint8_t (&lo)[kRows][4], const uint8_t (&hi)[kRows][4]) {
+        return _mm512_inserti64x4(_mm512_castsi256_si512(loadu32(lo)), loadu32(hi), 1);
+    };
+    __m512i isum[G];
+    for (__m512i& v : isum) v = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h) {
+        const __m512i xq[4] = {x_block(xb[4 * h]), x_block(xb[4 * h + 1]), x_block(xb[4 * h + 2]), x_block(xb[4 * h + 3])};
+        for (int t = 0; t < 2; ++t) {  // values 16t .. 16t + 15 of the half's groups: chunks 4t .. 4t + 3
+            __m512i sum[G][4];
+            for (auto& g : sum)
+                for (__m512i& v : g) v = _mm512_setzero_si512();
+            for (int c2 = 2 * t; c2 < 2 * t + 2; ++c2) {
+                const __m512i index = _mm512_load_si512(kChunkPairIndex[c2]);
+                __m512i xp[4];
+                for (int q = 0; q < 4; ++q) xp[q] = _mm512_permutexvar_epi32(index, xq[q]);
+                for (int g = 0; g < G; ++g) {
+                    const auto& qg = blk[g]->q[h];
+                    const __m512i a = two_chunks(qg[2 * c2][0], qg[2 * c2 + 1][0]);
+                    const __m512i b = two_chunks(qg[2 * c2][1], qg[2 * c2 + 1][1]);
+                    const __m512i e = two_chunks(qg[2 * c2][2], qg[2 * c2 + 1][2]);
+                    const __m512i v3 = _mm512_or_si512(
+                        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(a, 6), low2), _mm512_and_si512(_mm512_srli_epi16(b, 4), bits23)),
+                        _mm512_and_si512(_mm512_srli_epi16(e, 2), bits45));
+                    sum[g][0] = _mm512_dpbusd_epi32(sum[g][0], _mm512_and_si512(a, low6), xp[0]);
+                    sum[g][1] = _mm512_dpbusd_epi32(sum[g][1], _mm512_and_si512(b, low6), xp[1]);
+                    sum[g][2] = _mm512_dpbusd_epi32(sum[g][2], _mm512_and_si512(e, low6), xp[2]);
+                    sum[g][3] = _mm512_dpbusd_epi32(sum[g][3], v3, xp[3]);
+                }
+            }
+            for (int g = 0; g < G; ++g)
+                for (int q = 0; q < 4; ++q) {
+                    int64_t sc;
+                    std::memcpy(&sc, blk[g]->scales[2 * (4 * h + q) + t], 8);
+                    const __m512i scale = _mm512_cvtepi8_epi32(_mm_set1_epi64x(sc));  // row r in lanes r and r + 8
+                    isum[g] = _mm512_add_epi32(isum[g], _mm512_mullo_epi32(sum[g][q], scale));
+                }
+        }
+    }
+    for (int g = 0; g < G; ++g)
+        add_scaled(_mm256_sub_epi32(fold(isum[g]), _mm256_slli_epi32(scaled_isum16(blk[g]->scales, *s), 5)), blk[g]->d,
+                   xb[0].d, acc[g][0]);
+}
 template <class Block>
-constexpr bool kHasVnni = std::is_same_v<Block, BlockQ8_0x8> || std::is_same_v<Block, BlockQ4_Kx8>;
+constexpr bool kHasVnni = std::is_same_v<Block, BlockQ8_0x8> || std::is_same_v<Block, BlockQ4_Kx8> || std::is_same_v<Block, BlockQ6_Kx8>;
 #else
 template <class Block>
 constexpr bool kHasVnni = false;
