@@ -831,8 +831,10 @@ constexpr bool kHasVnni = false;
 // rounds): 2048 x 2048 78 / 70 / 72 -> 81 / 83 / 85, 576 x 3072 71 / 68 / 72 -> 77 / 82 / 81, 576 x 576
 // unchanged (46-53); on one thread 576 x 576 64-71 -> 86-89, 2048 x 2048 73-76 -> 82-86. 2 and 8 KiB did no
 // better, the default (L1) hint no better than non-temporal. Each call issues a burst for its first 4 KiB:
-// starting 4 KiB in instead did worse on 576 x 3072. Unmeasured without AVX-512 (the AVX2 set reads 4
-// groups per tile), so off there.
+// starting 4 KiB in instead did worse on 576 x 3072. Q4_K (portable build's avx512 set, 3 alternating rounds):
+// 2048 x 2048 67 / 68 / 58 -> 77 / 67 / 75, 576 x 3072 51-53 -> 63-70; Q6_K within the noise. The AVX2 set
+// forced on the same machine (4 groups per tile) gained on Q8_0 (2048 x 2048 73-75 -> 78-85) but lost on Q4_K
+// (66-70 -> 57-66 at 4 KiB), so it stays off there until an AVX2 machine says otherwise.
 #if defined(__AVX512F__)
 constexpr int kDecodePrefetchBytes = 4096;
 #else
