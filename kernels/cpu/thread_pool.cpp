@@ -60,6 +60,11 @@ bool ThreadPool::read_job(uint32_t seq, Job& job) const {
 // earlier job's fields (it read them while that job was current and claims after it ended): an ended job has
 // no task left, so its counters are either tagged with it and empty, untouched only where its region was
 // empty, or tagged with a later job.
+// A region counter's value: [next, end) left, as offsets from the region's first task.
+uint64_t ThreadPool::region_left(uint64_t epoch, int64_t next, int64_t end) {
+    return tagged(epoch, next << kRegionIndexBits | end);
+}
+
 int64_t ThreadPool::claim(int region, const Job& job, bool front) {
     const int64_t begin = region_begin(job.tasks, num_threads_, region);
     const int64_t size = region_begin(job.tasks, num_threads_, region + 1) - begin;
@@ -69,10 +74,10 @@ int64_t ThreadPool::claim(int region, const Job& job, bool front) {
     for (;;) {
         const int64_t a = age(c, job.epoch);
         if (a > 0) return -1;
-        const int64_t next = a == 0 ? static_cast<int64_t>(c >> 12 & 0xfff) : 0;
-        const int64_t end = a == 0 ? static_cast<int64_t>(c & 0xfff) : size;
+        const int64_t next = a == 0 ? static_cast<int64_t>(c >> kRegionIndexBits & kMaxRegionTasks) : 0;
+        const int64_t end = a == 0 ? static_cast<int64_t>(c & kMaxRegionTasks) : size;
         if (next >= end) return -1;
-        const uint64_t want = front ? tagged(job.epoch, (next + 1) << 12 | end) : tagged(job.epoch, next << 12 | (end - 1));
+        const uint64_t want = front ? region_left(job.epoch, next + 1, end) : region_left(job.epoch, next, end - 1);
         if (counter.compare_exchange_weak(c, want, std::memory_order_acq_rel, std::memory_order_acquire))
             return begin + (front ? next : end - 1);
     }
@@ -103,7 +108,7 @@ void ThreadPool::dispatch(int64_t num_tasks, Trampoline fn, void* ctx) {
     // can claim from this job yet, and none can claim from the previous one (it has ended). Its first task
     // then starts without waiting on a locked instruction for the job's line to reach the workers.
     const int64_t own = region_begin(num_tasks, num_threads_, 1);  // region 0 is [0, own), own >= 1
-    claims_[0].value.store(tagged(job.epoch, int64_t{1} << 12 | own), std::memory_order_relaxed);
+    claims_[0].value.store(region_left(job.epoch, 1, own), std::memory_order_relaxed);
     seq_.store(seq + 2, std::memory_order_release);
     seq_.notify_all();
 

@@ -69,7 +69,8 @@ public:
     }
 
 private:
-    static constexpr int kMaxRegionTasks = (1 << 12) - 1;  // a region's next and end take 12 bits each
+    static constexpr int kRegionIndexBits = 12;  // a region's next and end take 12 bits each
+    static constexpr int kMaxRegionTasks = (1 << kRegionIndexBits) - 1;
     using Trampoline = void (*)(void* ctx, int64_t task, int thread);
     template <class Fn>
     static void invoke(void* ctx, int64_t task, int thread) {
@@ -89,6 +90,7 @@ private:
     void worker_main(int thread);
     // The job published with sequence number seq into job, if it is still the current one.
     bool read_job(uint32_t seq, Job& job) const;
+    static uint64_t region_left(uint64_t epoch, int64_t next, int64_t end);
     // A task of `region` not yet claimed in the job, or -1: its first if `front`, else its last.
     int64_t claim(int region, const Job& job, bool front);
     // Runs tasks of the job, the thread's own region first, then the others'; returns how many. A worker
