@@ -212,6 +212,28 @@ inline vf loadv_f16(const uint16_t* p) {
 #endif
 }
 
+// kLanes values stored as F16 with f32_to_f16's rounding (nearest even, gradual underflow, overflow to Inf):
+// the hardware's conversion where the set has one (a NaN keeps its payload's top bits there, where
+// f32_to_f16 makes every NaN 0x7e00), else f32_to_f16 per lane.
+inline void storev_f16(uint16_t* p, vf v) {
+#if defined(__AVX512F__)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(reinterpret_cast<__m512>(v), _MM_FROUND_TO_NEAREST_INT));
+#elif defined(__F16C__) && KVSCOPE_CPU_LANES == 8
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(reinterpret_cast<__m256>(v), _MM_FROUND_TO_NEAREST_INT));
+#else
+    for (int l = 0; l < kLanes; ++l) p[l] = f32_to_f16(v[l]);
+#endif
+}
+
+// kLanes values stored as BF16, bit for bit as f32_to_bf16 (nearest even; a NaN stays a quiet NaN).
+inline void storev_bf16(uint16_t* p, vf v) {
+    const vu32 bits = bit_cast_vector<vu32>(v);
+    const vu32 rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+    const vu32 nan = bit_cast_vector<vu32>((bits & 0x7fffffffu) > 0x7f800000u);  // all ones where NaN
+    const vu16 h = __builtin_convertvector((rounded & ~nan) | (((bits >> 16) | 0x40u) & nan), vu16);
+    std::memcpy(p, &h, sizeof h);
+}
+
 inline float f16_scale(uint16_t h) {
 #if defined(__F16C__)
     return _cvtsh_ss(h);

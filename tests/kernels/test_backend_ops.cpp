@@ -525,6 +525,64 @@ private slots:
         QCOMPARE(cache[layout.offset(0, 0, 1, 0, 2)], k[(2 * 2 + 0) * 8 + 0]);      // token 2 -> slot 6
     }
 
+    // Half-precision caches round as f32_to_f16 / f32_to_bf16 do, bit for bit, on the values where rounding
+    // is hard: halfway cases (to even, both ways), F16 subnormals and the smallest values that round to
+    // zero, overflow to infinity at 65520, infinities and signed zeros. head_dim 64 stores a vector at a
+    // time; 72 adds a tail of 8 (scalar where a vector is 16 lanes).
+    void write_kv_rounds_half_caches_data() {
+        QTest::addColumn<int>("kv_dtype");
+        QTest::addColumn<int>("head_dim");
+        for (DType dt : {DType::F16, DType::BF16})
+            for (int D : {64, 72}) QTest::addRow("%s D=%d", dtype_name(dt).data(), D) << static_cast<int>(dt) << D;
+    }
+    void write_kv_rounds_half_caches() {
+        QFETCH(int, kv_dtype);
+        QFETCH(int, head_dim);
+        Subject& s = subject();
+        const DType kv = static_cast<DType>(kv_dtype);
+        if (!s.first().supports_kv_dtype(kv)) QSKIP(qPrintable(QString("no %1 KV cache here").arg(dtype_name(kv).data())));
+        const float inf = std::numeric_limits<float>::infinity();
+        const std::vector<float> hard = {
+            1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f,  // F16 / BF16 halfway cases
+            1.0f + 0x1p-11f + 0x1p-20f, 0x1p-14f, 0x1p-15f, 0x1p-24f, 0x1p-25f, 0x1.8p-25f, 3 * 0x1p-26f,
+            0x1p-26f, -0x1.ffcp-15f, 65504.0f, 65519.0f, 65520.0f, -1e6f, inf, -inf, 0.0f, -0.0f, 1e-40f,
+            3.0e38f, -2.5f, 0.1f};
+        const KvCacheLayout layout{1, 2, 4, 2, head_dim, kv};  // 2 tokens x 2 heads x head_dim, K and V
+        std::vector<float> k(static_cast<size_t>(2 * 2 * head_dim)), v(k.size());
+        for (size_t i = 0; i < k.size(); ++i) {
+            k[i] = hard[i % hard.size()];
+            v[i] = -hard[(i * 7 + 3) % hard.size()];
+        }
+        const DeviceVector<float> k_d(s.first(), k), v_d(s.first(), v);
+        const DeviceVector<int64_t> slots_d(s.first(), std::vector<int64_t>{5, 2});
+        const size_t cache_floats = (layout.total_bytes() + sizeof(float) - 1) / sizeof(float);
+        DeviceVector<float> cache_d(s.first(), std::vector<float>(cache_floats, 0.0f));
+        s.first().write_kv(k_d.data(), v_d.data(), slots_d.data(), 2, layout, cache_d.data(), 0);
+        std::vector<float> host(cache_floats);
+        s.first().copy_to_host(host.data(), cache_d.data(), layout.total_bytes());
+        const auto* halves = reinterpret_cast<const uint16_t*>(host.data());
+        const auto expected = [&](float x) { return kv == DType::F16 ? f32_to_f16(x) : f32_to_bf16(x); };
+        for (int t = 0; t < 2; ++t) {
+            const int slot = t == 0 ? 5 : 2;
+            for (int h = 0; h < 2; ++h)
+                for (int d = 0; d < head_dim; ++d) {
+                    const size_t src = (static_cast<size_t>(t) * 2 + h) * head_dim + d;
+                    for (int which = 0; which < 2; ++which) {
+                        const float x = which == 0 ? k[src] : v[src];
+                        const uint16_t got = halves[layout.offset(0, which, slot / 4, h, slot % 4) + d];
+                        QVERIFY2(got == expected(x), qPrintable(QString("%1 of %2 (token %3 head %4 dim %5) stored as 0x%6, not 0x%7")
+                                                                   .arg(which == 0 ? "K" : "V")
+                                                                   .arg(static_cast<double>(x), 0, 'g', 9)
+                                                                   .arg(t)
+                                                                   .arg(h)
+                                                                   .arg(d)
+                                                                   .arg(got, 4, 16, QChar('0'))
+                                                                   .arg(expected(x), 4, 16, QChar('0'))));
+                    }
+                }
+        }
+    }
+
     // ---- rms_norm
     void rms_norm_data() {
         QTest::addColumn<int>("n");
