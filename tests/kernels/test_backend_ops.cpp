@@ -591,6 +591,7 @@ private slots:
         QTest::addRow("1x8") << 1 << 8 << 1e-5f;
         QTest::addRow("1x576") << 1 << 576 << 1e-5f;
         QTest::addRow("3x576") << 3 << 576 << 1e-6f;
+        QTest::addRow("2x100 (vector tails)") << 2 << 100 << 1e-5f;
         QTest::addRow("7x4096") << 7 << 4096 << 1e-5f;
         QTest::addRow("64x576 (parallel)") << 64 << 576 << 1e-5f;
         QTest::addRow("300x2048") << 300 << 2048 << 1e-6f;
