@@ -708,7 +708,7 @@ inline __m256i fold(__m512i v) { return _mm256_add_epi32(_mm512_castsi512_si256(
 // stored values go in as w + 128 (w xor 0x80), which adds 128 * sum(q_x) to every row's sum, taken off once
 // for the G blocks.
 template <int G>
-inline void accumulate_vnni(const BlockQ8_0x8* const* blk, const BlockQ8Act& x, __m256 (&acc)[G][1]) {
+inline void accumulate_vnni(const BlockQ8_0x8* const* blk, const BlockQ8Act& x, NoSums, __m256 (&acc)[G][1]) {
     const __m512i k80 = _mm512_set1_epi8(static_cast<char>(0x80)), xv = x_block(x);
     const __m512i xp[4] = {x_chunk_pair<0>(xv), x_chunk_pair<1>(xv), x_chunk_pair<2>(xv), x_chunk_pair<3>(xv)};
     __m512i offset = _mm512_setzero_si512();
@@ -719,6 +719,65 @@ inline void accumulate_vnni(const BlockQ8_0x8* const* blk, const BlockQ8Act& x, 
         for (int c2 = 0; c2 < 4; ++c2)
             sum = _mm512_dpbusd_epi32(sum, _mm512_xor_si512(_mm512_loadu_si512(blk[g]->qs[2 * c2]), k80), xp[c2]);
         add_scaled(_mm256_sub_epi32(fold(sum), offset8), blk[g]->d, x.d, acc[g][0]);
+    }
+}
+
+// The 8 rows' 4-bit values (Q4_0 / Q4_1; with kFifthBit, Q5_0 / Q5_1's 5-bit ones) against one activation
+// block (xp: its chunk pairs): per row the exact int32 sum of value * q_x that dot_u4 / dot_u5 make. The
+// values are unsigned, so vpdpbusd takes them as they are. Chunks 2 * C2 and 2 * C2 + 1 of qs lie in lanes 0-7
+// and 8-15 of one load; their fifth bits are bits 2 * C2 and 2 * C2 + 1 of qh (high nibbles: + 4), so the high
+// half of the register holds qh shifted down by one and one shift serves both halves.
+template <bool kFifthBit, class Block>
+inline __m256i dot_u45_vnni(const Block& blk, const __m512i (&xp)[4]) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
+    __m512i qh = _mm512_setzero_si512();
+    if constexpr (kFifthBit) {
+        const __m256i h = loadu32(blk.qh);
+        qh = _mm512_inserti64x4(_mm512_castsi256_si512(h), _mm256_srli_epi16(h, 1), 1);
+    }
+    __m512i sum = _mm512_setzero_si512();
+    auto pair = [&]<int C2>() {
+        const __m512i q = _mm512_loadu_si512(blk.qs[2 * C2]);
+        __m512i lo = _mm512_and_si512(q, low4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
+        if constexpr (kFifthBit) {  // bit 2 * C2 to bit 4 (0 or 2: up), bit 2 * C2 + 4 to bit 4 (4 or 6: down)
+            lo = _mm512_or_si512(lo, _mm512_and_si512(_mm512_slli_epi16(qh, 4 - 2 * C2), bit4));
+            hi = _mm512_or_si512(hi, _mm512_and_si512(_mm512_srli_epi16(qh, 2 * C2), bit4));
+        }
+        sum = _mm512_dpbusd_epi32(sum, lo, xp[C2]);
+        sum = _mm512_dpbusd_epi32(sum, hi, xp[C2 + 2]);
+    };
+    pair.template operator()<0>();
+    pair.template operator()<1>();
+    return fold(sum);
+}
+inline void chunk_pairs(const BlockQ8Act& x, __m512i (&xp)[4]) {
+    const __m512i xv = x_block(x);
+    xp[0] = x_chunk_pair<0>(xv);
+    xp[1] = x_chunk_pair<1>(xv);
+    xp[2] = x_chunk_pair<2>(xv);
+    xp[3] = x_chunk_pair<3>(xv);
+}
+// Q4_0 / Q5_0 blocks blk[0 .. G) against one activation block whose values sum to xsum, as accumulate does
+// them: the dot minus the offset (8 or 16) times xsum, times d_w * d_x.
+template <int G, class Block>
+    requires(std::is_same_v<Block, BlockQ4_0x8> || std::is_same_v<Block, BlockQ5_0x8>)
+inline void accumulate_vnni(const Block* const* blk, const BlockQ8Act& x, int32_t xsum, __m256 (&acc)[G][1]) {
+    constexpr bool kFifthBit = std::is_same_v<Block, BlockQ5_0x8>;
+    __m512i xp[4];
+    chunk_pairs(x, xp);
+    const __m256i offset = _mm256_set1_epi32((kFifthBit ? 16 : 8) * xsum);
+    for (int g = 0; g < G; ++g)
+        add_scaled(_mm256_sub_epi32(dot_u45_vnni<kFifthBit>(*blk[g], xp), offset), blk[g]->d, x.d, acc[g][0]);
+}
+// Q4_1 / Q5_1: the dot times d_w * d_x, then the mins times d_x * sum(q_x), as accumulate.
+template <int G, class Block>
+    requires(std::is_same_v<Block, BlockQ4_1x8> || std::is_same_v<Block, BlockQ5_1x8>)
+inline void accumulate_vnni(const Block* const* blk, const BlockQ8Act& x, float xsum_dx, __m256 (&acc)[G][1]) {
+    __m512i xp[4];
+    chunk_pairs(x, xp);
+    for (int g = 0; g < G; ++g) {
+        add_scaled(dot_u45_vnni<std::is_same_v<Block, BlockQ5_1x8>>(*blk[g], xp), blk[g]->d, x.d, acc[g][0]);
+        add_min(blk[g]->m, xsum_dx, acc[g][0]);
     }
 }
 
@@ -819,7 +878,9 @@ inline void accumulate_vnni(const BlockQ6_Kx8* const* blk, const BlockQ8Act* xb,
                    xb[0].d, acc[g][0]);
 }
 template <class Block>
-constexpr bool kHasVnni = std::is_same_v<Block, BlockQ8_0x8> || std::is_same_v<Block, BlockQ4_Kx8> || std::is_same_v<Block, BlockQ6_Kx8>;
+constexpr bool kHasVnni = std::is_same_v<Block, BlockQ8_0x8> || std::is_same_v<Block, BlockQ4_Kx8> || std::is_same_v<Block, BlockQ6_Kx8> ||
+                          std::is_same_v<Block, BlockQ4_0x8> || std::is_same_v<Block, BlockQ5_0x8> ||
+                          std::is_same_v<Block, BlockQ4_1x8> || std::is_same_v<Block, BlockQ5_1x8>;
 #else
 template <class Block>
 constexpr bool kHasVnni = false;
@@ -870,7 +931,7 @@ void dot_rows8(const Block* const* w, int64_t nblk, const BlockQ8Act* x, const t
             if constexpr (kActBlocks == 8)
                 accumulate_vnni(blk, xr[0], xs + b, accs);
             else
-                accumulate_vnni(blk, *xr[0], accs);
+                accumulate_vnni(blk, *xr[0], sums_at(xs, b), accs);
             continue;
         }
 #endif
