@@ -642,21 +642,28 @@ inline void accumulate(const BlockIQ4_NLx8& blk, const BlockQ8Act* const* xb, co
 // IQ4_XS blocks blk[0 .. G) against xb, into acc[0 .. G): per sub-block of 32 its chunks' levels against q_x by
 // pmaddubsw's sign trick (chunk_dot_signed), each pair sum times the sub-block's scale (6 bits, less 32) in
 // the pmaddwd, exact in int32, times d_w * d_x.
+// The 8 rows' sub-block scales of an IQ4_XS block (6 bits, less 32: -32 .. 31): sc[s % 2][s / 2][r] is row r's
+// scale of sub-block s.
+inline void iq4xs_scales(const BlockIQ4_XSx8& blk, int8_t (&sc)[2][4][kRows]) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3), m12 = _mm256_set1_epi8(12), k32 = _mm256_set1_epi8(32);
+    const __m256i lo = loadu32(blk.scales_l);
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales_h));
+    const __m128i h_even = _mm_and_si128(h, _mm_set1_epi8(0x0F)), h_odd = _mm_and_si128(_mm_srli_epi16(h, 4), _mm_set1_epi8(0x0F));
+    // [k][r]: the top bits of sub-blocks 2k (bits 0-1) and 2k + 1 (bits 2-3)
+    const __m256i hi = _mm256_set_m128i(_mm_unpackhi_epi64(h_even, h_odd), _mm_unpacklo_epi64(h_even, h_odd));
+    const __m256i even = _mm256_or_si256(_mm256_and_si256(lo, low4), _mm256_slli_epi16(_mm256_and_si256(hi, m3), 4));
+    const __m256i odd = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo, 4), low4), _mm256_slli_epi16(_mm256_and_si256(hi, m12), 2));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(sc[0]), _mm256_sub_epi8(even, k32));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(sc[1]), _mm256_sub_epi8(odd, k32));
+}
+
 template <int G, int R>
 inline void accumulate(const BlockIQ4_XSx8* const* blk, const BlockQ8Act* const* xb, const ActSumsQ8* const*, __m256 (&acc)[G][R]) {
-    const __m256i low4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3), m12 = _mm256_set1_epi8(12), k32 = _mm256_set1_epi8(32);
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
     alignas(32) int8_t sc[G][2][4][kRows];  // [g][s % 2][s / 2][r]: row r's scale of sub-block s, -32 .. 31
     __m256i isum[G][R];
     for (int g = 0; g < G; ++g) {
-        const __m256i lo = loadu32(blk[g]->scales_l);
-        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[g]->scales_h));
-        const __m128i h_even = _mm_and_si128(h, _mm_set1_epi8(0x0F)), h_odd = _mm_and_si128(_mm_srli_epi16(h, 4), _mm_set1_epi8(0x0F));
-        // [k][r]: the top bits of sub-blocks 2k (bits 0-1) and 2k + 1 (bits 2-3)
-        const __m256i hi = _mm256_set_m128i(_mm_unpackhi_epi64(h_even, h_odd), _mm_unpacklo_epi64(h_even, h_odd));
-        const __m256i even = _mm256_or_si256(_mm256_and_si256(lo, low4), _mm256_slli_epi16(_mm256_and_si256(hi, m3), 4));
-        const __m256i odd = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo, 4), low4), _mm256_slli_epi16(_mm256_and_si256(hi, m12), 2));
-        _mm256_store_si256(reinterpret_cast<__m256i*>(sc[g][0]), _mm256_sub_epi8(even, k32));
-        _mm256_store_si256(reinterpret_cast<__m256i*>(sc[g][1]), _mm256_sub_epi8(odd, k32));
+        iq4xs_scales(*blk[g], sc[g]);
         for (int r = 0; r < R; ++r) isum[g][r] = _mm256_setzero_si256();
     }
     for (int s = 0; s < 8; ++s)
@@ -781,6 +788,75 @@ inline void accumulate_vnni(const Block* const* blk, const BlockQ8Act& x, float 
     }
 }
 
+// IQ4_NL / IQ4_XS levels (-127 .. 113) as unsigned bytes for vpdpbusd: level + 128 (the level's bits xor 0x80),
+// by nibble, in every 128-bit lane. The 128 * sum(q_x) this adds to each row's dot is taken off after.
+inline __m512i iq4nl_table_u8() {
+    return _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues))),
+                            _mm512_set1_epi8(static_cast<char>(0x80)));
+}
+// The 8 rows' levels + 128 of 32 values (qs: IQ4_NL's 4 chunks, Q4_0's layout) against an activation block's
+// chunk pairs xp: per row in lanes r and r + 8, sum((level + 128) * q_x).
+inline __m512i dot_iq4_u8(const __m512i table, const uint8_t (&qs)[4][kRows][4], const __m512i (&xp)[4]) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    __m512i sum = _mm512_setzero_si512();
+    for (int c2 = 0; c2 < 2; ++c2) {
+        const __m512i q = _mm512_loadu_si512(qs[2 * c2]);
+        sum = _mm512_dpbusd_epi32(sum, _mm512_shuffle_epi8(table, _mm512_and_si512(q, low4)), xp[c2]);
+        sum = _mm512_dpbusd_epi32(sum, _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(q, 4), low4)), xp[c2 + 2]);
+    }
+    return sum;
+}
+// IQ4_NL blocks blk[0 .. G) against one activation block: the levels' exact dot (the 128 * sum(q_x) taken off
+// once for the G blocks, as Q8_0's), times d_w * d_x, as accumulate.
+template <int G>
+inline void accumulate_vnni(const BlockIQ4_NLx8* const* blk, const BlockQ8Act& x, NoSums, __m256 (&acc)[G][1]) {
+    const __m512i table = iq4nl_table_u8(), k80 = _mm512_set1_epi8(static_cast<char>(0x80));
+    __m512i xp[4];
+    chunk_pairs(x, xp);
+    __m512i offset = _mm512_setzero_si512();
+    for (const __m512i& p : xp) offset = _mm512_dpbusd_epi32(offset, k80, p);
+    const __m256i offset8 = fold(offset);
+    for (int g = 0; g < G; ++g) add_scaled(_mm256_sub_epi32(fold(dot_iq4_u8(table, blk[g]->qs, xp)), offset8), blk[g]->d, x.d, acc[g][0]);
+}
+// IQ4_XS blocks blk[0 .. G) against one activation row (its 8 blocks xb, sums s): per sub-block the levels + 128
+// dotted by vpdpbusd, times the sub-block's scale (vpmulld), less 128 * sum over sub-blocks of scale * sum(q_x)
+// (pmaddwd on the scale pairs and isum16's pair sums), then d_w * d_x: accumulate's exact integers.
+template <int G>
+inline void accumulate_vnni(const BlockIQ4_XSx8* const* blk, const BlockQ8Act* xb, const ActSumsQ8* s, __m256 (&acc)[G][1]) {
+    const __m512i table = iq4nl_table_u8();
+    alignas(32) int8_t sc[G][2][4][kRows];
+    __m512i isum[G];
+    for (int g = 0; g < G; ++g) {
+        iq4xs_scales(*blk[g], sc[g]);
+        isum[g] = _mm512_setzero_si512();
+    }
+    for (int sb = 0; sb < 8; ++sb) {
+        __m512i xp[4];
+        chunk_pairs(xb[sb], xp);
+        for (int g = 0; g < G; ++g) {
+            int64_t row_scales;
+            std::memcpy(&row_scales, sc[g][sb % 2][sb / 2], 8);
+            const __m512i scale = _mm512_cvtepi8_epi32(_mm_set1_epi64x(row_scales));  // row r in lanes r and r + 8
+            isum[g] = _mm512_add_epi32(isum[g], _mm512_mullo_epi32(dot_iq4_u8(table, blk[g]->qs[sb], xp), scale));
+        }
+    }
+    // Sub-block k's sum(q_x): isum16[2k] + isum16[2k + 1]; pairs (2p, 2p + 1) of them against each row's pair of scales.
+    int32_t pair_sums[4];
+    for (int p = 0; p < 4; ++p) {
+        const int32_t even = s->isum16[4 * p] + s->isum16[4 * p + 1], odd = s->isum16[4 * p + 2] + s->isum16[4 * p + 3];
+        pair_sums[p] = static_cast<int32_t>(static_cast<uint32_t>(odd) << 16 | (static_cast<uint32_t>(even) & 0xffffu));
+    }
+    for (int g = 0; g < G; ++g) {
+        __m256i offset = _mm256_setzero_si256();
+        for (int p = 0; p < 4; ++p) {
+            const __m128i words = _mm_unpacklo_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc[g][0][p])),
+                                                    _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc[g][1][p])));
+            offset = _mm256_add_epi32(offset, _mm256_madd_epi16(_mm256_cvtepi8_epi16(words), _mm256_set1_epi32(pair_sums[p])));
+        }
+        add_scaled(_mm256_sub_epi32(fold(isum[g]), _mm256_slli_epi32(offset, 7)), blk[g]->d, xb[0].d, acc[g][0]);
+    }
+}
+
 // Q4_K blocks blk[0 .. G) against one activation row (its 8 blocks xb, sums s): per pair of groups the
 // nibbles against their x chunks, the 8 rows' sums of each group times their 6-bit scales (vpmulld: the
 // sums reach 32 * 15 * 127, past int16), then finish_k4 as the AVX2 kernel.
@@ -880,7 +956,8 @@ inline void accumulate_vnni(const BlockQ6_Kx8* const* blk, const BlockQ8Act* xb,
 template <class Block>
 constexpr bool kHasVnni = std::is_same_v<Block, BlockQ8_0x8> || std::is_same_v<Block, BlockQ4_Kx8> || std::is_same_v<Block, BlockQ6_Kx8> ||
                           std::is_same_v<Block, BlockQ4_0x8> || std::is_same_v<Block, BlockQ5_0x8> ||
-                          std::is_same_v<Block, BlockQ4_1x8> || std::is_same_v<Block, BlockQ5_1x8>;
+                          std::is_same_v<Block, BlockQ4_1x8> || std::is_same_v<Block, BlockQ5_1x8> ||
+                          std::is_same_v<Block, BlockIQ4_NLx8> || std::is_same_v<Block, BlockIQ4_XSx8>;
 #else
 template <class Block>
 constexpr bool kHasVnni = false;
