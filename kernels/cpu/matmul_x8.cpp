@@ -857,11 +857,22 @@ inline void accumulate_vnni(const BlockIQ4_XSx8* const* blk, const BlockQ8Act* x
     }
 }
 
-// Q4_K blocks blk[0 .. G) against one activation row (its 8 blocks xb, sums s): per pair of groups the
-// nibbles against their x chunks, the 8 rows' sums of each group times their 6-bit scales (vpmulld: the
-// sums reach 32 * 15 * 127, past int16), then finish_k4 as the AVX2 kernel.
-template <int P, int G>
-inline void q4k_pair_vnni(const BlockQ4_Kx8* const* blk, const BlockQ8Act* xb, const __m128i (&scs)[G][4], __m512i (&isum)[G]) {
+// Bit J of each byte of v at bit 4, the other bits zero (bit_at_4 on 64 bytes).
+template <int J>
+inline __m512i bit_at_4(__m512i v) {
+    const __m512i bit4 = _mm512_set1_epi8(0x10);
+    if constexpr (J <= 4)
+        return _mm512_and_si512(_mm512_slli_epi16(v, 4 - J), bit4);
+    else
+        return _mm512_and_si512(_mm512_srli_epi16(v, J - 4), bit4);
+}
+
+// Q4_K / Q5_K blocks blk[0 .. G) against one activation row (its 8 blocks xb, sums s): per pair of groups the
+// nibbles (Q5_K: with their fifth bits, as accumulate_pair) against their x chunks, the 8 rows' sums of each
+// group times their 6-bit scales (vpmulld: the sums reach 32 * 31 * 127, past int16), then finish_k4 as the
+// AVX2 kernel.
+template <int P, int G, class Block>
+inline void q4k_pair_vnni(const Block* const* blk, const BlockQ8Act* xb, const __m128i (&scs)[G][4], __m512i (&isum)[G]) {
     const __m512i low4 = _mm512_set1_epi8(0x0F), xa = x_block(xb[2 * P]), xb1 = x_block(xb[2 * P + 1]);
     const __m512i pa[4] = {x_chunk_pair<0>(xa), x_chunk_pair<1>(xa), x_chunk_pair<2>(xa), x_chunk_pair<3>(xa)};
     const __m512i pb[4] = {x_chunk_pair<0>(xb1), x_chunk_pair<1>(xb1), x_chunk_pair<2>(xb1), x_chunk_pair<3>(xb1)};
@@ -869,8 +880,14 @@ inline void q4k_pair_vnni(const BlockQ4_Kx8* const* blk, const BlockQ8Act* xb, c
         __m512i sa = _mm512_setzero_si512(), sb = _mm512_setzero_si512();
         for (int c2 = 0; c2 < 4; ++c2) {
             const __m512i q = _mm512_loadu_si512(blk[g]->qs[P][2 * c2]);
-            sa = _mm512_dpbusd_epi32(sa, _mm512_and_si512(q, low4), pa[c2]);
-            sb = _mm512_dpbusd_epi32(sb, _mm512_and_si512(_mm512_srli_epi16(q, 4), low4), pb[c2]);
+            __m512i a = _mm512_and_si512(q, low4), b = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
+            if constexpr (std::is_same_v<Block, BlockQ5_Kx8>) {  // chunks 2 * c2 and 2 * c2 + 1's qh: bits 2P, 2P + 1
+                const __m512i h = _mm512_loadu_si512(blk[g]->qh[2 * c2]);
+                a = _mm512_or_si512(a, bit_at_4<2 * P>(h));
+                b = _mm512_or_si512(b, bit_at_4<2 * P + 1>(h));
+            }
+            sa = _mm512_dpbusd_epi32(sa, a, pa[c2]);
+            sb = _mm512_dpbusd_epi32(sb, b, pb[c2]);
         }
         // [group 2P: rows 0-7][group 2P + 1: rows 0-7], each group's 8 bytes in both halves of 16 lanes
         const __m128i sc = scs[g][P];
@@ -878,8 +895,9 @@ inline void q4k_pair_vnni(const BlockQ4_Kx8* const* blk, const BlockQ8Act* xb, c
         isum[g] = _mm512_add_epi32(isum[g], _mm512_mullo_epi32(sb, _mm512_cvtepu8_epi32(_mm_unpackhi_epi64(sc, sc))));
     }
 }
-template <int G>
-inline void accumulate_vnni(const BlockQ4_Kx8* const* blk, const BlockQ8Act* xb, const ActSumsQ8* s, __m256 (&acc)[G][1]) {
+template <int G, class Block>
+    requires(std::is_same_v<Block, BlockQ4_Kx8> || std::is_same_v<Block, BlockQ5_Kx8>)
+inline void accumulate_vnni(const Block* const* blk, const BlockQ8Act* xb, const ActSumsQ8* s, __m256 (&acc)[G][1]) {
     __m512i isum[G];
     for (__m512i& v : isum) v = _mm512_setzero_si512();
     __m128i scs[G][4];  // the scales first, in the order the block's bytes lie
@@ -957,7 +975,8 @@ template <class Block>
 constexpr bool kHasVnni = std::is_same_v<Block, BlockQ8_0x8> || std::is_same_v<Block, BlockQ4_Kx8> || std::is_same_v<Block, BlockQ6_Kx8> ||
                           std::is_same_v<Block, BlockQ4_0x8> || std::is_same_v<Block, BlockQ5_0x8> ||
                           std::is_same_v<Block, BlockQ4_1x8> || std::is_same_v<Block, BlockQ5_1x8> ||
-                          std::is_same_v<Block, BlockIQ4_NLx8> || std::is_same_v<Block, BlockIQ4_XSx8>;
+                          std::is_same_v<Block, BlockIQ4_NLx8> || std::is_same_v<Block, BlockIQ4_XSx8> ||
+                          std::is_same_v<Block, BlockQ5_Kx8>;
 #else
 template <class Block>
 constexpr bool kHasVnni = false;
