@@ -474,17 +474,24 @@ inline void accumulate(const BlockQ3_Kx8* const* blk, const BlockQ8Act* const* x
 // block j the 8 chunks' 2-bit values (pmaddubsw pairs of at most 2 * 3 * 127, four chunks per int16 sum) times
 // the two sub-blocks' scales, exact in int32, times d_w * d_x; then the mins against the sums of q_x per 16
 // values, times dmin_w * d_x, subtracted (as Q4_K's mins). Each block's values are decoded once for the R rows.
+// Q2_K's scales and mins of a block's 8 rows (the low and high nibbles, 0 .. 15): sc[s][r] and mins[s][r] are
+// row r's of values 16s .. 16s + 15.
+inline void q2k_scales(const BlockQ2_Kx8& blk, int8_t (&sc)[16][kRows], int8_t (&mins)[16][kRows]) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    for (int q = 0; q < 4; ++q) {
+        const __m256i v = loadu32(blk.scales[4 * q]);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(sc[4 * q]), _mm256_and_si256(v, low4));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(mins[4 * q]), _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
+    }
+}
+
 template <int G, int R>
 inline void accumulate(const BlockQ2_Kx8* const* blk, const BlockQ8Act* const* xb, const ActSumsQ8* const* s, __m256 (&acc)[G][R]) {
-    const __m256i m3 = _mm256_set1_epi8(3), low4 = _mm256_set1_epi8(0x0F);
-    alignas(32) int8_t sc[G][16][kRows], mins[G][16][kRows];  // the low and high nibbles (0 .. 15)
+    const __m256i m3 = _mm256_set1_epi8(3);
+    alignas(32) int8_t sc[G][16][kRows], mins[G][16][kRows];
     __m256i isum[G][R];
     for (int g = 0; g < G; ++g) {
-        for (int q = 0; q < 4; ++q) {
-            const __m256i v = loadu32(blk[g]->scales[4 * q]);
-            _mm256_store_si256(reinterpret_cast<__m256i*>(sc[g][4 * q]), _mm256_and_si256(v, low4));
-            _mm256_store_si256(reinterpret_cast<__m256i*>(mins[g][4 * q]), _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
-        }
+        q2k_scales(*blk[g], sc[g], mins[g]);
         for (int r = 0; r < R; ++r) isum[g][r] = _mm256_setzero_si256();
     }
     for (int j = 0; j < 8; ++j)
@@ -867,6 +874,102 @@ inline __m512i bit_at_4(__m512i v) {
         return _mm512_and_si512(_mm512_srli_epi16(v, J - 4), bit4);
 }
 
+// Two 32-byte runs of the layout (8 rows' 4 bytes each) in the low and high halves of one register.
+inline __m512i two_halves(const uint8_t (&lo)[kRows][4], const uint8_t (&hi)[kRows][4]) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(loadu32(lo)), loadu32(hi), 1);
+}
+
+// Q3_K and Q2_K store values 32j .. 32j + 31 as planes per activation block j, whose chunks take shifts and
+// masks: their decode puts blocks j and j + 1 in the two halves of a register (lanes 0-7 and 8-15), chunk c of
+// each against that block's q_x chunk c, and each half's sums times its own sub-block's scale (vpmulld).
+alignas(64) constexpr int32_t kHalvesChunkIndex[8][16] = {
+    {0, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 8, 8, 8, 8},         {1, 1, 1, 1, 1, 1, 1, 1, 9, 9, 9, 9, 9, 9, 9, 9},
+    {2, 2, 2, 2, 2, 2, 2, 2, 10, 10, 10, 10, 10, 10, 10, 10}, {3, 3, 3, 3, 3, 3, 3, 3, 11, 11, 11, 11, 11, 11, 11, 11},
+    {4, 4, 4, 4, 4, 4, 4, 4, 12, 12, 12, 12, 12, 12, 12, 12}, {5, 5, 5, 5, 5, 5, 5, 5, 13, 13, 13, 13, 13, 13, 13, 13},
+    {6, 6, 6, 6, 6, 6, 6, 6, 14, 14, 14, 14, 14, 14, 14, 14}, {7, 7, 7, 7, 7, 7, 7, 7, 15, 15, 15, 15, 15, 15, 15, 15}};
+// Chunk c of activation blocks a and b (q_x 4c .. 4c + 3) broadcast to lanes 0-7 and 8-15: xc[c].
+inline void x_chunk_halves(const BlockQ8Act& a, const BlockQ8Act& b, __m512i (&xc)[8]) {
+    const __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(loadu32(a.qs)), loadu32(b.qs), 1);
+    for (int c = 0; c < 8; ++c) xc[c] = _mm512_permutexvar_epi32(_mm512_load_si512(kHalvesChunkIndex[c]), x);
+}
+// The scales of sub-blocks s (lanes 0-7) and s + 2 (lanes 8-15: the next activation block's) of the 8 rows.
+inline __m512i scale_halves(const int8_t (&sc)[16][kRows], int s) {
+    int64_t a, b;
+    std::memcpy(&a, sc[s], 8);
+    std::memcpy(&b, sc[s + 2], 8);
+    return _mm512_cvtepi8_epi32(_mm_set_epi64x(b, a));
+}
+// Chunks 4h .. 4h + 3 (u: the 8 chunks of both halves' blocks) against xc, times the scales of sub-blocks 2j + h
+// and 2j + 2 + h, into isum.
+inline void add_sub_blocks_vnni(const __m512i (&u)[8], const __m512i (&xc)[8], const int8_t (&sc)[16][kRows], int j, __m512i& isum) {
+    for (int h = 0; h < 2; ++h) {
+        __m512i sum = _mm512_setzero_si512();
+        for (int k = 0; k < 4; ++k) sum = _mm512_dpbusd_epi32(sum, u[4 * h + k], xc[4 * h + k]);
+        isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(sum, scale_halves(sc, 2 * j + h)));
+    }
+}
+
+// Q3_K blocks blk[0 .. G) against one activation row (its 8 blocks xb, sums s): the unsigned values u of
+// accumulate, the same exact int32 sums, the offset 4 * sum of scale * sum(q_x) off, times d_w * d_x.
+template <int G>
+inline void accumulate_vnni(const BlockQ3_Kx8* const* blk, const BlockQ8Act* xb, const ActSumsQ8* s, __m256 (&acc)[G][1]) {
+    const __m512i m1 = _mm512_set1_epi8(1), m3 = _mm512_set1_epi8(3), m4 = _mm512_set1_epi8(4), m6 = _mm512_set1_epi8(6),
+                  m7 = _mm512_set1_epi8(7);
+    alignas(32) int8_t sc[G][16][kRows];
+    __m512i isum[G];
+    for (int g = 0; g < G; ++g) {
+        q3k_scales(*blk[g], sc[g]);
+        isum[g] = _mm512_setzero_si512();
+    }
+    for (int j = 0; j < 8; j += 2) {
+        __m512i xc[8];
+        x_chunk_halves(xb[j], xb[j + 1], xc);
+        for (int g = 0; g < G; ++g) {
+            const __m512i a = two_halves(blk[g]->q[j][0], blk[g]->q[j + 1][0]), b = two_halves(blk[g]->q[j][1], blk[g]->q[j + 1][1]),
+                          c = two_halves(blk[g]->q[j][2], blk[g]->q[j + 1][2]);
+            const __m512i u[8] = {
+                _mm512_and_si512(a, m7), _mm512_and_si512(_mm512_srli_epi16(a, 3), m7),
+                _mm512_and_si512(b, m7), _mm512_and_si512(_mm512_srli_epi16(b, 3), m7),
+                _mm512_and_si512(c, m7), _mm512_and_si512(_mm512_srli_epi16(c, 3), m7),
+                _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(a, 6), m3), _mm512_and_si512(_mm512_srli_epi16(b, 4), m4)),
+                _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(b, 7), m1), _mm512_and_si512(_mm512_srli_epi16(c, 5), m6))};
+            add_sub_blocks_vnni(u, xc, sc[g], j, isum[g]);
+        }
+    }
+    for (int g = 0; g < G; ++g)
+        add_scaled(_mm256_sub_epi32(fold(isum[g]), _mm256_slli_epi32(scaled_isum16(sc[g], *s), 2)), blk[g]->d, xb[0].d, acc[g][0]);
+}
+
+// Q2_K blocks blk[0 .. G) against one activation row: accumulate's 2-bit values and exact int32 sums, then its
+// float steps (the sums times d_w * d_x, the mins times dmin_w * d_x off).
+template <int G>
+inline void accumulate_vnni(const BlockQ2_Kx8* const* blk, const BlockQ8Act* xb, const ActSumsQ8* s, __m256 (&acc)[G][1]) {
+    const __m512i m3 = _mm512_set1_epi8(3);
+    alignas(32) int8_t sc[G][16][kRows], mins[G][16][kRows];
+    __m512i isum[G];
+    for (int g = 0; g < G; ++g) {
+        q2k_scales(*blk[g], sc[g], mins[g]);
+        isum[g] = _mm512_setzero_si512();
+    }
+    for (int j = 0; j < 8; j += 2) {
+        __m512i xc[8];
+        x_chunk_halves(xb[j], xb[j + 1], xc);
+        for (int g = 0; g < G; ++g) {
+            const __m512i p[2] = {two_halves(blk[g]->q[j][0], blk[g]->q[j + 1][0]), two_halves(blk[g]->q[j][1], blk[g]->q[j + 1][1])};
+            __m512i u[8];
+            for (int h = 0; h < 2; ++h)
+                for (int i = 0; i < 4; ++i) u[4 * h + i] = _mm512_and_si512(i ? _mm512_srli_epi16(p[h], 2 * i) : p[h], m3);
+            add_sub_blocks_vnni(u, xc, sc[g], j, isum[g]);
+        }
+    }
+    for (int g = 0; g < G; ++g) {
+        const __m256i min_sum = scaled_isum16(mins[g], *s);
+        const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[g]->dmin)));
+        add_scaled(fold(isum[g]), blk[g]->d, xb[0].d, acc[g][0]);
+        acc[g][0] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(min_sum), _mm256_mul_ps(dmin, _mm256_set1_ps(xb[0].d)), acc[g][0]);
+    }
+}
+
 // Q4_K / Q5_K blocks blk[0 .. G) against one activation row (its 8 blocks xb, sums s): per pair of groups the
 // nibbles (Q5_K: with their fifth bits, as accumulate_pair) against their x chunks, the 8 rows' sums of each
 // group times their 6-bit scales (vpmulld: the sums reach 32 * 31 * 127, past int16), then finish_k4 as the
@@ -929,9 +1032,6 @@ template <int G>
 inline void accumulate_vnni(const BlockQ6_Kx8* const* blk, const BlockQ8Act* xb, const ActSumsQ8* s, __m256 (&acc)[G][1]) {
     const __m512i low6 = _mm512_set1_epi8(0x3F), low2 = _mm512_set1_epi8(0x03), bits23 = _mm512_set1_epi8(0x0C),
                   bits45 = _mm512_set1_epi8(0x30);
-    auto two_chunks = [](const uint8_t (&lo)[kRows][4], const uint8_t (&hi)[kRows][4]) {
-        return _mm512_inserti64x4(_mm512_castsi256_si512(loadu32(lo)), loadu32(hi), 1);
-    };
     __m512i isum[G];
     for (__m512i& v : isum) v = _mm512_setzero_si512();
     for (int h = 0; h < 2; ++h) {
@@ -946,9 +1046,9 @@ inline void accumulate_vnni(const BlockQ6_Kx8* const* blk, const BlockQ8Act* xb,
                 for (int q = 0; q < 4; ++q) xp[q] = _mm512_permutexvar_epi32(index, xq[q]);
                 for (int g = 0; g < G; ++g) {
                     const auto& qg = blk[g]->q[h];
-                    const __m512i a = two_chunks(qg[2 * c2][0], qg[2 * c2 + 1][0]);
-                    const __m512i b = two_chunks(qg[2 * c2][1], qg[2 * c2 + 1][1]);
-                    const __m512i e = two_chunks(qg[2 * c2][2], qg[2 * c2 + 1][2]);
+                    const __m512i a = two_halves(qg[2 * c2][0], qg[2 * c2 + 1][0]);
+                    const __m512i b = two_halves(qg[2 * c2][1], qg[2 * c2 + 1][1]);
+                    const __m512i e = two_halves(qg[2 * c2][2], qg[2 * c2 + 1][2]);
                     const __m512i v3 = _mm512_or_si512(
                         _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(a, 6), low2), _mm512_and_si512(_mm512_srli_epi16(b, 4), bits23)),
                         _mm512_and_si512(_mm512_srli_epi16(e, 2), bits45));
@@ -976,7 +1076,7 @@ constexpr bool kHasVnni = std::is_same_v<Block, BlockQ8_0x8> || std::is_same_v<B
                           std::is_same_v<Block, BlockQ4_0x8> || std::is_same_v<Block, BlockQ5_0x8> ||
                           std::is_same_v<Block, BlockQ4_1x8> || std::is_same_v<Block, BlockQ5_1x8> ||
                           std::is_same_v<Block, BlockIQ4_NLx8> || std::is_same_v<Block, BlockIQ4_XSx8> ||
-                          std::is_same_v<Block, BlockQ5_Kx8>;
+                          std::is_same_v<Block, BlockQ5_Kx8> || std::is_same_v<Block, BlockQ3_Kx8> || std::is_same_v<Block, BlockQ2_Kx8>;
 #else
 template <class Block>
 constexpr bool kHasVnni = false;
