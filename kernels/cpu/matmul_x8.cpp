@@ -470,10 +470,6 @@ inline void accumulate(const BlockQ3_Kx8* const* blk, const BlockQ8Act* const* x
     }
 }
 
-// Q2_K blocks blk[0 .. G) against R activation rows (xb[r], its sums s[r]), into acc[g][r]: per activation
-// block j the 8 chunks' 2-bit values (pmaddubsw pairs of at most 2 * 3 * 127, four chunks per int16 sum) times
-// the two sub-blocks' scales, exact in int32, times d_w * d_x; then the mins against the sums of q_x per 16
-// values, times dmin_w * d_x, subtracted (as Q4_K's mins). Each block's values are decoded once for the R rows.
 // Q2_K's scales and mins of a block's 8 rows (the low and high nibbles, 0 .. 15): sc[s][r] and mins[s][r] are
 // row r's of values 16s .. 16s + 15.
 inline void q2k_scales(const BlockQ2_Kx8& blk, int8_t (&sc)[16][kRows], int8_t (&mins)[16][kRows]) {
@@ -485,6 +481,10 @@ inline void q2k_scales(const BlockQ2_Kx8& blk, int8_t (&sc)[16][kRows], int8_t (
     }
 }
 
+// Q2_K blocks blk[0 .. G) against R activation rows (xb[r], its sums s[r]), into acc[g][r]: per activation
+// block j the 8 chunks' 2-bit values (pmaddubsw pairs of at most 2 * 3 * 127, four chunks per int16 sum) times
+// the two sub-blocks' scales, exact in int32, times d_w * d_x; then the mins against the sums of q_x per 16
+// values, times dmin_w * d_x, subtracted (as Q4_K's mins). Each block's values are decoded once for the R rows.
 template <int G, int R>
 inline void accumulate(const BlockQ2_Kx8* const* blk, const BlockQ8Act* const* xb, const ActSumsQ8* const* s, __m256 (&acc)[G][R]) {
     const __m256i m3 = _mm256_set1_epi8(3);
@@ -646,9 +646,6 @@ inline void accumulate(const BlockIQ4_NLx8& blk, const BlockQ8Act* const* xb, co
     for (int r = 0; r < R; ++r) add_scaled(isum[r], blk.d, xb[r]->d, acc[r]);
 }
 
-// IQ4_XS blocks blk[0 .. G) against xb, into acc[0 .. G): per sub-block of 32 its chunks' levels against q_x by
-// pmaddubsw's sign trick (chunk_dot_signed), each pair sum times the sub-block's scale (6 bits, less 32) in
-// the pmaddwd, exact in int32, times d_w * d_x.
 // The 8 rows' sub-block scales of an IQ4_XS block (6 bits, less 32: -32 .. 31): sc[s % 2][s / 2][r] is row r's
 // scale of sub-block s.
 inline void iq4xs_scales(const BlockIQ4_XSx8& blk, int8_t (&sc)[2][4][kRows]) {
@@ -664,6 +661,9 @@ inline void iq4xs_scales(const BlockIQ4_XSx8& blk, int8_t (&sc)[2][4][kRows]) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(sc[1]), _mm256_sub_epi8(odd, k32));
 }
 
+// IQ4_XS blocks blk[0 .. G) against xb, into acc[0 .. G): per sub-block of 32 its chunks' levels against q_x by
+// pmaddubsw's sign trick (chunk_dot_signed), each pair sum times the sub-block's scale (6 bits, less 32) in
+// the pmaddwd, exact in int32, times d_w * d_x.
 template <int G, int R>
 inline void accumulate(const BlockIQ4_XSx8* const* blk, const BlockQ8Act* const* xb, const ActSumsQ8* const*, __m256 (&acc)[G][R]) {
     const __m256i low4 = _mm256_set1_epi8(0x0F);
@@ -718,52 +718,7 @@ inline __m512i x_block(const BlockQ8Act& x) { return _mm512_castsi256_si512(load
 // Lane r of the 8 rows: lanes r and r + 8 added.
 inline __m256i fold(__m512i v) { return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)); }
 
-// Q8_0 blocks blk[0 .. G) against one activation row. vpdpbusd multiplies unsigned by signed bytes: the
-// stored values go in as w + 128 (w xor 0x80), which adds 128 * sum(q_x) to every row's sum, taken off once
-// for the G blocks.
-template <int G>
-inline void accumulate_vnni(const BlockQ8_0x8* const* blk, const BlockQ8Act& x, NoSums, __m256 (&acc)[G][1]) {
-    const __m512i k80 = _mm512_set1_epi8(static_cast<char>(0x80)), xv = x_block(x);
-    const __m512i xp[4] = {x_chunk_pair<0>(xv), x_chunk_pair<1>(xv), x_chunk_pair<2>(xv), x_chunk_pair<3>(xv)};
-    __m512i offset = _mm512_setzero_si512();
-    for (const __m512i& p : xp) offset = _mm512_dpbusd_epi32(offset, k80, p);
-    const __m256i offset8 = fold(offset);
-    for (int g = 0; g < G; ++g) {
-        __m512i sum = _mm512_setzero_si512();
-        for (int c2 = 0; c2 < 4; ++c2)
-            sum = _mm512_dpbusd_epi32(sum, _mm512_xor_si512(_mm512_loadu_si512(blk[g]->qs[2 * c2]), k80), xp[c2]);
-        add_scaled(_mm256_sub_epi32(fold(sum), offset8), blk[g]->d, x.d, acc[g][0]);
-    }
-}
-
-// The 8 rows' 4-bit values (Q4_0 / Q4_1; with kFifthBit, Q5_0 / Q5_1's 5-bit ones) against one activation
-// block (xp: its chunk pairs): per row the exact int32 sum of value * q_x that dot_u4 / dot_u5 make. The
-// values are unsigned, so vpdpbusd takes them as they are. Chunks 2 * C2 and 2 * C2 + 1 of qs lie in lanes 0-7
-// and 8-15 of one load; their fifth bits are bits 2 * C2 and 2 * C2 + 1 of qh (high nibbles: + 4), so the high
-// half of the register holds qh shifted down by one and one shift serves both halves.
-template <bool kFifthBit, class Block>
-inline __m256i dot_u45_vnni(const Block& blk, const __m512i (&xp)[4]) {
-    const __m512i low4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
-    __m512i qh = _mm512_setzero_si512();
-    if constexpr (kFifthBit) {
-        const __m256i h = loadu32(blk.qh);
-        qh = _mm512_inserti64x4(_mm512_castsi256_si512(h), _mm256_srli_epi16(h, 1), 1);
-    }
-    __m512i sum = _mm512_setzero_si512();
-    auto pair = [&]<int C2>() {
-        const __m512i q = _mm512_loadu_si512(blk.qs[2 * C2]);
-        __m512i lo = _mm512_and_si512(q, low4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
-        if constexpr (kFifthBit) {  // bit 2 * C2 to bit 4 (0 or 2: up), bit 2 * C2 + 4 to bit 4 (4 or 6: down)
-            lo = _mm512_or_si512(lo, _mm512_and_si512(_mm512_slli_epi16(qh, 4 - 2 * C2), bit4));
-            hi = _mm512_or_si512(hi, _mm512_and_si512(_mm512_srli_epi16(qh, 2 * C2), bit4));
-        }
-        sum = _mm512_dpbusd_epi32(sum, lo, xp[C2]);
-        sum = _mm512_dpbusd_epi32(sum, hi, xp[C2 + 2]);
-    };
-    pair.template operator()<0>();
-    pair.template operator()<1>();
-    return fold(sum);
-}
+// An activation block's chunk pairs, x_chunk_pair<0 .. 3>.
 inline void chunk_pairs(const BlockQ8Act& x, __m512i (&xp)[4]) {
     const __m512i xv = x_block(x);
     xp[0] = x_chunk_pair<0>(xv);
@@ -771,96 +726,29 @@ inline void chunk_pairs(const BlockQ8Act& x, __m512i (&xp)[4]) {
     xp[2] = x_chunk_pair<2>(xv);
     xp[3] = x_chunk_pair<3>(xv);
 }
-// Q4_0 / Q5_0 blocks blk[0 .. G) against one activation block whose values sum to xsum, as accumulate does
-// them: the dot minus the offset (8 or 16) times xsum, times d_w * d_x.
-template <int G, class Block>
-    requires(std::is_same_v<Block, BlockQ4_0x8> || std::is_same_v<Block, BlockQ5_0x8>)
-inline void accumulate_vnni(const Block* const* blk, const BlockQ8Act& x, int32_t xsum, __m256 (&acc)[G][1]) {
-    constexpr bool kFifthBit = std::is_same_v<Block, BlockQ5_0x8>;
-    __m512i xp[4];
-    chunk_pairs(x, xp);
-    const __m256i offset = _mm256_set1_epi32((kFifthBit ? 16 : 8) * xsum);
-    for (int g = 0; g < G; ++g)
-        add_scaled(_mm256_sub_epi32(dot_u45_vnni<kFifthBit>(*blk[g], xp), offset), blk[g]->d, x.d, acc[g][0]);
-}
-// Q4_1 / Q5_1: the dot times d_w * d_x, then the mins times d_x * sum(q_x), as accumulate.
-template <int G, class Block>
-    requires(std::is_same_v<Block, BlockQ4_1x8> || std::is_same_v<Block, BlockQ5_1x8>)
-inline void accumulate_vnni(const Block* const* blk, const BlockQ8Act& x, float xsum_dx, __m256 (&acc)[G][1]) {
-    __m512i xp[4];
-    chunk_pairs(x, xp);
-    for (int g = 0; g < G; ++g) {
-        add_scaled(dot_u45_vnni<std::is_same_v<Block, BlockQ5_1x8>>(*blk[g], xp), blk[g]->d, x.d, acc[g][0]);
-        add_min(blk[g]->m, xsum_dx, acc[g][0]);
-    }
-}
-
-// IQ4_NL / IQ4_XS levels (-127 .. 113) as unsigned bytes for vpdpbusd: level + 128 (the level's bits xor 0x80),
-// by nibble, in every 128-bit lane. The 128 * sum(q_x) this adds to each row's dot is taken off after.
-inline __m512i iq4nl_table_u8() {
-    return _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues))),
-                            _mm512_set1_epi8(static_cast<char>(0x80)));
-}
-// The 8 rows' levels + 128 of 32 values (qs: IQ4_NL's 4 chunks, Q4_0's layout) against an activation block's
-// chunk pairs xp: per row in lanes r and r + 8, sum((level + 128) * q_x).
-inline __m512i dot_iq4_u8(const __m512i table, const uint8_t (&qs)[4][kRows][4], const __m512i (&xp)[4]) {
-    const __m512i low4 = _mm512_set1_epi8(0x0F);
-    __m512i sum = _mm512_setzero_si512();
-    for (int c2 = 0; c2 < 2; ++c2) {
-        const __m512i q = _mm512_loadu_si512(qs[2 * c2]);
-        sum = _mm512_dpbusd_epi32(sum, _mm512_shuffle_epi8(table, _mm512_and_si512(q, low4)), xp[c2]);
-        sum = _mm512_dpbusd_epi32(sum, _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(q, 4), low4)), xp[c2 + 2]);
-    }
-    return sum;
-}
-// IQ4_NL blocks blk[0 .. G) against one activation block: the levels' exact dot (the 128 * sum(q_x) taken off
-// once for the G blocks, as Q8_0's), times d_w * d_x, as accumulate.
-template <int G>
-inline void accumulate_vnni(const BlockIQ4_NLx8* const* blk, const BlockQ8Act& x, NoSums, __m256 (&acc)[G][1]) {
-    const __m512i table = iq4nl_table_u8(), k80 = _mm512_set1_epi8(static_cast<char>(0x80));
-    __m512i xp[4];
-    chunk_pairs(x, xp);
+// 128 * sum(q_x) of the activation block whose chunk pairs are xp, in each of the 8 row lanes: what stored
+// values taken as value + 128 (vpdpbusd wants them unsigned) add to every row's dot.
+inline __m256i offset_128(const __m512i (&xp)[4]) {
+    const __m512i k80 = _mm512_set1_epi8(static_cast<char>(0x80));
     __m512i offset = _mm512_setzero_si512();
     for (const __m512i& p : xp) offset = _mm512_dpbusd_epi32(offset, k80, p);
-    const __m256i offset8 = fold(offset);
-    for (int g = 0; g < G; ++g) add_scaled(_mm256_sub_epi32(fold(dot_iq4_u8(table, blk[g]->qs, xp)), offset8), blk[g]->d, x.d, acc[g][0]);
+    return fold(offset);
 }
-// IQ4_XS blocks blk[0 .. G) against one activation row (its 8 blocks xb, sums s): per sub-block the levels + 128
-// dotted by vpdpbusd, times the sub-block's scale (vpmulld), less 128 * sum over sub-blocks of scale * sum(q_x)
-// (pmaddwd on the scale pairs and isum16's pair sums), then d_w * d_x: accumulate's exact integers.
+
+// Q8_0 blocks blk[0 .. G) against one activation row. vpdpbusd multiplies unsigned by signed bytes: the
+// stored values go in as w + 128 (w xor 0x80), which adds 128 * sum(q_x) to every row's sum, taken off once
+// for the G blocks.
 template <int G>
-inline void accumulate_vnni(const BlockIQ4_XSx8* const* blk, const BlockQ8Act* xb, const ActSumsQ8* s, __m256 (&acc)[G][1]) {
-    const __m512i table = iq4nl_table_u8();
-    alignas(32) int8_t sc[G][2][4][kRows];
-    __m512i isum[G];
+inline void accumulate_vnni(const BlockQ8_0x8* const* blk, const BlockQ8Act& x, NoSums, __m256 (&acc)[G][1]) {
+    const __m512i k80 = _mm512_set1_epi8(static_cast<char>(0x80));
+    __m512i xp[4];
+    chunk_pairs(x, xp);
+    const __m256i offset8 = offset_128(xp);
     for (int g = 0; g < G; ++g) {
-        iq4xs_scales(*blk[g], sc[g]);
-        isum[g] = _mm512_setzero_si512();
-    }
-    for (int sb = 0; sb < 8; ++sb) {
-        __m512i xp[4];
-        chunk_pairs(xb[sb], xp);
-        for (int g = 0; g < G; ++g) {
-            int64_t row_scales;
-            std::memcpy(&row_scales, sc[g][sb % 2][sb / 2], 8);
-            const __m512i scale = _mm512_cvtepi8_epi32(_mm_set1_epi64x(row_scales));  // row r in lanes r and r + 8
-            isum[g] = _mm512_add_epi32(isum[g], _mm512_mullo_epi32(dot_iq4_u8(table, blk[g]->qs[sb], xp), scale));
-        }
-    }
-    // Sub-block k's sum(q_x): isum16[2k] + isum16[2k + 1]; pairs (2p, 2p + 1) of them against each row's pair of scales.
-    int32_t pair_sums[4];
-    for (int p = 0; p < 4; ++p) {
-        const int32_t even = s->isum16[4 * p] + s->isum16[4 * p + 1], odd = s->isum16[4 * p + 2] + s->isum16[4 * p + 3];
-        pair_sums[p] = static_cast<int32_t>(static_cast<uint32_t>(odd) << 16 | (static_cast<uint32_t>(even) & 0xffffu));
-    }
-    for (int g = 0; g < G; ++g) {
-        __m256i offset = _mm256_setzero_si256();
-        for (int p = 0; p < 4; ++p) {
-            const __m128i words = _mm_unpacklo_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc[g][0][p])),
-                                                    _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc[g][1][p])));
-            offset = _mm256_add_epi32(offset, _mm256_madd_epi16(_mm256_cvtepi8_epi16(words), _mm256_set1_epi32(pair_sums[p])));
-        }
-        add_scaled(_mm256_sub_epi32(fold(isum[g]), _mm256_slli_epi32(offset, 7)), blk[g]->d, xb[0].d, acc[g][0]);
+        __m512i sum = _mm512_setzero_si512();
+        for (int c2 = 0; c2 < 4; ++c2)
+            sum = _mm512_dpbusd_epi32(sum, _mm512_xor_si512(_mm512_loadu_si512(blk[g]->qs[2 * c2]), k80), xp[c2]);
+        add_scaled(_mm256_sub_epi32(fold(sum), offset8), blk[g]->d, x.d, acc[g][0]);
     }
 }
 
@@ -970,15 +858,135 @@ inline void accumulate_vnni(const BlockQ2_Kx8* const* blk, const BlockQ8Act* xb,
     }
 }
 
+// The 8 rows' 4-bit values (Q4_0 / Q4_1; with kFifthBit, Q5_0 / Q5_1's 5-bit ones) against one activation
+// block (xp: its chunk pairs): per row the exact int32 sum of value * q_x that dot_u4 / dot_u5 make. The
+// values are unsigned, so vpdpbusd takes them as they are. Chunks 2 * C2 and 2 * C2 + 1 of qs lie in lanes 0-7
+// and 8-15 of one load; their fifth bits are bits 2 * C2 and 2 * C2 + 1 of qh (high nibbles: + 4), so the high
+// half of the register holds qh shifted down by one and one shift serves both halves.
+template <bool kFifthBit, class Block>
+inline __m256i dot_u45_vnni(const Block& blk, const __m512i (&xp)[4]) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    __m512i qh = _mm512_setzero_si512();
+    if constexpr (kFifthBit) {
+        const __m256i h = loadu32(blk.qh);
+        qh = _mm512_inserti64x4(_mm512_castsi256_si512(h), _mm256_srli_epi16(h, 1), 1);
+    }
+    __m512i sum = _mm512_setzero_si512();
+    auto pair = [&]<int C2>() {
+        const __m512i q = _mm512_loadu_si512(blk.qs[2 * C2]);
+        __m512i lo = _mm512_and_si512(q, low4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
+        if constexpr (kFifthBit) {
+            lo = _mm512_or_si512(lo, bit_at_4<2 * C2>(qh));
+            hi = _mm512_or_si512(hi, bit_at_4<2 * C2 + 4>(qh));
+        }
+        sum = _mm512_dpbusd_epi32(sum, lo, xp[C2]);
+        sum = _mm512_dpbusd_epi32(sum, hi, xp[C2 + 2]);
+    };
+    pair.template operator()<0>();
+    pair.template operator()<1>();
+    return fold(sum);
+}
+// Q4_0 / Q5_0 blocks blk[0 .. G) against one activation block whose values sum to xsum, as accumulate does
+// them: the dot minus the offset (8 or 16) times xsum, times d_w * d_x.
+template <int G, class Block>
+    requires(std::is_same_v<Block, BlockQ4_0x8> || std::is_same_v<Block, BlockQ5_0x8>)
+inline void accumulate_vnni(const Block* const* blk, const BlockQ8Act& x, int32_t xsum, __m256 (&acc)[G][1]) {
+    constexpr bool kFifthBit = std::is_same_v<Block, BlockQ5_0x8>;
+    __m512i xp[4];
+    chunk_pairs(x, xp);
+    const __m256i offset = _mm256_set1_epi32((kFifthBit ? 16 : 8) * xsum);
+    for (int g = 0; g < G; ++g)
+        add_scaled(_mm256_sub_epi32(dot_u45_vnni<kFifthBit>(*blk[g], xp), offset), blk[g]->d, x.d, acc[g][0]);
+}
+// Q4_1 / Q5_1: the dot times d_w * d_x, then the mins times d_x * sum(q_x), as accumulate.
+template <int G, class Block>
+    requires(std::is_same_v<Block, BlockQ4_1x8> || std::is_same_v<Block, BlockQ5_1x8>)
+inline void accumulate_vnni(const Block* const* blk, const BlockQ8Act& x, float xsum_dx, __m256 (&acc)[G][1]) {
+    __m512i xp[4];
+    chunk_pairs(x, xp);
+    for (int g = 0; g < G; ++g) {
+        add_scaled(dot_u45_vnni<std::is_same_v<Block, BlockQ5_1x8>>(*blk[g], xp), blk[g]->d, x.d, acc[g][0]);
+        add_min(blk[g]->m, xsum_dx, acc[g][0]);
+    }
+}
+
+// IQ4_NL / IQ4_XS levels (-127 .. 113) as unsigned bytes for vpdpbusd: level + 128 (the level's bits xor 0x80),
+// by nibble, in every 128-bit lane. The 128 * sum(q_x) this adds to each row's dot is taken off after.
+inline __m512i iq4nl_table_u8() {
+    return _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues))),
+                            _mm512_set1_epi8(static_cast<char>(0x80)));
+}
+// The 8 rows' levels + 128 of 32 values (qs: IQ4_NL's 4 chunks, Q4_0's layout) against an activation block's
+// chunk pairs xp: per row in lanes r and r + 8, sum((level + 128) * q_x).
+inline __m512i dot_iq4_u8(const __m512i table, const uint8_t (&qs)[4][kRows][4], const __m512i (&xp)[4]) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    __m512i sum = _mm512_setzero_si512();
+    for (int c2 = 0; c2 < 2; ++c2) {
+        const __m512i q = _mm512_loadu_si512(qs[2 * c2]);
+        sum = _mm512_dpbusd_epi32(sum, _mm512_shuffle_epi8(table, _mm512_and_si512(q, low4)), xp[c2]);
+        sum = _mm512_dpbusd_epi32(sum, _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(q, 4), low4)), xp[c2 + 2]);
+    }
+    return sum;
+}
+// IQ4_NL blocks blk[0 .. G) against one activation block: the levels' exact dot (the 128 * sum(q_x) taken off
+// once for the G blocks, as Q8_0's), times d_w * d_x, as accumulate.
+template <int G>
+inline void accumulate_vnni(const BlockIQ4_NLx8* const* blk, const BlockQ8Act& x, NoSums, __m256 (&acc)[G][1]) {
+    const __m512i table = iq4nl_table_u8();
+    __m512i xp[4];
+    chunk_pairs(x, xp);
+    const __m256i offset8 = offset_128(xp);
+    for (int g = 0; g < G; ++g) add_scaled(_mm256_sub_epi32(fold(dot_iq4_u8(table, blk[g]->qs, xp)), offset8), blk[g]->d, x.d, acc[g][0]);
+}
+// IQ4_XS blocks blk[0 .. G) against one activation row (its 8 blocks xb, sums s): per sub-block the levels + 128
+// dotted by vpdpbusd, times the sub-block's scale (vpmulld), less 128 * sum over sub-blocks of scale * sum(q_x)
+// (pmaddwd on the scale pairs and isum16's pair sums), then d_w * d_x: accumulate's exact integers.
+template <int G>
+inline void accumulate_vnni(const BlockIQ4_XSx8* const* blk, const BlockQ8Act* xb, const ActSumsQ8* s, __m256 (&acc)[G][1]) {
+    const __m512i table = iq4nl_table_u8();
+    alignas(32) int8_t sc[G][2][4][kRows];
+    __m512i isum[G];
+    for (int g = 0; g < G; ++g) {
+        iq4xs_scales(*blk[g], sc[g]);
+        isum[g] = _mm512_setzero_si512();
+    }
+    for (int sb = 0; sb < 8; ++sb) {
+        __m512i xp[4];
+        chunk_pairs(xb[sb], xp);
+        for (int g = 0; g < G; ++g) {
+            int64_t row_scales;
+            std::memcpy(&row_scales, sc[g][sb % 2][sb / 2], 8);
+            const __m512i scale = _mm512_cvtepi8_epi32(_mm_set1_epi64x(row_scales));  // row r in lanes r and r + 8
+            isum[g] = _mm512_add_epi32(isum[g], _mm512_mullo_epi32(dot_iq4_u8(table, blk[g]->qs[sb], xp), scale));
+        }
+    }
+    // Sub-block k's sum(q_x): isum16[2k] + isum16[2k + 1]; pairs (2p, 2p + 1) of them against each row's pair of scales.
+    int32_t pair_sums[4];
+    for (int p = 0; p < 4; ++p) {
+        const int32_t even = s->isum16[4 * p] + s->isum16[4 * p + 1], odd = s->isum16[4 * p + 2] + s->isum16[4 * p + 3];
+        pair_sums[p] = static_cast<int32_t>(static_cast<uint32_t>(odd) << 16 | (static_cast<uint32_t>(even) & 0xffffu));
+    }
+    for (int g = 0; g < G; ++g) {
+        __m256i offset = _mm256_setzero_si256();
+        for (int p = 0; p < 4; ++p) {
+            const __m128i words = _mm_unpacklo_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc[g][0][p])),
+                                                    _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc[g][1][p])));
+            offset = _mm256_add_epi32(offset, _mm256_madd_epi16(_mm256_cvtepi8_epi16(words), _mm256_set1_epi32(pair_sums[p])));
+        }
+        add_scaled(_mm256_sub_epi32(fold(isum[g]), _mm256_slli_epi32(offset, 7)), blk[g]->d, xb[0].d, acc[g][0]);
+    }
+}
+
 // Q4_K / Q5_K blocks blk[0 .. G) against one activation row (its 8 blocks xb, sums s): per pair of groups the
 // nibbles (Q5_K: with their fifth bits, as accumulate_pair) against their x chunks, the 8 rows' sums of each
 // group times their 6-bit scales (vpmulld: the sums reach 32 * 31 * 127, past int16), then finish_k4 as the
 // AVX2 kernel.
 template <int P, int G, class Block>
 inline void q4k_pair_vnni(const Block* const* blk, const BlockQ8Act* xb, const __m128i (&scs)[G][4], __m512i (&isum)[G]) {
-    const __m512i low4 = _mm512_set1_epi8(0x0F), xa = x_block(xb[2 * P]), xb1 = x_block(xb[2 * P + 1]);
-    const __m512i pa[4] = {x_chunk_pair<0>(xa), x_chunk_pair<1>(xa), x_chunk_pair<2>(xa), x_chunk_pair<3>(xa)};
-    const __m512i pb[4] = {x_chunk_pair<0>(xb1), x_chunk_pair<1>(xb1), x_chunk_pair<2>(xb1), x_chunk_pair<3>(xb1)};
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    __m512i pa[4], pb[4];
+    chunk_pairs(xb[2 * P], pa);
+    chunk_pairs(xb[2 * P + 1], pb);
     for (int g = 0; g < G; ++g) {
         __m512i sa = _mm512_setzero_si512(), sb = _mm512_setzero_si512();
         for (int c2 = 0; c2 < 4; ++c2) {
