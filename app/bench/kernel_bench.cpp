@@ -85,6 +85,7 @@ int main(int argc, char** argv) {
             std::vector<uint8_t> w;
             std::vector<WeightView> views;
             std::vector<double> gbs, share;  // per round: GB/s, and its share of that round's reference
+            double cached_gbs = 0;           // one thread over a cached matrix
         };
         std::vector<Streamed> types;
         for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K,
@@ -129,14 +130,32 @@ int main(int argc, char** argv) {
             std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
             return v[v.size() / 2];
         };
+        // The arithmetic's own bound: one thread's GEMV over a matrix of at most 512 KiB that stays in its
+        // cache (K = 512), in GB/s of weights. A type whose threads together compute at little more than the
+        // read bandwidth cannot stream near it: each thread then spends most of its time on arithmetic, with
+        // too few reads in flight. "x threads / bw" puts that rate, times the threads, against the median read.
+        const std::unique_ptr<Backend> one_thread = make_cpu_backend(1);
+        const double bandwidth = median(references);
+        for (Streamed& st : types) {
+            const int Kc = 512;
+            const size_t row_bytes = dtype_row_bytes(st.dt, Kc);
+            const int Nc = static_cast<int>(std::clamp<size_t>((size_t{512} << 10) / row_bytes / 16 * 16, 16, 1024));
+            std::vector<uint8_t> w(row_bytes * Nc);
+            for (int r = 0; r < Nc; ++r) quantize_row(st.dt, wf.data() + static_cast<size_t>(r) * Kc, w.data() + r * row_bytes, Kc);
+            const WeightView view = one_thread->repack_matmul_weight({w.data(), st.dt, Nc, Kc});
+            const double t = median_seconds([&] { one_thread->matmul(x.data(), 1, view, nullptr, out.data()); }, min_time);
+            st.cached_gbs = static_cast<double>(row_bytes * Nc) / t / 1e9;
+        }
         std::printf("decode roofline  single-row GEMV x[1, K] @ w[N, K]^T, K = N = 2048, copies of w streamed (%zu MiB of each "
-                    "type), medians of %d rounds; %% bw: of the mean of the reads just before and after it\n",
+                    "type), medians of %d rounds; %% bw: of the mean of the reads just before and after it; 1 core cached: "
+                    "one thread, K = 512, at most 512 KiB of weights (GB/s)\n",
                     kStreamBytes >> 20, rounds);
-        std::printf("%-8s | %10s %8s %13s\n", "weights", "GB/s", "% bw", "% bw, rounds");
+        std::printf("%-8s | %10s %8s %13s | %14s %16s\n", "weights", "GB/s", "% bw", "% bw, rounds", "1 core cached",
+                    "x threads / bw");
         for (const Streamed& st : types) {
             const auto [lo, hi] = std::minmax_element(st.share.begin(), st.share.end());
-            std::printf("%-8s | %10.1f %7.0f%% %5.0f - %3.0f%%\n", dtype_name(st.dt).data(), median(st.gbs), 100.0 * median(st.share),
-                        100.0 * *lo, 100.0 * *hi);
+            std::printf("%-8s | %10.1f %7.0f%% %5.0f - %3.0f%% | %14.1f %16.2f\n", dtype_name(st.dt).data(), median(st.gbs),
+                        100.0 * median(st.share), 100.0 * *lo, 100.0 * *hi, st.cached_gbs, st.cached_gbs * threads / bandwidth);
         }
         // A GEMV that reads faster than the reference means the reference is not the best read (or the
         // machine was busier while it ran): say so rather than print "% bw" past 100 without comment.
