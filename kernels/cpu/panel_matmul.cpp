@@ -49,6 +49,13 @@ static_assert(tile_panels(kTileX) * kTileX * kPanelVectors <= kTileAccumulators)
 // noise). Sets with 16 registers keep tile_panels(1).
 constexpr int kDecodePanels = kVectorRegisters == 32 ? 8 : tile_panels(1);
 constexpr int kPrefetchBytes = 1024;
+// Long panels (K x 16 x element bytes, from 64 KiB: F16 / BF16 from K = 2048) go 4 to a tile: 8 long streams
+// per thread read slower than 4 on the Zen 5. bench-1b-f16 tg64 (K = 2048 and 8192), alternating pairs:
+// 20.6 / 21.9 / 22.2 / 20.5 t/s with 8 -> 25.6 / 24.4 / 24.9 / 23.8 with 4 (67-73% of the read -> 75-87%).
+// Short ones keep 8: bench-135m-f16 (K = 576, 18 KiB) fell 8% with 4, and bench-135m-f32 (36 KiB) ran no
+// better with 4 at a 32 KiB threshold.
+constexpr int64_t kLongPanelBytes = int64_t{64} << 10;
+constexpr int kLongPanelDecodePanels = std::min(4, kDecodePanels);
 
 int64_t num_panels(int64_t rows) { return (rows + kPanelRows - 1) / kPanelRows; }
 size_t elem_bytes(DType dt) { return dt == DType::F32 ? 4 : 2; }  // the panel_packable types
@@ -224,15 +231,17 @@ constexpr bool kWidenF16Groups = false;
 constexpr bool kWidenF16Groups = true;
 #endif
 
-// One x row: tasks of at most kDecodePanels panels, each read in one tile, their number a multiple of the
-// threads' so that a small matrix's few tasks split evenly; a thread takes its own region's tasks first, so
-// that its panels follow one another in memory. Every output is still one FMA chain over k.
+// One x row: tasks of at most kDecodePanels panels (kLongPanelDecodePanels where panels are long), each read
+// in one tile, their number a multiple of the threads' so that a small matrix's few tasks split evenly; a
+// thread takes its own region's tasks first, so that its panels follow one another in memory. Every output
+// is still one FMA chain over k.
 template <class Panels>
 void run_decode(ThreadPool& pool, const float* x, const WeightView& w, const Panels& panels, float* out) {
     const int64_t N = w.rows, K = w.cols, P = num_panels(N);
     if (P == 0) return;
     const int threads = pool.size();
-    const int64_t wanted = std::max<int64_t>(threads, (P + kDecodePanels - 1) / kDecodePanels);
+    const int64_t tile_max = K * kPanelRows * elem_bytes(w.dtype) >= kLongPanelBytes ? kLongPanelDecodePanels : kDecodePanels;
+    const int64_t wanted = std::max<int64_t>(threads, (P + tile_max - 1) / tile_max);
     const int64_t balanced = std::min(P, (wanted + threads - 1) / threads * threads);
     const int64_t panels_per_task = (P + balanced - 1) / balanced;
     const int64_t tasks = (P + panels_per_task - 1) / panels_per_task;
