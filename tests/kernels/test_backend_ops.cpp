@@ -392,14 +392,19 @@ private slots:
         QTest::addColumn<int>("kv_dtype");
         QTest::addColumn<int>("window");
         QTest::addColumn<float>("softcap");
+        QTest::addColumn<int>("kv_heads");
         auto add = [](DType dt, int D, int gqa, int B, AttentionKind kind, const char* note = "", int window = 0,
-                      float softcap = 0.0f) {
-            const char* k = kind == AttentionKind::decode ? "decode" : kind == AttentionKind::prefill ? "prefill" : "long";
+                      float softcap = 0.0f, int kv_heads = 2) {
+            const char* k = kind == AttentionKind::decode          ? "decode"
+                            : kind == AttentionKind::prefill       ? "prefill"
+                            : kind == AttentionKind::single_stream ? "single-stream"
+                                                                   : "long";
             const QByteArray extra = (window ? " window=" + QByteArray::number(window) : QByteArray()) +
-                                     (softcap > 0 ? " softcap=" + QByteArray::number(softcap) : QByteArray());
+                                     (softcap > 0 ? " softcap=" + QByteArray::number(softcap) : QByteArray()) +
+                                     (kv_heads != 2 ? " kv_heads=" + QByteArray::number(kv_heads) : QByteArray());
             QTest::addRow("%s%sD=%d gqa=%d B=%d %s%s%s", dt == DType::F32 ? "" : dtype_name(dt).data(),
                           dt == DType::F32 ? "" : " ", D, gqa, B, k, extra.constData(), note)
-                << D << gqa << B << static_cast<int>(kind) << static_cast<int>(dt) << window << softcap;
+                << D << gqa << B << static_cast<int>(kind) << static_cast<int>(dt) << window << softcap << kv_heads;
         };
         for (int D : {8, 32, 64, 128})
             for (int gqa : {1, 3, 4, 7})  // 3 and 7: V passes in uneven chunks of heads (CPU)
@@ -435,6 +440,13 @@ private slots:
                 add(dt, D, 3, 16, AttentionKind::prefill, "", 37, 2.0f);
         add(DType::F32, 128, 1, 16, AttentionKind::long_context, "", 3000, 30.0f);
         add(DType::F32, 32, 8, 16, AttentionKind::long_context, "", 700);
+        // Single-stream decode with 1 or 3 kv heads (Gemma 3 1B, SmolLM2-135M): fewer kv heads than threads,
+        // or a count the threads do not divide.
+        for (int kv_heads : {1, 3})
+            for (int gqa : {3, 4})
+                for (DType dt : {DType::F32, DType::F16})
+                    add(dt, 64, gqa, 16, AttentionKind::single_stream, "", 0, 0.0f, kv_heads);
+        add(DType::F32, 256, 4, 16, AttentionKind::single_stream, "", 512, 0.0f, 1);  // Gemma 3 1B's local layers
     }
     void paged_attention() {
         QFETCH(int, head_dim);
@@ -444,12 +456,13 @@ private slots:
         QFETCH(int, kv_dtype);
         QFETCH(int, window);
         QFETCH(float, softcap);
+        QFETCH(int, kv_heads);
         Subject& s = subject();
         const DType kv = static_cast<DType>(kv_dtype);
         if (!s.first().supports_kv_dtype(kv)) QSKIP(qPrintable(QString("no %1 KV cache here").arg(dtype_name(kv).data())));
         std::mt19937_64 rng(case_seed(seed_));
         const PagedAttentionCase c = make_paged_attention_case(head_dim, gqa, block_size, kv, static_cast<AttentionKind>(kind),
-                                                               rng, window, softcap);
+                                                               rng, window, softcap, kv_heads);
         const KvCacheLayout& layout = c.layout;
         const int Hkv = layout.num_kv_heads, D = head_dim, B = block_size;
 

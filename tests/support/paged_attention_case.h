@@ -25,7 +25,8 @@ namespace kvscope::test {
 // What a row of the case tables asks for: decode (one new token per sequence), chunked prefill (chunks on
 // top of cached tokens, a fresh prompt, chunks that straddle block boundaries), or long contexts (decode
 // over 10k+ tokens next to a prefill chunk over a long prefix: the GPU's context splits).
-enum class AttentionKind { decode, prefill, long_context };
+// single_stream: one sequence decoding one token.
+enum class AttentionKind { decode, prefill, long_context, single_stream };
 
 // A float as a cache of element type t holds it.
 inline float kv_round(DType t, float x) {
@@ -142,9 +143,9 @@ struct PagedAttentionCase {
 // sliding_window, logit_softcap: AttentionParams' (0 = off).
 inline PagedAttentionCase make_paged_attention_case(int D, int gqa, int B, DType kv_dtype, AttentionKind kind,
                                                     std::mt19937_64& rng, int sliding_window = 0,
-                                                    float logit_softcap = 0.0f) {
+                                                    float logit_softcap = 0.0f, int num_kv_heads = 2) {
     PagedAttentionCase c;
-    const int Hkv = 2;
+    const int Hkv = num_kv_heads;
     c.num_heads = Hkv * gqa;
     c.params = {1.0f / std::sqrt(static_cast<float>(D)), sliding_window, logit_softcap};
     // 4096 blocks, fewer for big blocks so that the cache holds at most 16384 slots (64 MiB at D=128; each
@@ -152,7 +153,9 @@ inline PagedAttentionCase make_paged_attention_case(int D, int gqa, int B, DType
     const int num_blocks = std::min(4096, (kind == AttentionKind::long_context ? 65536 : 16384) / B);
     c.layout = KvCacheLayout{/*num_layers=*/2, num_blocks, B, Hkv, D, kv_dtype};
 
-    if (kind == AttentionKind::decode) {
+    if (kind == AttentionKind::single_stream) {
+        c.seqs = {{random_int(rng, 1, 700), 1}};
+    } else if (kind == AttentionKind::decode) {
         for (int cached : {0, B - 1, B, random_int(rng, 1, 700), random_int(rng, 1, 1500), random_int(rng, 1, 64)})
             c.seqs.push_back({cached, 1});
     } else if (kind == AttentionKind::prefill) {
