@@ -50,7 +50,8 @@ void write_kv_as(const float* k, const float* v, const int64_t* slot_mapping, in
             const float* vh = v + (t * H + h) * D;
             typename KV::T* kd = kv_cache + layout.offset(layer, 0, block, h, off);
             typename KV::T* vd = kv_cache + layout.offset(layer, 1, block, h, off);
-            // kLanes at a time: one token's scalar F16 conversions took about 2 us of each decode layer.
+            // kLanes at a time: through the scalar conversions one token's write took 3,100-3,200 cycles of each
+            // bench-135m decode layer, against 930-1,080 this way.
             int d = 0;
             for (; d + kLanes <= D; d += kLanes) {
                 KV::store(kd + d, loadv(kh + d));

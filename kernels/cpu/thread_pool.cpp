@@ -59,8 +59,7 @@ bool ThreadPool::read_job(uint32_t seq, Job& job) const {
 // with an earlier job means none of this job's tasks is claimed yet. This is safe for a thread that holds an
 // earlier job's fields (it read them while that job was current and claims after it ended): an ended job has
 // no task left, so its counters are either tagged with it and empty, untouched only where its region was
-// empty, or tagged with a later job.
-// A region counter's value: [next, end) left, as offsets from the region's first task.
+// empty, or tagged with a later job. region_left makes a counter's value.
 uint64_t ThreadPool::region_left(uint64_t epoch, int64_t next, int64_t end) {
     return tagged(epoch, next << kRegionIndexBits | end);
 }
