@@ -1100,8 +1100,8 @@ inline void accumulate_vnni(const Block* const* blk, const BlockQ8Act* xb, const
 // the offset and d_w * d_x as the AVX2 kernel (accumulate): the same exact integers, the same float steps.
 template <int G>
 inline void accumulate_vnni(const BlockQ6_Kx8* const* blk, const BlockQ8Act* xb, const ActSumsQ8* s, __m256 (&acc)[G][1]) {
-    const __m512i low6 = _mm512_set1_epi8(0x3F), low2 = _mm512_set1_epi8(0x03), bits23 = _mm512_set1_epi8(0x0C),
-                  bits45 = _mm512_set1_epi8(0x30);
+    const __m512i low6 = _mm512_set1_epi8(0x3F), low2 = _mm512_set1_epi8(0x03), low4 = _mm512_set1_epi8(0x0F);
+    constexpr int kSelect = 0xE4;  // vpternlogd: c ? a : b, bit by bit
     __m512i isum[G];
     for (__m512i& v : isum) v = _mm512_setzero_si512();
     for (int h = 0; h < 2; ++h) {
@@ -1117,9 +1117,13 @@ inline void accumulate_vnni(const BlockQ6_Kx8* const* blk, const BlockQ8Act* xb,
                 for (int g = 0; g < G; ++g) {
                     const auto& qc = blk[g]->q[h][c2];
                     const __m512i a = _mm512_loadu_si512(qc[0]), b = _mm512_loadu_si512(qc[1]), e = _mm512_loadu_si512(qc[2]);
-                    const __m512i v3 = _mm512_or_si512(
-                        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(a, 6), low2), _mm512_and_si512(_mm512_srli_epi16(b, 4), bits23)),
-                        _mm512_and_si512(_mm512_srli_epi16(e, 2), bits45));
+                    // The fourth value: bits 0-1 from a >> 6, 2-3 from b >> 4, 4-5 from e >> 2 (two bitwise selects;
+                    // each shift brings the next byte's low bits in above its own, which the selects and the and drop)
+                    const __m512i v3 = _mm512_and_si512(
+                        _mm512_ternarylogic_epi32(
+                            _mm512_ternarylogic_epi32(_mm512_srli_epi16(a, 6), _mm512_srli_epi16(b, 4), low2, kSelect),
+                            _mm512_srli_epi16(e, 2), low4, kSelect),
+                        low6);
                     sum[g][0] = _mm512_dpbusd_epi32(sum[g][0], _mm512_and_si512(a, low6), xp[0]);
                     sum[g][1] = _mm512_dpbusd_epi32(sum[g][1], _mm512_and_si512(b, low6), xp[1]);
                     sum[g][2] = _mm512_dpbusd_epi32(sum[g][2], _mm512_and_si512(e, low6), xp[2]);
