@@ -1000,47 +1000,12 @@ inline void accumulate_vnni(const BlockIQ4_XSx8* const* blk, const BlockQ8Act* x
     }
 }
 
-// Q4_K blocks blk[0 .. G) against one activation row (its 8 blocks xb): groups 2P and 2P + 1 side by side.
-// Chunk c of the 8 rows (32 bytes) goes to both halves of a register, and one and keeps the low nibbles in
-// lanes 0-7 (group 2P) and 16 times the high nibbles in lanes 8-15 (group 2P + 1, at most 240: still a byte).
-// So one vpdpbusd takes both groups' products against x chunk c of each group, where splitting the nibbles
-// into two registers took a shift, two ands and two vpdpbusd per 64 bytes; and one vpmulld by the scales
-// [16 * scale of 2P | scale of 2P + 1] scales both, where two took an unpack each. Every lane of isum is then
-// 16 times the exact integer (below 2^28), and the caller's shift right by 4 gives the AVX2 kernel's integers.
-// One Zen 5 thread, 2 x 8 rows x 2048 in L1, cycles per 8 x 256 weights (6 alternating runs): 72-75 -> 60-63,
-// the same output bits.
-alignas(64) constexpr int32_t kSideIndex[8][16] = {
-    {0, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 8, 8, 8, 8},         {1, 1, 1, 1, 1, 1, 1, 1, 9, 9, 9, 9, 9, 9, 9, 9},
-    {2, 2, 2, 2, 2, 2, 2, 2, 10, 10, 10, 10, 10, 10, 10, 10}, {3, 3, 3, 3, 3, 3, 3, 3, 11, 11, 11, 11, 11, 11, 11, 11},
-    {4, 4, 4, 4, 4, 4, 4, 4, 12, 12, 12, 12, 12, 12, 12, 12}, {5, 5, 5, 5, 5, 5, 5, 5, 13, 13, 13, 13, 13, 13, 13, 13},
-    {6, 6, 6, 6, 6, 6, 6, 6, 14, 14, 14, 14, 14, 14, 14, 14}, {7, 7, 7, 7, 7, 7, 7, 7, 15, 15, 15, 15, 15, 15, 15, 15}};
-template <int P, int G>
-inline void q4k_side_vnni(const BlockQ4_Kx8* const* blk, const BlockQ8Act* xb, const __m128i (&scs)[G][4], __m512i (&isum)[G]) {
-    const __m512i nibbles = _mm512_inserti64x4(_mm512_set1_epi8(0x0F), _mm256_set1_epi8(static_cast<char>(0xF0)), 1);
-    // x blocks 2P and 2P + 1 in the two halves; chunk c of each broadcast to its 8 lanes below
-    const __m512i xv = _mm512_inserti64x4(_mm512_castsi256_si512(loadu32(xb[2 * P].qs)), loadu32(xb[2 * P + 1].qs), 1);
-    __m512i sum[G][2];  // even and odd chunks: two shorter vpdpbusd chains
-    for (int g = 0; g < G; ++g) sum[g][0] = sum[g][1] = _mm512_setzero_si512();
-    for (int c = 0; c < 8; ++c) {
-        const __m512i xc = _mm512_permutexvar_epi32(_mm512_load_si512(kSideIndex[c]), xv);
-        for (int g = 0; g < G; ++g) {
-            const __m512i q = _mm512_broadcast_i64x4(loadu32(blk[g]->qs[P][c]));
-            sum[g][c % 2] = _mm512_dpbusd_epi32(sum[g][c % 2], _mm512_and_si512(q, nibbles), xc);
-        }
-    }
-    for (int g = 0; g < G; ++g) {
-        __m512i scale = _mm512_cvtepu8_epi32(scs[g][P]);
-        scale = _mm512_mask_slli_epi32(scale, 0x00FF, scale, 4);
-        isum[g] = _mm512_add_epi32(isum[g], _mm512_mullo_epi32(_mm512_add_epi32(sum[g][0], sum[g][1]), scale));
-    }
-}
-
-// Q5_K blocks blk[0 .. G) against one activation row (its 8 blocks xb): per pair of groups the nibbles with
-// their fifth bits (as accumulate_pair) against their x chunks, the 8 rows' sums of each group times their
-// 6-bit scales (vpmulld: the sums reach 32 * 31 * 127, past int16). Its values reach 31: 16 times them would
-// not fit a byte, so not side by side as Q4_K.
-template <int P, int G>
-inline void q5k_pair_vnni(const BlockQ5_Kx8* const* blk, const BlockQ8Act* xb, const __m128i (&scs)[G][4], __m512i (&isum)[G]) {
+// Q4_K / Q5_K blocks blk[0 .. G) against one activation row (its 8 blocks xb, sums s): per pair of groups the
+// nibbles (Q5_K: with their fifth bits, as accumulate_pair) against their x chunks, the 8 rows' sums of each
+// group times their 6-bit scales (vpmulld: the sums reach 32 * 31 * 127, past int16), then finish_k4 as the
+// AVX2 kernel.
+template <int P, int G, class Block>
+inline void q4k_pair_vnni(const Block* const* blk, const BlockQ8Act* xb, const __m128i (&scs)[G][4], __m512i (&isum)[G]) {
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     __m512i pa[4], pb[4];
     chunk_pairs(xb[2 * P], pa);
@@ -1049,9 +1014,12 @@ inline void q5k_pair_vnni(const BlockQ5_Kx8* const* blk, const BlockQ8Act* xb, c
         __m512i sa = _mm512_setzero_si512(), sb = _mm512_setzero_si512();
         for (int c2 = 0; c2 < 4; ++c2) {
             const __m512i q = _mm512_loadu_si512(blk[g]->qs[P][2 * c2]);
-            const __m512i h = _mm512_loadu_si512(blk[g]->qh[2 * c2]);  // chunks 2 * c2 and 2 * c2 + 1's: bits 2P, 2P + 1
-            const __m512i a = _mm512_or_si512(_mm512_and_si512(q, low4), bit_at_4<2 * P>(h));
-            const __m512i b = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(q, 4), low4), bit_at_4<2 * P + 1>(h));
+            __m512i a = _mm512_and_si512(q, low4), b = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
+            if constexpr (std::is_same_v<Block, BlockQ5_Kx8>) {  // chunks 2 * c2 and 2 * c2 + 1's qh: bits 2P, 2P + 1
+                const __m512i h = _mm512_loadu_si512(blk[g]->qh[2 * c2]);
+                a = _mm512_or_si512(a, bit_at_4<2 * P>(h));
+                b = _mm512_or_si512(b, bit_at_4<2 * P + 1>(h));
+            }
             sa = _mm512_dpbusd_epi32(sa, a, pa[c2]);
             sb = _mm512_dpbusd_epi32(sb, b, pb[c2]);
         }
@@ -1061,8 +1029,6 @@ inline void q5k_pair_vnni(const BlockQ5_Kx8* const* blk, const BlockQ8Act* xb, c
         isum[g] = _mm512_add_epi32(isum[g], _mm512_mullo_epi32(sb, _mm512_cvtepu8_epi32(_mm_unpackhi_epi64(sc, sc))));
     }
 }
-// Q4_K / Q5_K blocks against one activation row (its 8 blocks xb, sums s): the groups' scaled sums as above,
-// then finish_k4 as the AVX2 kernel.
 template <int G, class Block>
     requires(std::is_same_v<Block, BlockQ4_Kx8> || std::is_same_v<Block, BlockQ5_Kx8>)
 inline void accumulate_vnni(const Block* const* blk, const BlockQ8Act* xb, const ActSumsQ8* s, __m256 (&acc)[G][1]) {
@@ -1075,20 +1041,12 @@ inline void accumulate_vnni(const Block* const* blk, const BlockQ8Act* xb, const
         scs[g][2] = _mm256_castsi256_si128(pair_scales<2>(*blk[g]));
         scs[g][3] = _mm256_castsi256_si128(pair_scales<3>(*blk[g]));
     }
+    q4k_pair_vnni<0>(blk, xb, scs, isum);
+    q4k_pair_vnni<1>(blk, xb, scs, isum);
+    q4k_pair_vnni<2>(blk, xb, scs, isum);
+    q4k_pair_vnni<3>(blk, xb, scs, isum);
     __m256i isum8[G][1];
-    if constexpr (std::is_same_v<Block, BlockQ4_Kx8>) {
-        q4k_side_vnni<0>(blk, xb, scs, isum);
-        q4k_side_vnni<1>(blk, xb, scs, isum);
-        q4k_side_vnni<2>(blk, xb, scs, isum);
-        q4k_side_vnni<3>(blk, xb, scs, isum);
-        for (int g = 0; g < G; ++g) isum8[g][0] = fold(_mm512_srai_epi32(isum[g], 4));
-    } else {
-        q5k_pair_vnni<0>(blk, xb, scs, isum);
-        q5k_pair_vnni<1>(blk, xb, scs, isum);
-        q5k_pair_vnni<2>(blk, xb, scs, isum);
-        q5k_pair_vnni<3>(blk, xb, scs, isum);
-        for (int g = 0; g < G; ++g) isum8[g][0] = fold(isum[g]);
-    }
+    for (int g = 0; g < G; ++g) isum8[g][0] = fold(isum[g]);
     const BlockQ8Act* const xr[1] = {xb};
     const ActSumsQ8* const sr[1] = {s};
     finish_k4(blk, xr, sr, isum8, acc);
