@@ -6,6 +6,7 @@
 
 #include "backend.h"
 #include "cpu/kernel_set.h"
+#include "cpu/attention.h"
 #include "cpu/matmul.h"
 #include "cpu/thread_pool.h"
 
@@ -61,7 +62,7 @@ private:
 
     ThreadPool pool_;
     MatmulScratch matmul_scratch_;
-    std::vector<std::vector<float>> attention_scratch_;
+    AttentionScratch attention_scratch_;
     std::vector<void*> packed_chunks_;
     size_t chunk_used_ = 0, chunk_size_ = 0;  // of packed_chunks_.back()
 };
