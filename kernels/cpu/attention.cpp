@@ -432,7 +432,7 @@ void paged_attention_as(ThreadPool& pool, AttentionScratch& scratch, const float
     part_start.resize(static_cast<size_t>(T) + 1);
     int64_t parts = 0;
     for (int i = 0, s = 0; i < T; ++i) {
-        while (meta.query_start_loc[s + 1] <= i) ++s;
+        while (s + 1 < meta.num_seqs && meta.query_start_loc[s + 1] <= i) ++s;
         tokens[i] = query_keys(meta, s, i, Hkv, params);
         part_start[i] = parts;
         parts += tokens[i].parts;
