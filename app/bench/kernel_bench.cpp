@@ -264,53 +264,53 @@ int main(int argc, char** argv) {
     };
     const AttentionShape attention_shapes[] = {{"SmolLM2-135M", 9, 3, 64, {1, 16, 64}, {512, 2048}},
                                                {"Gemma 3 1B", 4, 1, 256, {1, 4}, {512, 2048, 8192}}};
-    for (const AttentionShape& shape : attention_shapes) {
+    // One row: num_seqs sequences of ctx tokens each decode one query token.
+    auto time_attention = [&](const AttentionShape& shape, DType kv_dtype, int num_seqs, int ctx) {
         const int H = shape.H, Hkv = shape.Hkv, D = shape.D, B = 16;
-        std::printf("\npaged attention decode, %s  (%d q heads, %d kv heads, head_dim %d, block %d)\n", shape.model, H,
-                    Hkv, D, B);
+        const int blocks_per_seq = (ctx + B - 1) / B;
+        const int num_blocks = num_seqs * blocks_per_seq + 1;
+        const KvCacheLayout layout{1, num_blocks, B, Hkv, D, kv_dtype};
+        // The pool comes from the backend, as the engine's does (it may ask for huge pages).
+        const std::vector<float> init = random_floats(rng, layout.total_elems());
+        void* cache = backend.allocate(layout.total_bytes());
+        if (kv_dtype == DType::F32)
+            std::copy(init.begin(), init.end(), static_cast<float*>(cache));
+        else
+            std::transform(init.begin(), init.end(), static_cast<uint16_t*>(cache), f32_to_f16);
+        std::vector<int32_t> perm(num_blocks);
+        std::iota(perm.begin(), perm.end(), 0);
+        std::shuffle(perm.begin(), perm.end(), rng);
+        std::vector<int32_t> block_tables(perm.begin(), perm.begin() + num_seqs * blocks_per_seq);
+        std::vector<int32_t> query_start_loc(num_seqs + 1), seq_lens(num_seqs, ctx);
+        std::iota(query_start_loc.begin(), query_start_loc.end(), 0);
+        std::vector<int64_t> slot_mapping(num_seqs);
+        for (int s = 0; s < num_seqs; ++s)
+            slot_mapping[s] = static_cast<int64_t>(block_tables[s * blocks_per_seq + (ctx - 1) / B]) * B + (ctx - 1) % B;
+        AttentionMetadata meta;
+        meta.num_tokens = num_seqs;
+        meta.num_seqs = num_seqs;
+        meta.query_start_loc = query_start_loc.data();
+        meta.seq_lens = seq_lens.data();
+        meta.block_tables = block_tables.data();
+        meta.max_blocks_per_seq = blocks_per_seq;
+        meta.slot_mapping = slot_mapping.data();
+        meta.max_seq_len = ctx;
+        const std::vector<float> q = random_floats(rng, static_cast<size_t>(num_seqs) * H * D);
+        std::vector<float> out(q.size());
+        const double t = median_seconds(
+            [&] { backend.paged_attention(q.data(), meta, layout, cache, 0, H, {0.125f}, out.data()); }, min_time);
+        const double kv_bytes = 2.0 * num_seqs * ctx * Hkv * D * layout.elem_bytes();
+        std::printf("%6s %8d %8d | %10.1f %10.1f\n", dtype_name(kv_dtype).data(), num_seqs, ctx, t * 1e6,
+                    kv_bytes / t / 1e9);
+        backend.deallocate(cache);
+    };
+    for (const AttentionShape& shape : attention_shapes) {
+        std::printf("\npaged attention decode, %s  (%d q heads, %d kv heads, head_dim %d, block 16)\n", shape.model,
+                    shape.H, shape.Hkv, shape.D);
         std::printf("%6s %8s %8s | %10s %10s\n", "K/V", "seqs", "context", "us/call", "GB/s K/V");
         for (DType kv_dtype : {DType::F32, DType::F16})
             for (int num_seqs : shape.seqs)
-                for (int ctx : shape.contexts) {
-                    const int blocks_per_seq = (ctx + B - 1) / B;
-                    const int num_blocks = num_seqs * blocks_per_seq + 1;
-                    const KvCacheLayout layout{1, num_blocks, B, Hkv, D, kv_dtype};
-                    // The pool comes from the backend, as the engine's does (it may ask for huge pages).
-                    const std::vector<float> init = random_floats(rng, layout.total_elems());
-                    void* cache = backend.allocate(layout.total_bytes());
-                    if (kv_dtype == DType::F32)
-                        std::copy(init.begin(), init.end(), static_cast<float*>(cache));
-                    else
-                        std::transform(init.begin(), init.end(), static_cast<uint16_t*>(cache), f32_to_f16);
-                    std::vector<int32_t> perm(num_blocks);
-                    std::iota(perm.begin(), perm.end(), 0);
-                    std::shuffle(perm.begin(), perm.end(), rng);
-                    std::vector<int32_t> block_tables(perm.begin(), perm.begin() + num_seqs * blocks_per_seq);
-                    std::vector<int32_t> query_start_loc(num_seqs + 1), seq_lens(num_seqs, ctx);
-                    std::iota(query_start_loc.begin(), query_start_loc.end(), 0);
-                    std::vector<int64_t> slot_mapping(num_seqs);
-                    for (int s = 0; s < num_seqs; ++s)
-                        slot_mapping[s] =
-                            static_cast<int64_t>(block_tables[s * blocks_per_seq + (ctx - 1) / B]) * B + (ctx - 1) % B;
-                    AttentionMetadata meta;
-                    meta.num_tokens = num_seqs;
-                    meta.num_seqs = num_seqs;
-                    meta.query_start_loc = query_start_loc.data();
-                    meta.seq_lens = seq_lens.data();
-                    meta.block_tables = block_tables.data();
-                    meta.max_blocks_per_seq = blocks_per_seq;
-                    meta.slot_mapping = slot_mapping.data();
-                    meta.max_seq_len = ctx;
-                    const std::vector<float> q = random_floats(rng, static_cast<size_t>(num_seqs) * H * D);
-                    std::vector<float> out(q.size());
-                    const double t = median_seconds(
-                        [&] { backend.paged_attention(q.data(), meta, layout, cache, 0, H, {0.125f}, out.data()); },
-                        min_time);
-                    const double kv_bytes = 2.0 * num_seqs * ctx * Hkv * D * layout.elem_bytes();
-                    std::printf("%6s %8d %8d | %10.1f %10.1f\n", dtype_name(kv_dtype).data(), num_seqs, ctx, t * 1e6,
-                                kv_bytes / t / 1e9);
-                    backend.deallocate(cache);
-                }
+                for (int ctx : shape.contexts) time_attention(shape, kv_dtype, num_seqs, ctx);
     }
     return 0;
 }
