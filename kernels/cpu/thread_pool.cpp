@@ -109,7 +109,12 @@ void ThreadPool::dispatch(int64_t num_tasks, Trampoline fn, void* ctx) {
     const int64_t own = region_begin(num_tasks, num_threads_, 1);  // region 0 is [0, own), own >= 1
     claims_[0].value.store(region_left(job.epoch, 1, own), std::memory_order_relaxed);
     seq_.store(seq + 2, std::memory_order_release);
-    seq_.notify_all();
+    // std::atomic::notify_all makes a futex call whenever any thread of the process waits on an atomic that
+    // shares its slot in libstdc++'s table of waiters (16 slots, hashed by address: every 64-byte aligned
+    // atomic lands in the same one), so another pool's sleeping workers cost each job of this one about
+    // 1-2 us. A worker that reads sleepers_ == 0 here while it is just falling asleep is woken by the next
+    // job; this one runs without it (the caller takes its tasks).
+    if (sleepers_.load(std::memory_order_relaxed) > 0) seq_.notify_all();
 
     fn(ctx, 0, 0);
     const int64_t ran = work(job, 0, 1);
@@ -136,7 +141,9 @@ void ThreadPool::worker_main(int thread) {
             seq = seq_.load(std::memory_order_acquire);
         }
         if (seq == seen) {
+            sleepers_.fetch_add(1, std::memory_order_seq_cst);
             seq_.wait(seen, std::memory_order_acquire);
+            sleepers_.fetch_sub(1, std::memory_order_relaxed);
             continue;
         }
         Job job;

@@ -101,6 +101,7 @@ private:
     std::vector<std::thread> workers_;
     // The job, under a sequence lock: seq_ is odd while the caller rewrites the fields. Workers wait on seq_.
     alignas(64) std::atomic<uint32_t> seq_{0};
+    std::atomic<int> sleepers_{0};  // workers inside seq_.wait: a job with none to wake makes no system call
     std::atomic<Trampoline> job_fn_{nullptr};
     std::atomic<void*> job_ctx_{nullptr};
     std::atomic<int64_t> job_tasks_{0};

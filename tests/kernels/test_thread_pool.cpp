@@ -213,7 +213,8 @@ private slots:
         QVERIFY2(failure.isEmpty(), qPrintable(failure));
     }
 
-    // Jobs issued after the workers fell asleep (past their spin) still run, repeatedly.
+    // Jobs issued after the workers fell asleep (past their spin) still run, repeatedly, and wake the workers:
+    // each task of a 3-task job waits (up to 5 s) until all three threads hold one, which only woken workers do.
     void wakes_after_sleep() {
         ThreadPool pool(3);
         for (int round = 0; round < 5; ++round) {
@@ -221,6 +222,16 @@ private slots:
             std::atomic<int> count{0};
             pool.run(64, [&](int64_t, int) { count.fetch_add(1); });
             QCOMPARE(count.load(), 64);
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            std::atomic<int> arrived{0};
+            std::atomic<unsigned> threads_seen{0};
+            pool.run(3, [&](int64_t, int thread) {
+                threads_seen.fetch_or(1u << thread);
+                arrived.fetch_add(1);
+                const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+                while (arrived.load() < 3 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+            });
+            QCOMPARE(threads_seen.load(), 7u);
         }
     }
 
