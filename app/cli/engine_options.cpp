@@ -18,7 +18,7 @@ void add_engine_options(CLI::App& app, EngineOptions& o) {
     const std::string group = "Engine options";
     std::string presets;
     for (const std::string& name : dummy_preset_names()) presets += (presets.empty() ? "" : ", ") + name;
-    app.add_option("--model", o.model, "a Hugging Face directory, a .gguf file, or dummy:PRESET (" + presets + ")")
+    app.add_option("-m,--model", o.model, "a Hugging Face directory, a .gguf file, or dummy:PRESET (" + presets + ")")
         ->type_name("MODEL")->required()->group(group);
     // Bounds here are what any setting could use; EngineConfig::validate() checks the finer rules
     // (block_size a power of two up to 256, threads up to 256) and names the knob.

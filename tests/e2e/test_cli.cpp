@@ -172,6 +172,10 @@ private slots:
         QCOMPARE(j["num_blocks"].get<int>(), (1 << 20) / (2 * 5 * 4 * 8 * 4 * 16));
         QCOMPARE(j["kv_cache_dtype"].get<std::string>(), std::string("float32"));  // auto, for F32 weights
         QVERIFY(j["weight_bytes"].get<int64_t>() > 0);
+        // -m, llama.cpp's name for it, is --model.
+        const Run m = cli({"info", "-m", models() + "/stories260K-f32.gguf", "--json", "--kv-cache-memory", "1M"});
+        QVERIFY2(m.code == 0, qPrintable(m.err));
+        QCOMPARE(m.out, r.out);
 
         // A half cache: half the bytes per token, twice the blocks in the same budget.
         const Run h = cli({"info", "--model", models() + "/stories260K-f32.gguf", "--json", "--kv-cache-memory", "1M",
