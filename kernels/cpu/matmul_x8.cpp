@@ -1151,9 +1151,13 @@ void dot_rows8(const Block* const* w, int64_t nblk, const BlockQ8Act* x, const t
         if constexpr (Rows == 1 && kDecodePrefetchBytes > 0)
             for (int i = 0; i < Groups; ++i) {
                 // prefetched stays within a line past kDecodePrefetchBytes ahead (the burst above starts it there),
-                // so a block adds sizeof(Block) / 64 lines or one more: unrolled, and one test. The loop that
-                // tested every line cost a fifth of a cached GEMV's samples (one thread, 2048 x 256 from L2:
-                // Q4_K 5.1-5.4 -> 4.8-5.0 us, Q6_K 8.1-8.7 -> 7.8-7.9, Q8_0 5.5-5.8 -> 5.1-5.2).
+                // so a block adds sizeof(Block) / 64 lines or one more: a loop of fixed count, and one test. The
+                // loop that compared every line (Q8_0: 4 or 5 a block) cost a fifth of a cached GEMV's samples
+                // (one thread, 2048 x 256 from L2: Q4_K 5.1-5.4 -> 4.8-5.0 us, Q6_K 8.1-8.7 -> 7.8-7.9, Q8_0
+                // 5.5-5.8 -> 5.1-5.2). Unrolled (#pragma GCC unroll), the prefetches leave in one burst and
+                // streamed GEMVs lost (2048 x 2048, 2 threads, % of the read: Q4_K 75 -> 57-65, Q6_K 67-74 ->
+                // 55-60). Skipping the burst above where a tile goes on from this thread's last one gained
+                // from L2 but lost model-bench tg128 (bench-1b Q4_K_M and Q6_K, 2-5%, 3 alternating rounds).
                 const char* ahead = reinterpret_cast<const char*>(blk[i] + 1) + kDecodePrefetchBytes;
                 for (size_t l = 0; l < sizeof(Block) / 64; ++l, prefetched[i] += 64) __builtin_prefetch(prefetched[i], 0, 0);
                 if (prefetched[i] < ahead) {
