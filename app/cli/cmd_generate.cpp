@@ -79,12 +79,12 @@ int run_generate(int argc, char** argv) {
     params.max_tokens = 128;  // the engine's default is vLLM's 16: too short to read
     uint64_t seed = 0;
     bool json = false;
-    app->add_option("--prompt", prompts, "a prompt (encoded with BOS)")
+    app->add_option("-p,--prompt", prompts, "a prompt (encoded with BOS)")
         ->type_name("TEXT")->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     app->add_option("--prompts-file", prompts_file,
                     "more prompts: one per line, or (.jsonl, .json) one JSON string or {\"prompt\": ...} per line")
         ->type_name("FILE");
-    app->add_option("--max-tokens", params.max_tokens, "tokens to generate per prompt at most")
+    app->add_option("-n,--max-tokens", params.max_tokens, "tokens to generate per prompt at most")
         ->type_name("UINT")->check(int_in(1));
     app->add_option("--temperature", params.temperature, "sampling temperature (0 = greedy argmax)")
         ->type_name("FLOAT")->check(real_in(0));
