@@ -52,7 +52,7 @@ void add_engine_options(CLI::App& app, EngineOptions& o) {
     app.add_option("--kv-cache-dtype", c.kv_cache_dtype,
                    "KV cache element type (auto = as the weights, where the backend can hold it)")
         ->type_name("auto|float32|float16|bfloat16")->group(group);
-    app.add_option("--threads", c.num_threads, "CPU threads (0 = all cores)")
+    app.add_option("-t,--threads", c.num_threads, "CPU threads (0 = all cores)")
         ->type_name("UINT")->check(int_in(0))->group(group);
     app.add_option("--backend", o.backend,
                    "compute backend (auto = CUDA when built and a device is present; sim:GPU = the real engine on a "

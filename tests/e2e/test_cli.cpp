@@ -118,8 +118,8 @@ private slots:
         QCOMPARE(lines[0]["output_token_ids"].get<std::vector<int32_t>>(),
                  std::vector<int32_t>(c["continuation_ids"].begin(), c["continuation_ids"].begin() + 20));
 
-        // llama-cli's short flags: -m model, -p prompt, -n tokens to predict.
-        const Run s = cli({"generate", "-m", gguf, "--temperature", "0", "-n", "5", "--json", "-p",
+        // llama-cli's short flags: -m model, -p prompt, -n tokens to predict, -t threads.
+        const Run s = cli({"generate", "-m", gguf, "--temperature", "0", "-n", "5", "--json", "-t", "1", "-p",
                            QString::fromStdString(c["prompt"].get<std::string>())});
         QVERIFY2(s.code == 0, qPrintable(s.err));
         QCOMPARE(json_lines(s.out)[0]["output_token_ids"].get<std::vector<int32_t>>(),
