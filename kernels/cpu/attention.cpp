@@ -443,13 +443,17 @@ void paged_attention_as(ThreadPool& pool, AttentionScratch& scratch, const float
     if (split && scratch.partials.size() < static_cast<size_t>(parts) * Hkv * partial_floats)
         scratch.partials.resize(static_cast<size_t>(parts) * Hkv * partial_floats);
 
+    // Token i's q / out rows of kv head kv_head's group of query heads.
+    auto group_rows = [&](int i, int kv_head) {
+        return (static_cast<size_t>(i) * num_heads + static_cast<size_t>(kv_head) * group) * D;
+    };
     const AttendFn<KV> attend = pick_attend<KV>(D);
     pool.run(parts * Hkv, [&](int64_t task, int thread) {
         const int64_t part = task / Hkv;
         const int kv_head = static_cast<int>(task % Hkv);
         const int i = static_cast<int>(std::upper_bound(part_start.begin(), part_start.begin() + T, part) - part_start.begin()) - 1;
         const QueryKeys& t = tokens[i];
-        const size_t rows = (static_cast<size_t>(i) * num_heads + static_cast<size_t>(kv_head) * group) * D;
+        const size_t rows = group_rows(i, kv_head);
         const int32_t* table = meta.block_tables + static_cast<size_t>(t.seq) * meta.max_blocks_per_seq;
         if (t.parts == 1) {
             attend(q + rows, kv_head, group, t.first, t.end, table, layout, kv_cache, layer, params,
@@ -467,8 +471,7 @@ void paged_attention_as(ThreadPool& pool, AttentionScratch& scratch, const float
         const int i = static_cast<int>(task / Hkv), kv_head = static_cast<int>(task % Hkv);
         if (tokens[i].parts == 1) return;
         merge_partitions(scratch.partials.data() + (static_cast<size_t>(kv_head) * parts + part_start[i]) * partial_floats,
-                         tokens[i].parts, group, D,
-                         out + (static_cast<size_t>(i) * num_heads + static_cast<size_t>(kv_head) * group) * D);
+                         tokens[i].parts, group, D, out + group_rows(i, kv_head));
     });
 }
 
