@@ -38,6 +38,12 @@ LlmEngine::LlmEngine(std::shared_ptr<const Model> model, const EngineConfig& con
             throw BadInput(std::string("backend: ") + e.what());
         }
     }
+    // Before any weight goes to the device: a model whose attention shape the backend has no kernel for.
+    const ModelConfig& m = model_->config;
+    if (!backend_->supports_attention(m.head_dim, m.num_heads, m.num_kv_heads))
+        throw BadInput("the " + backend_->name() + " backend has no attention kernel for this model's heads (head_dim " +
+                       std::to_string(m.head_dim) + ", " + std::to_string(m.num_heads) + " query heads over " +
+                       std::to_string(m.num_kv_heads) + " KV heads)");
     build_pool(config_);
 }
 

@@ -92,6 +92,10 @@ public:
     virtual bool supports(DType weight_type) const = 0;
     // Element types the KV cache may hold (KvCacheLayout::kv_dtype): F32 everywhere; CPU also F16/BF16.
     virtual bool supports_kv_dtype(DType t) const { return t == DType::F32; }
+    // Whether paged_attention runs heads of head_dim, num_heads query heads over num_kv_heads (CPU: any;
+    // CUDA: the head sizes it compiled kernels for, GQA groups of up to 16). Checked at model load, so that a
+    // model the backend cannot run is refused there, not at its first step.
+    virtual bool supports_attention(int /*head_dim*/, int /*num_heads*/, int /*num_kv_heads*/) const { return true; }
     virtual int num_threads() const = 0;
 
     // Device memory.

@@ -110,6 +110,10 @@ void CudaBackend::check_not_capturing(const char* what) const {
 
 bool CudaBackend::supports(DType) const { return true; }  // every type of kDTypes
 
+bool CudaBackend::supports_attention(int head_dim, int num_heads, int num_kv_heads) const {
+    return paged_attention_supports(head_dim, num_heads, num_kv_heads);
+}
+
 void* CudaBackend::device_alloc(size_t bytes, const char* what) {
     void* p = nullptr;
     const cudaError_t err = cudaMalloc(&p, std::max<size_t>(bytes, 16));

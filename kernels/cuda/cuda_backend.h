@@ -53,6 +53,7 @@ public:
     std::string name() const override { return "cuda"; }
     // Every weight type: F32, F16, BF16 through cuBLAS, the block-quantized ones through cuda/matmul_quant.cuh.
     bool supports(DType weight_type) const override;
+    bool supports_attention(int head_dim, int num_heads, int num_kv_heads) const override;
     int num_threads() const override { return 1; }
 
     void* allocate(size_t bytes) override;

@@ -313,8 +313,16 @@ static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(cons
     }
 }
 
-bool paged_attention_supports_head_dim(int head_dim) {
-    return head_dim == 8 || head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
+// Head sizes with a compiled kernel (the launch's switch below); any multiple of 4 up to 256 would compile.
+constexpr const char* kSupportedHeadDims = "8, 32, 64, 80, 96, 128, 256";
+static bool paged_attention_supports_head_dim(int head_dim) {
+    return head_dim == 8 || head_dim == 32 || head_dim == 64 || head_dim == 80 || head_dim == 96 || head_dim == 128 ||
+           head_dim == 256;
+}
+
+bool paged_attention_supports(int head_dim, int num_heads, int num_kv_heads) {
+    return paged_attention_supports_head_dim(head_dim) && num_kv_heads > 0 && num_heads > 0 && num_heads % num_kv_heads == 0 &&
+           num_heads / num_kv_heads <= kRows;
 }
 
 AttentionPlan plan_paged_attention(const AttentionMetadata& meta, const KvCacheLayout& layout, int num_heads,
@@ -325,7 +333,7 @@ AttentionPlan plan_paged_attention(const AttentionMetadata& meta, const KvCacheL
                                     " is not supported (F32)");
     if (!paged_attention_supports_head_dim(D))
         throw std::invalid_argument("cuda paged_attention: head_dim " + std::to_string(D) +
-                                    " is not supported (8, 32, 64, 128, 256)");
+                                    " is not supported (" + std::string(kSupportedHeadDims) + ")");
     if (Hkv <= 0 || num_heads <= 0 || num_heads % Hkv != 0 || num_heads / Hkv > kRows)
         throw std::invalid_argument("cuda paged_attention: " + std::to_string(num_heads) + " query heads over " +
                                     std::to_string(Hkv) + " kv heads is not supported (a whole group of at most " +
@@ -410,11 +418,13 @@ void paged_attention(const AttentionPlan& plan, const float* q, const AttentionM
     case 8: launch_paged_attention<8>(plan, p, stream); break;
     case 32: launch_paged_attention<32>(plan, p, stream); break;
     case 64: launch_paged_attention<64>(plan, p, stream); break;
+    case 80: launch_paged_attention<80>(plan, p, stream); break;   // Phi-2
+    case 96: launch_paged_attention<96>(plan, p, stream); break;   // Phi-3 / Phi-3.5-mini
     case 128: launch_paged_attention<128>(plan, p, stream); break;
     case 256: launch_paged_attention<256>(plan, p, stream); break;
     default:
-        throw std::invalid_argument("cuda paged_attention: head_dim " + std::to_string(D) +
-                                    " is not supported (8, 32, 64, 128, 256)");
+        throw std::invalid_argument("cuda paged_attention: head_dim " + std::to_string(D) + " is not supported (" +
+                                    std::string(kSupportedHeadDims) + ")");
     }
     if (plan.num_splits > 1) {
         merge_splits_kernel<<<dim3(meta.num_tokens, num_heads), kMergeThreads, 0, stream>>>(p, D);

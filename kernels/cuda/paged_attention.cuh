@@ -20,8 +20,9 @@ struct AttentionPlan {
     size_t scratch_floats = 0; // partial results when num_splits > 1
 };
 
-// Head sizes with a compiled kernel.
-bool paged_attention_supports_head_dim(int head_dim);
+// Whether a model's attention shape has a compiled kernel: head_dim 8, 32, 64, 80, 96, 128 or 256, and
+// num_heads a multiple of num_kv_heads with a GQA group of at most 16.
+bool paged_attention_supports(int head_dim, int num_heads, int num_kv_heads);
 
 // Throws std::invalid_argument for an unsupported head_dim, cache type, or GQA ratio (num_heads must be a
 // multiple of num_kv_heads with num_heads / num_kv_heads <= 16). forced_splits > 0 overrides the split

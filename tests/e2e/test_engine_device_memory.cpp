@@ -119,6 +119,28 @@ private slots:
         }
     }
 
+    // A backend without an attention kernel for the model's head size (the CUDA backend compiles a few)
+    // refuses the model at start-up, naming the shape.
+    void unsupported_head_size_is_bad_input() {
+        auto owned = std::make_unique<test::RecordingBackend>(2);
+        owned->set_device_memory(256 * kMiB);
+        owned->set_attention_head_dims({64, 128});
+        const int head_dim = tiny()->config.head_dim;
+        QVERIFY(head_dim != 64 && head_dim != 128);
+        try {
+            LlmEngine engine(tiny(), base_config(0.5), std::move(owned));
+            QFAIL("a model whose head size has no attention kernel must be refused at start-up");
+        } catch (const BadInput& e) {
+            QVERIFY2(std::string(e.what()).find("head_dim " + std::to_string(head_dim)) != std::string::npos, e.what());
+        }
+        // The same backend with the size: the engine starts and generates.
+        auto ok = std::make_unique<test::RecordingBackend>(2);
+        ok->set_device_memory(256 * kMiB);
+        ok->set_attention_head_dims({head_dim});
+        LlmEngine engine(tiny(), base_config(0.5), std::move(ok));
+        QCOMPARE(int(generate(engine, {{1, 2, 3}}).front().size()), 16);
+    }
+
     void cpu_ignores_the_fraction() {
         LlmEngine a(tiny(), base_config(0.1));
         LlmEngine b(tiny(), base_config(0.9));

@@ -74,6 +74,11 @@ private slots:
                                   std::pair{AttentionKind::long_context, "long"}})
             QTest::addRow("D=256 gqa=2 B=16 %s", name) << 256 << 2 << 16 << static_cast<int>(kind) << 0;
         QTest::addRow("D=256 gqa=8 B=16 long window=300") << 256 << 8 << 16 << static_cast<int>(AttentionKind::long_context) << 300;
+        // Phi-2's and Phi-3's head sizes: not a multiple of the warp, so lanes hold 3 (or 2 and 3) dimensions.
+        for (int D : {80, 96})
+            for (auto [kind, name] : {std::pair{AttentionKind::decode, "decode"}, std::pair{AttentionKind::prefill, "prefill"},
+                                      std::pair{AttentionKind::long_context, "long"}})
+                QTest::addRow("D=%d gqa=4 B=16 %s", D, name) << D << 4 << 16 << static_cast<int>(kind) << 0;
         // Sliding windows: splits wholly before a row's window are skipped by the kernel and the merge.
         for (int window : {1, 37, 300, 3000})
             QTest::addRow("D=128 gqa=4 B=16 long window=%d", window)
@@ -132,10 +137,16 @@ private slots:
             }
             QVERIFY2(threw, what);
         };
-        expect_throw(KvCacheLayout{1, 4, 16, 2, 96, DType::F32}, 4, "head_dim 96");
+        expect_throw(KvCacheLayout{1, 4, 16, 2, 72, DType::F32}, 4, "head_dim 72");
         expect_throw(KvCacheLayout{1, 4, 16, 2, 64, DType::F32}, 64, "GQA group of 32");
         expect_throw(KvCacheLayout{1, 4, 16, 3, 64, DType::F32}, 8, "num_heads not a multiple of num_kv_heads");
         expect_throw(KvCacheLayout{1, 4, 16, 2, 64, DType::F16}, 4, "F16 cache");
+        // What the engine asks at start-up (LlmEngine refuses such a model) agrees with what the kernel takes.
+        QVERIFY(gpu_->supports_attention(96, 32, 32));
+        QVERIFY(gpu_->supports_attention(256, 8, 4));
+        QVERIFY(!gpu_->supports_attention(72, 4, 2));
+        QVERIFY(!gpu_->supports_attention(64, 64, 2));
+        QVERIFY(!gpu_->supports_attention(64, 8, 3));
     }
 
     // Rows that are not whole blocks of a quantized type are refused at upload, naming the type (every type

@@ -32,6 +32,11 @@ public:
     std::string name() const override { return "recording-cpu"; }
     std::string kernel_set() const override { return cpu_->kernel_set(); }
     bool supports(DType t) const override { return cpu_->supports(t); }
+    // Head sizes whose attention it runs, as the CUDA backend's compiled kernels (empty: any).
+    void set_attention_head_dims(std::vector<int> dims) { head_dims_ = std::move(dims); }
+    bool supports_attention(int head_dim, int, int) const override {
+        return head_dims_.empty() || std::find(head_dims_.begin(), head_dims_.end(), head_dim) != head_dims_.end();
+    }
     int num_threads() const override { return cpu_->num_threads(); }
 
     void* allocate(size_t bytes) override {
@@ -203,6 +208,7 @@ private:
     CaptureFailure capture_failure_ = CaptureFailure::none;
     int64_t device_total_ = 0, used_ = 0, peak_used_ = 0;
     std::map<void*, int64_t> allocated_;
+    std::vector<int> head_dims_;
     std::string capture_error_;
 };
 
