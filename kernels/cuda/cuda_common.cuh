@@ -15,6 +15,10 @@
 namespace kvscope::cuda {
 
 [[noreturn]] inline void throw_cuda_error(const char* call, cudaError_t err, const char* file, int line) {
+    // Clear the runtime's last error: a failed API call (out of pinned memory, a bad argument) leaves it set,
+    // and the next op's CUDA_CHECK_LAUNCH would report it as its own launch failing. Sticky errors (a fault
+    // in a kernel) stay whatever is read here.
+    (void)cudaGetLastError();
     throw std::runtime_error(std::string("CUDA error: ") + call + " failed: " + cudaGetErrorName(err) + " (" +
                              cudaGetErrorString(err) + ") at " + file + ":" + std::to_string(line));
 }
