@@ -15,7 +15,8 @@ struct ArgMax {
     int index = INT_MAX;
 };
 
-// Keeps the larger value, else the lower index, exactly as std::max_element does; NaN never wins.
+// Keeps the larger value, else the lower index, as std::max_element does on rows without NaN. A NaN never
+// wins here, where std::max_element (the CPU's argmax) returns index 0 when the row starts with one.
 __device__ __forceinline__ void keep_better(ArgMax& a, float value, int index) {
     if (value > a.value || (value == a.value && index < a.index)) {
         a.value = value;
