@@ -1,5 +1,7 @@
 #include "benchmark_panel.h"
 
+#include "chart_legend.h"
+
 #include "bench_results_model.h"
 #include "engine_controller.h"
 #include "simulation_watermark.h"
@@ -154,12 +156,7 @@ BenchmarkPanel::BenchmarkPanel(EngineController* controller, QWidget* parent)
     m_chart->yAxis->setLabel(tr("output tok/s"));
     m_chart->yAxis2->setVisible(true);
     m_chart->yAxis2->setLabel(tr("mean TTFT / E2EL ms"));
-    // The legend in a row of its own under the plot: inside the axis rect it covered the bars.
-    m_chart->axisRect()->insetLayout()->take(m_chart->legend);
-    m_chart->plotLayout()->addElement(2, 0, m_chart->legend);
-    m_chart->plotLayout()->setRowStretchFactor(2, 0.001);
-    m_chart->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
-    m_chart->legend->setVisible(true);
+    placeLegendUnderTitle(m_chart, font());
     m_chart->installEventFilter(this);
     Theme::styleChart(m_chart);
     auto* buttons = new QHBoxLayout;

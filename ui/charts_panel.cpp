@@ -1,5 +1,7 @@
 #include "charts_panel.h"
 
+#include "chart_legend.h"
+
 #include "metrics/summary.h"
 
 #include "latency_histogram_chart.h"
@@ -190,20 +192,7 @@ ChartsPanel::Chart& ChartsPanel::addChart(const QString& name, const QString& ti
     plot->plotLayout()->addElement(0, 0, titleElement);
     plot->xAxis->setLabel(tr("engine time (s)"));
     plot->yAxis->setLabel(yLabel);
-    // The legend sits in a row under the title, laid out horizontally, so it never hides data.
-    plot->legend->setVisible(true);
-    QFont legendFont = font();
-    legendFont.setPointSizeF(legendFont.pointSizeF() * 0.82);
-    plot->legend->setFont(legendFont);
-    plot->legend->setFillOrder(QCPLegend::foColumnsFirst);
-    plot->legend->setBorderPen(Qt::NoPen);
-    plot->legend->setIconSize(14, 8);
-    plot->legend->setColumnSpacing(6);
-    plot->plotLayout()->insertRow(1);
-    plot->plotLayout()->addElement(1, 0, plot->legend);
-    plot->plotLayout()->setRowStretchFactor(1, 0.001);
-    plot->plotLayout()->setRowSpacing(0);
-    plot->legend->setMargins(QMargins(4, 0, 4, 0));
+    placeLegendUnderTitle(plot, font());
     plot->setPlottingHints(QCP::phFastPolylines | QCP::phCacheLabels);
     plot->setNotAntialiasedElements(QCP::aeGrid | QCP::aeAxes | QCP::aePlottables | QCP::aeFills);
     static_cast<QGridLayout*>(layout())->addWidget(plot, row, col);

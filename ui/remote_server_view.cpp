@@ -1,11 +1,15 @@
 #include "remote_server_view.h"
 
+#include "chart_legend.h"
 #include "theme.h"
 
 #include <QLabel>
 #include <QProgressBar>
+#include <QResizeEvent>
 #include <QVBoxLayout>
 #include <qcustomplot.h>
+
+#include <algorithm>
 
 namespace kvscope::ui {
 
@@ -13,16 +17,17 @@ RemoteServerView::RemoteServerView(QWidget* parent) : QWidget(parent) {
     setObjectName("remoteServerView");
     m_note = new QLabel(this);
     m_note->setObjectName("remoteNote");
-    m_note->setWordWrap(true);
+    QFont bold = m_note->font();
+    bold.setBold(true);
+    m_note->setFont(bold);
+    m_note->setTextFormat(Qt::PlainText);
+    m_note->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Fixed);  // elided: its text sets no width
     m_gauge = new QProgressBar(this);
     m_gauge->setObjectName("remoteKvGauge");
     m_gauge->setRange(0, 1000);
     m_gauge->setFormat(tr("KV cache usage: not reported yet"));
     m_gauge->setToolTip(tr("KV cache usage as the server's /metrics reports it (vllm:kv_cache_usage_perc, "
                            "sglang:token_usage, llamacpp:kv_cache_usage_ratio, kvscope:kv_cache_usage_perc)"));
-    m_unreported = new QLabel(this);
-    m_unreported->setWordWrap(true);
-    m_unreported->setEnabled(false);
     m_chart = new QCustomPlot(this);
     m_chart->setMinimumHeight(170);  // room for both axes and the legend at 1024x700
     m_chart->plotLayout()->insertRow(0);
@@ -33,8 +38,7 @@ RemoteServerView::RemoteServerView(QWidget* parent) : QWidget(parent) {
     m_chart->yAxis2->setVisible(true);
     m_chart->yAxis2->setLabel(tr("KV usage %"));
     m_chart->yAxis2->setRange(0, 100);
-    m_chart->legend->setVisible(true);
-    m_chart->legend->setFont(QFont(font().family(), std::max(7, font().pointSize() - 1)));
+    placeLegendUnderTitle(m_chart, font());
     m_chart->addGraph(m_chart->xAxis, m_chart->yAxis2)->setName(tr("KV usage %"));
     m_chart->addGraph()->setName(tr("running"));
     m_chart->addGraph()->setName(tr("waiting"));
@@ -43,11 +47,18 @@ RemoteServerView::RemoteServerView(QWidget* parent) : QWidget(parent) {
     layout->setContentsMargins(4, 4, 4, 4);
     layout->addWidget(m_note);
     layout->addWidget(m_gauge);
-    layout->addWidget(m_unreported);
     layout->addWidget(m_chart, 1);
 }
 
-QString RemoteServerView::noteText() const { return m_note->text(); }
+void RemoteServerView::resizeEvent(QResizeEvent* event) {
+    QWidget::resizeEvent(event);
+    elideNote();
+}
+
+void RemoteServerView::elideNote() {
+    const int width = std::max(0, contentsRect().width() - 8);
+    m_note->setText(m_note->fontMetrics().elidedText(m_target, Qt::ElideMiddle, width));
+}
 
 void RemoteServerView::restyle() {
     Theme::styleChart(m_chart);
@@ -61,9 +72,12 @@ void RemoteServerView::restyle() {
 }
 
 void RemoteServerView::setTarget(const RemoteTarget& target) {
-    m_note->setText(tr("<b>%1</b><br>A remote engine exposes no block table, so there is no block map: this is what "
-                       "its /metrics reports, scraped every second.")
-                        .arg(target.label().toHtmlEscaped()));
+    m_target = target.label();
+    m_noteText = tr("%1\nA remote engine exposes no block table, so there is no block map: this is what its /metrics "
+                    "reports, scraped every second.")
+                     .arg(m_target);
+    m_note->setToolTip(m_noteText);
+    elideNote();
     setSamples({});
 }
 
@@ -87,14 +101,11 @@ void RemoteServerView::setSamples(const ServerSamples& samples) {
     m_chart->graph(0)->setData(tKv, kv, true);
     m_chart->graph(1)->setData(t, running, true);
     m_chart->graph(2)->setData(t, waiting, true);
-    QStringList missing;
-    if (!samples.empty()) {
-        if (!anyKv) missing << tr("KV cache usage");
-        if (!anyRunning) missing << tr("requests running");
-        if (!anyWaiting) missing << tr("requests waiting");
-    }
-    m_unreported->setText(missing.isEmpty() ? QString() : tr("Not reported by this engine: %1").arg(missing.join(", ")));
-    m_unreported->setVisible(!missing.isEmpty());
+    // Before the first sample nothing is known to be missing.
+    const QString unreported = samples.empty() ? QString() : tr(" (not reported)");
+    m_chart->graph(0)->setName(tr("KV usage %") + (anyKv ? QString() : unreported));
+    m_chart->graph(1)->setName(tr("running") + (anyRunning ? QString() : unreported));
+    m_chart->graph(2)->setName(tr("waiting") + (anyWaiting ? QString() : unreported));
     if (anyKv) {
         m_gauge->setValue(int(kv.back() * 10));
         m_gauge->setFormat(tr("KV cache usage %1% (server)").arg(kv.back(), 0, 'f', 1));

@@ -1,8 +1,12 @@
 // RemoteServerView: what stands in for the KV block map while the workbench is connected to a remote
 // engine (GUI thread). A remote engine exposes no block table, so the view says so and shows what its
 // /metrics reports instead: a KV-usage gauge and a chart of KV usage, requests running and waiting over
-// time (EngineController::serverSamples(), on the requests' clock). Series the engine does not report
-// are named as such. The chart is exported as charts/server_metrics.png.
+// time (EngineController::serverSamples(), on the requests' clock). A series the engine does not report
+// is named so in the legend ("running (not reported)") and left out, never drawn as zero: in the legend,
+// not in a line of its own. The target is one line, elided to the width (the whole note in its tooltip):
+// a wrapped note grew past the height the splitter gave the view at 1024x700 and cut the chart's axis.
+// So the view keeps one height whatever the target and whatever the engine reports. The chart is exported
+// as charts/server_metrics.png.
 #pragma once
 
 #include "remote_target.h"
@@ -21,7 +25,8 @@ public:
     explicit RemoteServerView(QWidget* parent = nullptr);
     QCustomPlot* chart() const { return m_chart; }
     QProgressBar* gauge() const { return m_gauge; }
-    QString noteText() const;
+    // The whole note: the target and why there is no block map (the label shows the target, elided).
+    QString noteText() const { return m_noteText; }
 
 public slots:
     void setTarget(const kvscope::ui::RemoteTarget& target);
@@ -29,10 +34,14 @@ public slots:
     void setSamples(const kvscope::ui::ServerSamples& samples);
     void restyle();
 
+protected:
+    void resizeEvent(QResizeEvent* event) override;
+
 private:
+    void elideNote();
+    QString m_target, m_noteText;
     QLabel* m_note;
     QProgressBar* m_gauge;
-    QLabel* m_unreported;
     QCustomPlot* m_chart;
 };
 

@@ -68,6 +68,29 @@ private slots:
         QVERIFY2(m_serve.stop(&error), error.constData());
     }
 
+    // A series the engine's /metrics lacks is named so in the legend (llama-server reports no KV usage in
+    // current versions), and the gauge says so; before the first scrape nothing is called missing.
+    void unreportedSeriesAreNamedInTheLegend() {
+        RemoteServerView view;
+        view.setSamples({});
+        QCOMPARE(view.chart()->graph(0)->name(), QString("KV usage %"));
+        ServerSample a, b;
+        a.time = 0;
+        b.time = 1;
+        a.num_requests_running = 2;
+        b.num_requests_running = 3;
+        a.num_requests_waiting = b.num_requests_waiting = 0;
+        view.setSamples({a, b});
+        QCOMPARE(view.chart()->graph(0)->name(), QString("KV usage % (not reported)"));
+        QCOMPARE(view.chart()->graph(1)->name(), QString("running"));
+        QCOMPARE(view.chart()->graph(2)->name(), QString("waiting"));
+        QCOMPARE(view.gauge()->format(), QString("KV cache usage: not reported"));
+        b.kv_cache_usage = 0.25;
+        view.setSamples({a, b});
+        QCOMPARE(view.chart()->graph(0)->name(), QString("KV usage %"));
+        QVERIFY2(view.gauge()->format().startsWith("KV cache usage 25.0%"), qPrintable(view.gauge()->format()));
+    }
+
     void dialogListsModelsAndNamesFailures_data() {
         QTest::addColumn<QString>("url");
         QTest::addColumn<QString>("key");
@@ -155,6 +178,18 @@ private slots:
         QVERIFY(!c->serverSamples().empty());
         QVERIFY2(window.remoteServerView()->gauge()->format().startsWith("KV cache usage"),
                  qPrintable(window.remoteServerView()->gauge()->format()));
+        // The server chart's legend sits under its title, clear of the lines (inside the plot it hid them).
+        QCustomPlot* serverChart = window.remoteServerView()->chart();
+        serverChart->replot();
+        QVERIFY(serverChart->legend->visible());
+        QVERIFY2(!serverChart->legend->outerRect().intersects(serverChart->axisRect()->rect()),
+                 qPrintable(QString("legend at y %1, plot from y %2").arg(serverChart->legend->outerRect().y())
+                                .arg(serverChart->axisRect()->rect().y())));
+        // At 1024x700 the view keeps its chart's full height (axes and tick labels inside it).
+        window.resize(1024, 700);
+        QTest::qWait(50);
+        QVERIFY2(serverChart->height() >= serverChart->minimumHeight(),
+                 qPrintable(QString("server chart %1 px high").arg(serverChart->height())));
         // The step charts (occupancy, tokens, KV, memory, throughput) get no data from a remote engine and
         // say so in the plot; the request charts (latency, histogram, timeline) show the requests.
         int noted = 0;
