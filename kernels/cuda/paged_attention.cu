@@ -29,6 +29,8 @@
 #include <cuda_pipeline_primitives.h>
 
 #include <algorithm>
+#include <iterator>
+#include <string>
 
 namespace kvscope::cuda {
 
@@ -313,11 +315,16 @@ static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(cons
     }
 }
 
-// Head sizes with a compiled kernel (the launch's switch below); any multiple of 4 up to 256 would compile.
-constexpr const char* kSupportedHeadDims = "8, 32, 64, 80, 96, 128, 256";
+// Head sizes with a compiled kernel, as the launch's switch below instantiates them; any multiple of 4 up to
+// 256 would compile.
+constexpr int kHeadDims[] = {8, 32, 64, 80, 96, 128, 256};
 static bool paged_attention_supports_head_dim(int head_dim) {
-    return head_dim == 8 || head_dim == 32 || head_dim == 64 || head_dim == 80 || head_dim == 96 || head_dim == 128 ||
-           head_dim == 256;
+    return std::find(std::begin(kHeadDims), std::end(kHeadDims), head_dim) != std::end(kHeadDims);
+}
+static std::string unsupported_head_dim(int head_dim) {
+    std::string sizes;
+    for (int d : kHeadDims) sizes += (sizes.empty() ? "" : ", ") + std::to_string(d);
+    return "cuda paged_attention: head_dim " + std::to_string(head_dim) + " is not supported (" + sizes + ")";
 }
 
 bool paged_attention_supports(int head_dim, int num_heads, int num_kv_heads) {
@@ -332,8 +339,7 @@ AttentionPlan plan_paged_attention(const AttentionMetadata& meta, const KvCacheL
         throw std::invalid_argument("cuda paged_attention: KV cache type " + std::string(dtype_name(layout.kv_dtype)) +
                                     " is not supported (F32)");
     if (!paged_attention_supports_head_dim(D))
-        throw std::invalid_argument("cuda paged_attention: head_dim " + std::to_string(D) +
-                                    " is not supported (" + std::string(kSupportedHeadDims) + ")");
+        throw std::invalid_argument(unsupported_head_dim(D));
     if (Hkv <= 0 || num_heads <= 0 || num_heads % Hkv != 0 || num_heads / Hkv > kRows)
         throw std::invalid_argument("cuda paged_attention: " + std::to_string(num_heads) + " query heads over " +
                                     std::to_string(Hkv) + " kv heads is not supported (a whole group of at most " +
@@ -423,8 +429,7 @@ void paged_attention(const AttentionPlan& plan, const float* q, const AttentionM
     case 128: launch_paged_attention<128>(plan, p, stream); break;
     case 256: launch_paged_attention<256>(plan, p, stream); break;
     default:
-        throw std::invalid_argument("cuda paged_attention: head_dim " + std::to_string(D) + " is not supported (" +
-                                    std::string(kSupportedHeadDims) + ")");
+        throw std::invalid_argument(unsupported_head_dim(D));
     }
     if (plan.num_splits > 1) {
         merge_splits_kernel<<<dim3(meta.num_tokens, num_heads), kMergeThreads, 0, stream>>>(p, D);
