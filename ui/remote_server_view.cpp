@@ -50,6 +50,8 @@ RemoteServerView::RemoteServerView(QWidget* parent) : QWidget(parent) {
     layout->addWidget(m_chart, 1);
 }
 
+QString RemoteServerView::noteText() const { return m_note->toolTip(); }
+
 void RemoteServerView::resizeEvent(QResizeEvent* event) {
     QWidget::resizeEvent(event);
     elideNote();
@@ -73,10 +75,9 @@ void RemoteServerView::restyle() {
 
 void RemoteServerView::setTarget(const RemoteTarget& target) {
     m_target = target.label();
-    m_noteText = tr("%1\nA remote engine exposes no block table, so there is no block map: this is what its /metrics "
-                    "reports, scraped every second.")
-                     .arg(m_target);
-    m_note->setToolTip(m_noteText);
+    m_note->setToolTip(tr("%1\nA remote engine exposes no block table, so there is no block map: this is what its "
+                          "/metrics reports, scraped every second.")
+                           .arg(m_target));
     elideNote();
     setSamples({});
 }

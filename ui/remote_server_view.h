@@ -26,7 +26,7 @@ public:
     QCustomPlot* chart() const { return m_chart; }
     QProgressBar* gauge() const { return m_gauge; }
     // The whole note: the target and why there is no block map (the label shows the target, elided).
-    QString noteText() const { return m_noteText; }
+    QString noteText() const;
 
 public slots:
     void setTarget(const kvscope::ui::RemoteTarget& target);
@@ -39,7 +39,7 @@ protected:
 
 private:
     void elideNote();
-    QString m_target, m_noteText;
+    QString m_target;
     QLabel* m_note;
     QProgressBar* m_gauge;
     QCustomPlot* m_chart;
