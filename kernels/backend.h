@@ -90,8 +90,10 @@ public:
     // "baseline", "native"; cpu/cpu_kernel_sets.h); "" where a backend has one build.
     virtual std::string kernel_set() const { return ""; }
     virtual bool supports(DType weight_type) const = 0;
-    // Element types the KV cache may hold (KvCacheLayout::kv_dtype): F32 everywhere; CPU also F16/BF16.
-    virtual bool supports_kv_dtype(DType t) const { return t == DType::F32; }
+    // Element types the KV cache may hold (KvCacheLayout::kv_dtype): F32, F16 and BF16 on every backend (CPU,
+    // CUDA, sim); is_kv_dtype describes a backend that is not loaded (`info` without a GPU).
+    static bool is_kv_dtype(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+    virtual bool supports_kv_dtype(DType t) const { return is_kv_dtype(t); }
     // Whether paged_attention runs heads of head_dim, num_heads query heads over num_kv_heads (CPU: any;
     // CUDA: the head sizes it compiled kernels for, GQA groups of up to 16). Checked at model load, so that a
     // model the backend cannot run is refused there, not at its first step.

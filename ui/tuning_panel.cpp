@@ -102,8 +102,7 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent), m_debounce(this) {
     m_kvDtype->setToolTip(tr("<b>kv_cache_dtype</b>: the type of every cached K and V value (vLLM --kv-cache-dtype, "
                              "llama.cpp --cache-type-k/-v). auto follows the weights: F32 weights keep float32, F16/BF16 "
                              "weights their own type, quantized weights float16. A half type holds twice the tokens in "
-                             "the same memory and halves what decode attention reads; CUDA holds float32 only. Changing "
-                             "it rebuilds the pool."));
+                             "the same memory and halves what decode attention reads. Changing it rebuilds the pool."));
     connect(m_kvDtype, &QComboBox::currentIndexChanged, this, [this] { edited(); });
 
     m_simSpeed = new QComboBox(this);

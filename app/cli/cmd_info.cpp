@@ -33,7 +33,8 @@ int run_info(int argc, char** argv) {
     const EngineConfig ec = engine_config_from(engine_options, c);
     const int max_model_len = ec.scheduler.max_model_len;
     // The cache type the engine would pick. A CUDA backend that cannot start on this machine is taken
-    // as what it holds (F32 only), so `info --backend cuda` still describes the budget without a GPU.
+    // as what every backend holds (Backend::is_kv_dtype), so `info --backend cuda` still describes the budget
+    // without a GPU.
     const DType weight_dtype = model->config.weight_dtype;
     std::unique_ptr<Backend> backend;
     // A simulated GPU: the engine itself sizes the pool by vLLM's formula (no weights are loaded).
@@ -50,7 +51,7 @@ int run_info(int argc, char** argv) {
     const DType kv_dtype =
         sim ? sim->kv_cache_dtype()
         : backend ? resolve_kv_cache_dtype(ec.kv_cache_dtype, weight_dtype, *backend)
-                : resolve_kv_cache_dtype(ec.kv_cache_dtype, weight_dtype, std::string(to_string(ec.backend)), [](DType t) { return t == DType::F32; });
+                : resolve_kv_cache_dtype(ec.kv_cache_dtype, weight_dtype, std::string(to_string(ec.backend)), &Backend::is_kv_dtype);
     const int64_t kv_bytes_per_token = c.kv_bytes_per_token(kv_dtype);
     const int64_t budget = sim ? static_cast<int64_t>(sim->executor().kv_cache_bytes())
                            : ec.kv_cache_memory > 0 ? ec.kv_cache_memory

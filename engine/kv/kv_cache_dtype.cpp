@@ -27,8 +27,8 @@ DType resolve_kv_cache_dtype(const std::string& name, DType weight_dtype, const 
                              const std::function<bool(DType)>& supports) {
     if (const auto t = explicit_dtype(name)) {
         if (!supports(*t))
-            throw BadInput("kv_cache_dtype " + name + ": the " + backend_name + " backend keeps its KV cache in " +
-                           "float32 only (use auto or float32)");
+            throw BadInput("kv_cache_dtype " + name + ": the " + backend_name + " backend cannot keep its KV cache in " +
+                           kv_cache_dtype_name(*t) + " (use auto or float32)");
         return *t;
     }
     if (name != "auto")

@@ -1,8 +1,8 @@
 // The KV cache's element type, vLLM's --kv-cache-dtype. "auto" follows the model's weights, as vLLM's
 // auto follows the model dtype: F32 weights keep an F32 cache, F16/BF16 weights a cache of their type,
 // and quantized weights (Q8_0 ... IQ4_XS) an F16 cache, as llama.cpp's default. A half cache holds twice the
-// tokens in the same bytes and halves what decode attention reads; a backend that cannot hold it
-// (CUDA: F32 only) keeps F32 under auto, and refuses an explicit half type.
+// tokens in the same bytes and halves what decode attention reads. Every backend holds the three types; one
+// that could not would keep F32 under auto, and refuse an explicit half type.
 #pragma once
 
 #include "backend.h"

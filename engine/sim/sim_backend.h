@@ -15,7 +15,6 @@ public:
 
     std::string name() const override { return "sim:" + gpu_.name; }
     bool supports(DType) const override { return true; }
-    bool supports_kv_dtype(DType t) const override { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
     int num_threads() const override { return 1; }
     void device_memory(int64_t& total, int64_t& used) const override;
 

@@ -26,7 +26,6 @@ public:
     std::string name() const override { return "cpu"; }
     std::string kernel_set() const override;
     bool supports(DType) const override { return true; }
-    bool supports_kv_dtype(DType t) const override { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
     int num_threads() const override { return pool_.size(); }
 
     void* allocate(size_t bytes) override;

@@ -294,7 +294,7 @@ void CudaBackend::rope(float* q, float* k, const int32_t* positions, int n, int 
 void CudaBackend::write_kv(const float* k, const float* v, const int64_t* slot_mapping, int n,
                            const KvCacheLayout& layout, void* kv_cache, int layer) {
     bind();
-    cuda::write_kv(k, v, slot_mapping, n, layout, static_cast<float*>(kv_cache), layer, stream_);
+    cuda::write_kv(k, v, slot_mapping, n, layout, kv_cache, layer, stream_);
 }
 
 void CudaBackend::paged_attention(const float* q, const AttentionMetadata& meta, const KvCacheLayout& layout,
@@ -303,7 +303,7 @@ void CudaBackend::paged_attention(const float* q, const AttentionMetadata& meta,
     bind();
     const AttentionPlan plan = plan_paged_attention(meta, layout, num_heads, info_.num_sms, forced_splits_);
     float* s = plan.scratch_floats ? scratch(kScratchAttention, plan.scratch_floats * sizeof(float)) : nullptr;
-    cuda::paged_attention(plan, q, meta, layout, static_cast<const float*>(kv_cache), layer, num_heads, params, out, s,
+    cuda::paged_attention(plan, q, meta, layout, kv_cache, layer, num_heads, params, out, s,
                           stream_);
 }
 

@@ -68,6 +68,10 @@ inline unsigned grid_for(int64_t n, int threads) {
 __device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
 __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+// F32 into an element type, rounded to nearest even (as the CPU backend's conversions).
+__device__ __forceinline__ void store_rounded(float* y, float v) { *y = v; }
+__device__ __forceinline__ void store_rounded(__half* y, float v) { *y = __float2half_rn(v); }
+__device__ __forceinline__ void store_rounded(__nv_bfloat16* y, float v) { *y = __float2bfloat16_rn(v); }
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll

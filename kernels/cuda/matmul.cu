@@ -24,9 +24,6 @@ cudaDataType_t cuda_type(DType t) {
 }
 }  // namespace
 
-__device__ __forceinline__ void store_rounded(__half* y, float v) { *y = __float2half_rn(v); }
-__device__ __forceinline__ void store_rounded(__nv_bfloat16* y, float v) { *y = __float2bfloat16_rn(v); }
-
 // grid-stride over n.                       x [n] F32 -> y [n] in T (round to nearest even)
 template <typename T>
 static __global__ void convert_kernel(const float* __restrict__ x, int64_t n, T* __restrict__ y) {

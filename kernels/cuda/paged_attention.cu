@@ -1,4 +1,5 @@
-// Paged attention kernels (vLLM's unified varlen attention, FlashAttention's online softmax), F32.
+// Paged attention kernels (vLLM's unified varlen attention, FlashAttention's online softmax): F32 queries
+// and outputs over an F32, F16 or BF16 cache.
 //
 // Work split. A thread block owns one "tile" (up to queries_per_tile consecutive query tokens of one
 // sequence) x one kv head x one context split. Its rows are (token, query head of the kv head's group)
@@ -11,16 +12,17 @@
 // bound is num_tokens / QT + num_seqs tiles.
 //
 // Per key tile (kKeys keys): K and V rows are copied into shared memory with cp.async (K first, so the
-// scores start while V lands), each lane of a warp scores one key for each of the warp's rows, the warp
+// scores start while V lands), in the cache's own type (a half cache stages half the bytes, and is widened
+// to F32 as it is read), each lane of a warp scores one key for each of the warp's rows, the warp
 // updates the row's online softmax (max m, sum l) and accumulates p * V with lanes owning output dims.
 // Keys past the row's causal limit, or before its sliding window, score -inf; rows whose every key so far
 // is masked keep m = -inf and contribute nothing (no inf - inf). Under a sliding window a tile starts at
 // its first token's window, and a split wholly before a row's window is skipped by the merge.
 //
-// Shared memory rows are padded to head_dim + 4 floats: 16-byte aligned for cp.async and float4 reads,
-// and 8 consecutive keys' float4s fall in 8 distinct groups of 4 banks (conflict-free per quarter warp).
-// Shared memory is dynamic (attention_smem_bytes): head_dim 256 (Gemma) needs 81 KB, past the 48 KB a
-// static allocation may hold; launches above 48 KB raise the kernel's limit first (every GPU of
+// Shared memory K/V rows are padded by 16 bytes (head_dim + 4 floats, or + 8 halves): 16-byte aligned for
+// cp.async and 16-byte reads, and 8 consecutive keys' 16-byte chunks fall in 8 distinct groups of 4 banks
+// (conflict-free per quarter warp). Shared memory is dynamic (attention_smem_bytes): head_dim 256 (Gemma)
+// needs 81 KB with an F32 cache and 49 KB with a half one, past the 48 KB a static allocation may hold; launches above 48 KB raise the kernel's limit first (every GPU of
 // KVSCOPE_CUDA_ARCHITECTURES, sm_80 and later, allows at least 99 KB per block).
 #include "cuda/paged_attention.cuh"
 
@@ -48,8 +50,8 @@ constexpr int kMaxSplits = 64;
 struct AttnParams {
     const float* q;                  // [num_tokens, num_heads, D]
     float* out;                      // [num_tokens, num_heads, D]
-    const float* k_cache;            // cache + offset(layer, K, 0, 0, 0)
-    const float* v_cache;            // cache + offset(layer, V, 0, 0, 0)
+    const void* k_cache;             // cache + offset(layer, K, 0, 0, 0), elements of the cache's type
+    const void* v_cache;             // cache + offset(layer, V, 0, 0, 0)
     const int32_t* query_start_loc;  // [num_seqs + 1]
     const int32_t* seq_lens;         // [num_seqs]
     const int32_t* block_tables;     // [num_seqs, max_blocks_per_seq]
@@ -99,27 +101,53 @@ __device__ __forceinline__ int seq_of_tile(const int32_t* qsl, int num_seqs, int
     return lo;
 }
 
+// The dot product of 16 bytes of a K row with the matching query values q (16-byte aligned F32): 4 floats,
+// or 8 halves widened in pairs.
+__device__ __forceinline__ float dot_chunk(const float* q, const float* k) {
+    const float4 a = *reinterpret_cast<const float4*>(q), b = *reinterpret_cast<const float4*>(k);
+    return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+}
+__device__ __forceinline__ float2 to_float2(__half2 v) { return __half22float2(v); }
+__device__ __forceinline__ float2 to_float2(__nv_bfloat162 v) { return __bfloat1622float2(v); }
+template <class Pair, class T>
+__device__ __forceinline__ float dot_chunk_pairs(const float* q, const T* k) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(k);
+    const Pair* h = reinterpret_cast<const Pair*>(&raw);
+    const float4 a = reinterpret_cast<const float4*>(q)[0], b = reinterpret_cast<const float4*>(q)[1];
+    const float2 k0 = to_float2(h[0]), k1 = to_float2(h[1]), k2 = to_float2(h[2]), k3 = to_float2(h[3]);
+    return (a.x * k0.x + a.y * k0.y + a.z * k1.x + a.w * k1.y) + (b.x * k2.x + b.y * k2.y + b.z * k3.x + b.w * k3.y);
+}
+__device__ __forceinline__ float dot_chunk(const float* q, const __half* k) { return dot_chunk_pairs<__half2>(q, k); }
+__device__ __forceinline__ float dot_chunk(const float* q, const __nv_bfloat16* k) {
+    return dot_chunk_pairs<__nv_bfloat162>(q, k);
+}
+
 }  // namespace
 
-// Dynamic shared memory of one block at head size D: q_s [kRows][D], k_s and v_s [kKeys][D + 4] floats
-// (42 KB at D = 128, 81 KB at D = 256).
-constexpr size_t attention_smem_bytes(int D) {
-    return (static_cast<size_t>(kRows) * D + 2 * static_cast<size_t>(kKeys) * (D + 4)) * sizeof(float);
+// Dynamic shared memory of one block at head size D over a cache of elem-byte elements: q_s [kRows][D]
+// floats, k_s and v_s [kKeys][D + 16 / elem] elements (F32: 42 KB at D = 128, 81 KB at D = 256; half: 25 KB
+// and 49 KB).
+constexpr size_t attention_smem_bytes(int D, size_t elem) {
+    return static_cast<size_t>(kRows) * D * sizeof(float) + 2 * static_cast<size_t>(kKeys) * (D + 16 / elem) * elem;
 }
 
 // grid (plan.num_tiles, num_kv_heads, plan.num_splits), block kThreads, dynamic shared memory
-// attention_smem_bytes(D).
-template <int D>
+// attention_smem_bytes(D, sizeof(T)); T is the cache's element type (float, __half, __nv_bfloat16).
+template <int D, class T>
 static __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const AttnParams p) {
-    static_assert(D % 4 == 0 && D <= 8 * kWarpSize, "head_dim must be a multiple of 4, at most 256");
-    constexpr int kStride = D + 4;               // padded shared row, floats
-    constexpr int kChunks = D / 4;               // float4 chunks per K/V row
+    constexpr int kChunkElems = 16 / sizeof(T);  // elements per 16-byte chunk (cp.async and score reads)
+    static_assert(D % kChunkElems == 0 && D <= 8 * kWarpSize,
+                  "head_dim must be a whole number of 16-byte chunks (4 floats, 8 halves), at most 256");
+    constexpr int kStride = D + kChunkElems;     // padded shared row, elements
+    constexpr int kChunks = D / kChunkElems;     // 16-byte chunks per K/V row
     constexpr int kDimsPerLane = (D + kWarpSize - 1) / kWarpSize;
     extern __shared__ __align__(16) float smem[];
-    // Each array starts 16-byte aligned: kRows * D and kKeys * kStride are multiples of 4 floats.
+    // Each array starts 16-byte aligned: kRows * D floats and kKeys * kStride elements are multiples of 16 bytes.
     float(*q_s)[D] = reinterpret_cast<float(*)[D]>(smem);
-    float(*k_s)[kStride] = reinterpret_cast<float(*)[kStride]>(smem + kRows * D);
-    float(*v_s)[kStride] = reinterpret_cast<float(*)[kStride]>(smem + kRows * D + kKeys * kStride);
+    T(*k_s)[kStride] = reinterpret_cast<T(*)[kStride]>(smem + kRows * D);
+    T(*v_s)[kStride] = reinterpret_cast<T(*)[kStride]>(reinterpret_cast<T*>(smem + kRows * D) + kKeys * kStride);
+    const T* k_cache = static_cast<const T*>(p.k_cache);
+    const T* v_cache = static_cast<const T*>(p.v_cache);
 
     const int kv_head = blockIdx.y, split = blockIdx.z;
     const int group = p.num_heads / p.num_kv_heads;
@@ -176,12 +204,13 @@ static __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const 
         // ---- Async copies: K rows (group 1), then V rows (group 2); rows past nk are zero-filled.
         for (int c = threadIdx.x; c < kKeys * kChunks; c += kThreads) {
             const int j = c / kChunks, part = c % kChunks;
-            float* dst = &k_s[j][part * 4];
+            T* dst = &k_s[j][part * kChunkElems];
             if (j < nk) {
                 const int key = kt0 + j;
                 const int64_t off = static_cast<int64_t>(block_table[key / p.block_size]) * p.block_stride +
-                                    kv_head * p.head_stride + static_cast<int64_t>(key % p.block_size) * D + part * 4;
-                __pipeline_memcpy_async(dst, p.k_cache + off, 16);
+                                    kv_head * p.head_stride + static_cast<int64_t>(key % p.block_size) * D +
+                                    part * kChunkElems;
+                __pipeline_memcpy_async(dst, k_cache + off, 16);
             } else {
                 *reinterpret_cast<float4*>(dst) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             }
@@ -189,12 +218,13 @@ static __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const 
         __pipeline_commit();
         for (int c = threadIdx.x; c < kKeys * kChunks; c += kThreads) {
             const int j = c / kChunks, part = c % kChunks;
-            float* dst = &v_s[j][part * 4];
+            T* dst = &v_s[j][part * kChunkElems];
             if (j < nk) {
                 const int key = kt0 + j;
                 const int64_t off = static_cast<int64_t>(block_table[key / p.block_size]) * p.block_stride +
-                                    kv_head * p.head_stride + static_cast<int64_t>(key % p.block_size) * D + part * 4;
-                __pipeline_memcpy_async(dst, p.v_cache + off, 16);
+                                    kv_head * p.head_stride + static_cast<int64_t>(key % p.block_size) * D +
+                                    part * kChunkElems;
+                __pipeline_memcpy_async(dst, v_cache + off, 16);
             } else {
                 *reinterpret_cast<float4*>(dst) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             }
@@ -213,14 +243,9 @@ static __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const 
             const int key = kt0 + lane;
             float score = -INFINITY;
             if (lane < nk && key < row_ctx[i] && key >= row_first[i]) {
-                const float4* qv = reinterpret_cast<const float4*>(q_s[r]);
-                const float4* kv = reinterpret_cast<const float4*>(k_s[lane]);
                 float dot = 0.0f;
 #pragma unroll
-                for (int c = 0; c < kChunks; ++c) {
-                    const float4 a = qv[c], b = kv[c];
-                    dot += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
-                }
+                for (int c = 0; c < kChunks; ++c) dot += dot_chunk(&q_s[r][c * kChunkElems], &k_s[lane][c * kChunkElems]);
                 score = p.logit_softcap > 0.0f ? p.logit_softcap * tanhf(dot / p.logit_softcap) : dot;
             }
             const float m_new = fmaxf(m[i], warp_max(score));
@@ -245,7 +270,7 @@ static __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const 
 #pragma unroll
             for (int c = 0; c < kDimsPerLane; ++c) {
                 const int d = lane + c * kWarpSize;
-                vv[c] = d < D ? v_s[j][d] : 0.0f;
+                vv[c] = d < D ? to_float(v_s[j][d]) : 0.0f;
             }
 #pragma unroll
             for (int i = 0; i < kRowsPerWarp; ++i) {
@@ -335,9 +360,9 @@ bool paged_attention_supports(int head_dim, int num_heads, int num_kv_heads) {
 AttentionPlan plan_paged_attention(const AttentionMetadata& meta, const KvCacheLayout& layout, int num_heads,
                                    int num_sms, int forced_splits) {
     const int D = layout.head_dim, Hkv = layout.num_kv_heads;
-    if (layout.kv_dtype != DType::F32)
+    if (layout.kv_dtype != DType::F32 && layout.kv_dtype != DType::F16 && layout.kv_dtype != DType::BF16)
         throw std::invalid_argument("cuda paged_attention: KV cache type " + std::string(dtype_name(layout.kv_dtype)) +
-                                    " is not supported (F32)");
+                                    " is not supported (F32, F16, BF16)");
     if (!paged_attention_supports_head_dim(D))
         throw std::invalid_argument(unsupported_head_dim(D));
     if (Hkv <= 0 || num_heads <= 0 || num_heads % Hkv != 0 || num_heads / Hkv > kRows)
@@ -368,21 +393,36 @@ AttentionPlan plan_paged_attention(const AttentionMetadata& meta, const KvCacheL
     return plan;
 }
 
-template <int D>
+template <int D, class T>
 static void launch_paged_attention(const AttentionPlan& plan, const AttnParams& p, cudaStream_t stream) {
     const dim3 grid(plan.num_tiles, p.num_kv_heads, plan.num_splits);
-    constexpr size_t smem = attention_smem_bytes(D);
+    constexpr size_t smem = attention_smem_bytes(D, sizeof(T));
     // Above the default 48 KB the kernel must opt in. Per launch, as FlashAttention does: cheap, valid during
     // graph capture, and right for whichever device is current.
     if constexpr (smem > 48 * 1024)
-        CUDA_CHECK(cudaFuncSetAttribute(paged_attention_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        CUDA_CHECK(cudaFuncSetAttribute(paged_attention_kernel<D, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(smem)));
-    paged_attention_kernel<D><<<grid, kThreads, smem, stream>>>(p);
+    paged_attention_kernel<D, T><<<grid, kThreads, smem, stream>>>(p);
     CUDA_CHECK_LAUNCH("paged_attention_kernel");
 }
 
+// The kernel for the head size, over a cache of T.
+template <class T>
+static void launch_for_head_dim(int D, const AttentionPlan& plan, const AttnParams& p, cudaStream_t stream) {
+    switch (D) {
+    case 8: return launch_paged_attention<8, T>(plan, p, stream);
+    case 32: return launch_paged_attention<32, T>(plan, p, stream);
+    case 64: return launch_paged_attention<64, T>(plan, p, stream);
+    case 80: return launch_paged_attention<80, T>(plan, p, stream);  // Phi-2
+    case 96: return launch_paged_attention<96, T>(plan, p, stream);  // Phi-3 / Phi-3.5-mini
+    case 128: return launch_paged_attention<128, T>(plan, p, stream);
+    case 256: return launch_paged_attention<256, T>(plan, p, stream);
+    default: throw std::invalid_argument(unsupported_head_dim(D));
+    }
+}
+
 void paged_attention(const AttentionPlan& plan, const float* q, const AttentionMetadata& meta,
-                     const KvCacheLayout& layout, const float* kv_cache, int layer, int num_heads,
+                     const KvCacheLayout& layout, const void* kv_cache, int layer, int num_heads,
                      const AttentionParams& params, float* out, float* scratch, cudaStream_t stream) {
     if (layer < 0 || layer >= layout.num_layers)
         throw std::invalid_argument("cuda paged_attention: layer " + std::to_string(layer) + " out of range [0, " +
@@ -394,8 +434,9 @@ void paged_attention(const AttentionPlan& plan, const float* q, const AttentionM
     AttnParams p{};
     p.q = q;
     p.out = out;
-    p.k_cache = kv_cache + layout.offset(layer, 0, 0, 0, 0);
-    p.v_cache = kv_cache + layout.offset(layer, 1, 0, 0, 0);
+    const char* cache = static_cast<const char*>(kv_cache);
+    p.k_cache = cache + layout.offset(layer, 0, 0, 0, 0) * layout.elem_bytes();
+    p.v_cache = cache + layout.offset(layer, 1, 0, 0, 0) * layout.elem_bytes();
     p.query_start_loc = meta.query_start_loc;
     p.seq_lens = meta.seq_lens;
     p.block_tables = meta.block_tables;
@@ -420,16 +461,13 @@ void paged_attention(const AttentionPlan& plan, const float* q, const AttentionM
     p.scale = params.scale;
     p.sliding_window = params.sliding_window;
     p.logit_softcap = params.logit_softcap;
-    switch (D) {
-    case 8: launch_paged_attention<8>(plan, p, stream); break;
-    case 32: launch_paged_attention<32>(plan, p, stream); break;
-    case 64: launch_paged_attention<64>(plan, p, stream); break;
-    case 80: launch_paged_attention<80>(plan, p, stream); break;   // Phi-2
-    case 96: launch_paged_attention<96>(plan, p, stream); break;   // Phi-3 / Phi-3.5-mini
-    case 128: launch_paged_attention<128>(plan, p, stream); break;
-    case 256: launch_paged_attention<256>(plan, p, stream); break;
+    switch (layout.kv_dtype) {
+    case DType::F32: launch_for_head_dim<float>(D, plan, p, stream); break;
+    case DType::F16: launch_for_head_dim<__half>(D, plan, p, stream); break;
+    case DType::BF16: launch_for_head_dim<__nv_bfloat16>(D, plan, p, stream); break;
     default:
-        throw std::invalid_argument(unsupported_head_dim(D));
+        throw std::invalid_argument("cuda paged_attention: KV cache type " + std::string(dtype_name(layout.kv_dtype)) +
+                                    " is not supported (F32, F16, BF16)");
     }
     if (plan.num_splits > 1) {
         merge_splits_kernel<<<dim3(meta.num_tokens, num_heads), kMergeThreads, 0, stream>>>(p, D);

@@ -30,12 +30,13 @@ bool paged_attention_supports(int head_dim, int num_heads, int num_kv_heads);
 AttentionPlan plan_paged_attention(const AttentionMetadata& meta, const KvCacheLayout& layout, int num_heads,
                                    int num_sms, int forced_splits);
 
-// q, out [num_tokens, num_heads * head_dim] F32; kv_cache [layout.total_elems()] F32; metadata arrays as
+// q, out [num_tokens, num_heads * head_dim] F32; kv_cache [layout.total_elems()] of layout.kv_dtype (F32, F16
+// or BF16); metadata arrays as
 // AttentionMetadata documents (device memory); scratch >= plan.scratch_floats floats (may be null when 0).
 // params: the scale, and a sliding window (key tiles wholly before a tile's windows are never loaded) and
 // score soft-capping where set.
 void paged_attention(const AttentionPlan& plan, const float* q, const AttentionMetadata& meta,
-                     const KvCacheLayout& layout, const float* kv_cache, int layer, int num_heads,
+                     const KvCacheLayout& layout, const void* kv_cache, int layer, int num_heads,
                      const AttentionParams& params, float* out, float* scratch, cudaStream_t stream);
 
 }  // namespace kvscope::cuda

@@ -1,6 +1,7 @@
 // What only the CUDA device has, beyond the op cases that tests/kernels/test_backend_ops.cpp runs on every
 // backend (its "cuda" rows): paged attention with forced context splits (every shape through the split-K
-// merge, which the heuristic picks only for long contexts), the attention shapes the device refuses, CUDA
+// merge, which the heuristic picks only for long contexts) over F32, F16 and BF16 caches, the attention
+// shapes the device refuses, CUDA
 // graphs (a replay after inputs are refilled in place equals the op-by-op run bit for bit), the device
 // memory account, and the sampler's frequencies (16384 draws within 5 sigma of the host's filtered softmax);
 // head size 256 (Gemma: 81 KB of shared memory, above the default limit) and a quantized matmul inside a
@@ -60,29 +61,43 @@ private slots:
         QTest::addColumn<int>("block_size");
         QTest::addColumn<int>("kind");
         QTest::addColumn<int>("window");
+        QTest::addColumn<int>("kv_dtype");
+        constexpr int f32 = static_cast<int>(DType::F32);
+        const std::pair<AttentionKind, const char*> kinds[] = {
+            {AttentionKind::decode, "decode"}, {AttentionKind::prefill, "prefill"}, {AttentionKind::long_context, "long"}};
         for (int D : {8, 32, 64, 128})
             for (int gqa : {1, 4, 8})
                 for (int B : {8, 16, 32})
-                    for (auto [kind, name] : {std::pair{AttentionKind::decode, "decode"}, std::pair{AttentionKind::prefill, "prefill"},
-                                              std::pair{AttentionKind::long_context, "long"}})
-                        QTest::addRow("D=%d gqa=%d B=%d %s", D, gqa, B, name) << D << gqa << B << static_cast<int>(kind) << 0;
-        QTest::addRow("D=64 gqa=4 B=1 decode") << 64 << 4 << 1 << static_cast<int>(AttentionKind::decode) << 0;
-        QTest::addRow("D=64 gqa=4 B=256 prefill") << 64 << 4 << 256 << static_cast<int>(AttentionKind::prefill) << 0;
-        QTest::addRow("D=64 gqa=16 B=16 prefill (one row per token)") << 64 << 16 << 16 << static_cast<int>(AttentionKind::prefill) << 0;
+                    for (auto [kind, name] : kinds)
+                        QTest::addRow("D=%d gqa=%d B=%d %s", D, gqa, B, name) << D << gqa << B << static_cast<int>(kind) << 0 << f32;
+        QTest::addRow("D=64 gqa=4 B=1 decode") << 64 << 4 << 1 << static_cast<int>(AttentionKind::decode) << 0 << f32;
+        QTest::addRow("D=64 gqa=4 B=256 prefill") << 64 << 4 << 256 << static_cast<int>(AttentionKind::prefill) << 0 << f32;
+        QTest::addRow("D=64 gqa=16 B=16 prefill (one row per token)")
+            << 64 << 16 << 16 << static_cast<int>(AttentionKind::prefill) << 0 << f32;
         // Gemma's head size: the kernel whose shared memory needs the raised limit.
-        for (auto [kind, name] : {std::pair{AttentionKind::decode, "decode"}, std::pair{AttentionKind::prefill, "prefill"},
-                                  std::pair{AttentionKind::long_context, "long"}})
-            QTest::addRow("D=256 gqa=2 B=16 %s", name) << 256 << 2 << 16 << static_cast<int>(kind) << 0;
-        QTest::addRow("D=256 gqa=8 B=16 long window=300") << 256 << 8 << 16 << static_cast<int>(AttentionKind::long_context) << 300;
+        for (auto [kind, name] : kinds) QTest::addRow("D=256 gqa=2 B=16 %s", name) << 256 << 2 << 16 << static_cast<int>(kind) << 0 << f32;
+        QTest::addRow("D=256 gqa=8 B=16 long window=300")
+            << 256 << 8 << 16 << static_cast<int>(AttentionKind::long_context) << 300 << f32;
         // Phi-2's and Phi-3's head sizes: not a multiple of the warp, so lanes hold 3 (or 2 and 3) dimensions.
         for (int D : {80, 96})
-            for (auto [kind, name] : {std::pair{AttentionKind::decode, "decode"}, std::pair{AttentionKind::prefill, "prefill"},
-                                      std::pair{AttentionKind::long_context, "long"}})
-                QTest::addRow("D=%d gqa=4 B=16 %s", D, name) << D << 4 << 16 << static_cast<int>(kind) << 0;
+            for (auto [kind, name] : kinds) QTest::addRow("D=%d gqa=4 B=16 %s", D, name) << D << 4 << 16 << static_cast<int>(kind) << 0 << f32;
         // Sliding windows: splits wholly before a row's window are skipped by the kernel and the merge.
         for (int window : {1, 37, 300, 3000})
             QTest::addRow("D=128 gqa=4 B=16 long window=%d", window)
-                << 128 << 4 << 16 << static_cast<int>(AttentionKind::long_context) << window;
+                << 128 << 4 << 16 << static_cast<int>(AttentionKind::long_context) << window << f32;
+        // Half caches: K/V tiles staged as halves (8 per 16-byte copy) and widened as read. Every head size
+        // (D = 8 is one chunk per row; 256 at 49 KB still needs the raised limit), GQA groups, windows.
+        for (DType kv : {DType::F16, DType::BF16})
+            for (int D : {8, 64, 80, 96, 128, 256})
+                for (auto [kind, name] : kinds)
+                    QTest::addRow("%s D=%d gqa=4 B=16 %s", dtype_name(kv).data(), D, name)
+                        << D << 4 << 16 << static_cast<int>(kind) << 0 << static_cast<int>(kv);
+        for (DType kv : {DType::F16, DType::BF16}) {
+            QTest::addRow("%s D=64 gqa=1 B=8 prefill", dtype_name(kv).data())
+                << 64 << 1 << 8 << static_cast<int>(AttentionKind::prefill) << 0 << static_cast<int>(kv);
+            QTest::addRow("%s D=128 gqa=8 B=32 long window=300", dtype_name(kv).data())
+                << 128 << 8 << 32 << static_cast<int>(AttentionKind::long_context) << 300 << static_cast<int>(kv);
+        }
     }
     void paged_attention_splits() {
         QFETCH(int, head_dim);
@@ -90,12 +105,14 @@ private slots:
         QFETCH(int, block_size);
         QFETCH(int, kind);
         QFETCH(int, window);
+        QFETCH(int, kv_dtype);
         std::mt19937_64 rng(case_seed(seed_));
-        const PagedAttentionCase c = make_paged_attention_case(head_dim, gqa, block_size, DType::F32,
+        const PagedAttentionCase c = make_paged_attention_case(head_dim, gqa, block_size, static_cast<DType>(kv_dtype),
                                                                static_cast<AttentionKind>(kind), rng, window);
         // The cache: the cached tokens scattered on the host, the new ones written by write_kv (checked by
-        // test_backend_ops).
-        std::vector<float> cache(c.layout.total_elems(), kNaN);
+        // test_backend_ops). A float vector large enough for any element type.
+        std::vector<float> cache(c.layout.total_elems());
+        KvCacheView(cache.data(), c.layout).fill_nan();
         c.scatter_cached(cache.data());
         const DeviceVector<float> cache_d(*gpu_, cache);
         const DeviceVector<float> k_d(*gpu_, c.k_new), v_d(*gpu_, c.v_new);
@@ -116,7 +133,8 @@ private slots:
             gpu_->paged_attention(q_d.data(), meta, c.layout, cache_d.data(), c.layer, c.num_heads, c.params, out_d.data());
             const std::vector<float> out = out_d.download();
             const Diff d = diff(out.data(), ref.data(), static_cast<int64_t>(out.size()));
-            // As test_backend_ops holds CUDA: F32 with expf and FMA, errors ~1e-6; 1e-4 abs.
+            // As test_backend_ops holds CUDA: F32 arithmetic with expf and FMA (a half cache's values are
+            // widened exactly, and the reference uses the same rounded values), errors ~1e-6; 1e-4 abs.
             QVERIFY2(d.within(1e-4, 1e-8), describe(d, out, ref, "splits=" + QByteArray::number(splits)));
         }
     }
@@ -140,7 +158,7 @@ private slots:
         expect_throw(KvCacheLayout{1, 4, 16, 2, 72, DType::F32}, 4, "head_dim 72");
         expect_throw(KvCacheLayout{1, 4, 16, 2, 64, DType::F32}, 64, "GQA group of 32");
         expect_throw(KvCacheLayout{1, 4, 16, 3, 64, DType::F32}, 8, "num_heads not a multiple of num_kv_heads");
-        expect_throw(KvCacheLayout{1, 4, 16, 2, 64, DType::F16}, 4, "F16 cache");
+        expect_throw(KvCacheLayout{1, 4, 16, 2, 64, DType::Q8_0}, 4, "Q8_0 cache");
         // What the engine asks at start-up (LlmEngine refuses such a model) agrees with what the kernel takes.
         QVERIFY(gpu_->supports_attention(96, 32, 32));
         QVERIFY(gpu_->supports_attention(256, 8, 4));
