@@ -83,10 +83,21 @@ DType LlmEngine::resolve_kv_dtype(const EngineConfig& c) const {
 }
 
 int LlmEngine::compute_num_blocks(const EngineConfig& c, DType kv_dtype) const {
-    if (c.num_blocks > 0) return c.num_blocks;
     const ModelConfig& m = model_->config;
     const int64_t bytes_per_block =
         KvCacheLayout::bytes_per_block(m.num_layers, m.num_kv_heads, m.head_dim, c.block_size, kv_dtype);
+    // A pool in host memory (the CPU backend: no device) larger than the machine would only fail in the
+    // allocator, as std::bad_alloc, or swap: refused here, with both sizes.
+    int64_t device_total = 0, device_used = 0;
+    backend_->device_memory(device_total, device_used);
+    const int64_t host = host_memory_bytes();
+    const auto check_host = [&](int64_t blocks) {
+        if (device_total == 0 && host > 0 && blocks * bytes_per_block > host)
+            throw BadInput("KV cache of " + std::to_string(blocks) + " blocks (" + std::to_string((blocks * bytes_per_block) >> 20) +
+                           " MiB) exceeds this machine's memory (" + std::to_string(host >> 20) + " MiB)");
+        return static_cast<int>(blocks);
+    };
+    if (c.num_blocks > 0) return check_host(c.num_blocks);
     const int64_t budget = c.kv_cache_memory > 0  ? c.kv_cache_memory
                            : device_kv_budget_ > 0 ? device_kv_budget_
                                                    : default_kv_cache_memory(m.kv_bytes_per_token(kv_dtype), c.scheduler.max_num_seqs,
@@ -95,7 +106,7 @@ int LlmEngine::compute_num_blocks(const EngineConfig& c, DType kv_dtype) const {
     if (n < 1)
         throw BadInput("KV cache budget of " + std::to_string(budget) + " bytes holds no block of " +
                        std::to_string(bytes_per_block) + " bytes (block_size " + std::to_string(c.block_size) + ")");
-    return static_cast<int>(std::min<int64_t>(n, 1 << 24));
+    return check_host(std::min<int64_t>(n, 1 << 24));
 }
 
 std::unique_ptr<Scheduler> LlmEngine::make_scheduler(const EngineConfig& c) {
@@ -171,7 +182,11 @@ void LlmEngine::build_pool(const EngineConfig& c) {
     }
     runner_->set_cuda_graphs(!c.enforce_eager, c.scheduler.max_model_len);
     std::deque<Request*> waiting;
-    if (scheduler_) waiting = scheduler_->waiting();
+    if (scheduler_) {
+        waiting = scheduler_->waiting();
+        // The engine's count runs on over rebuilds (a rebuild's drain preempts too), as each request's does.
+        preemptions_before_rebuild_ += scheduler_->num_preemptions();
+    }
     scheduler_ = make_scheduler(c);
     for (Request* r : waiting) scheduler_->add_request(r);
 }
@@ -232,7 +247,9 @@ void LlmEngine::reconfigure(const EngineConfig& next) {
         build_pool(config_);  // the old geometry worked (device memory, say, ran out for the new one): keep it
         throw;
     }
-    pending_event_ = event + " (" + std::to_string(old_blocks) + " -> " + std::to_string(kv_->num_blocks()) + " blocks)";
+    // Rebuilds before the next step are each told, in order (the GUI moves knobs while the engine idles).
+    if (!pending_event_.empty()) pending_event_ += "; ";
+    pending_event_ += event + " (" + std::to_string(old_blocks) + " -> " + std::to_string(kv_->num_blocks()) + " blocks)";
     config_ = next;
 }
 
@@ -434,7 +451,7 @@ void LlmEngine::emit_step_stats(const SchedulerOutput& out, const StepWorkSummar
     s.prefix_cache_queries = pc.num_query_tokens;
     s.prefix_cache_hits = pc.num_hit_tokens;
     s.num_preemptions = static_cast<int>(out.preempted.size());
-    s.total_preemptions = scheduler_->num_preemptions();
+    s.total_preemptions = num_preemptions();
     s.num_finished = num_finished;
     s.work = work;
     s.memory = memory_stats();

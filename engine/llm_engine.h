@@ -65,6 +65,9 @@ public:
     bool abort_request(const std::string& request_id);
     std::vector<RequestOutput> step();
     bool has_unfinished_requests() const;
+    // A rebuild that no step has reported yet: the next step() reports it in StepStats::event, with nothing
+    // to run too (then it computes nothing and only records the state and the event at its time).
+    bool has_pending_event() const { return !pending_event_.empty(); }
 
     // Applies a new configuration between steps, as a transaction. Scheduler knobs apply at the next
     // step; a change of block_size, KV budget, block count, KV type, prefix caching or mode drains and
@@ -77,6 +80,8 @@ public:
     const Model& model() const { return *model_; }
     const KvCacheManager& kv_cache_manager() const { return *kv_; }
     const Scheduler& scheduler() const { return *scheduler_; }
+    // Preemptions since the engine was built, over every rebuild (a rebuild's drain preempts what runs).
+    int64_t num_preemptions() const { return preemptions_before_rebuild_ + scheduler_->num_preemptions(); }
     Backend& backend() { return *backend_; }
     const ModelExecutor& executor() const { return *runner_; }
     // The real model runner; throws std::bad_cast on a simulated backend.
@@ -141,6 +146,7 @@ private:
     std::unique_ptr<Backend> backend_;
     std::unique_ptr<KvCacheManager> kv_;
     std::unique_ptr<Scheduler> scheduler_;
+    int64_t preemptions_before_rebuild_ = 0;  // by the schedulers that rebuilds replaced
     std::unique_ptr<ModelExecutor> runner_;
     OutputProcessor output_processor_;
     std::map<std::string, RequestState> requests_;

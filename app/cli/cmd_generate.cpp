@@ -216,7 +216,7 @@ int run_generate(int argc, char** argv) {
     s["num_blocks"] = kv.num_blocks();
     s["block_size"] = kv.block_size();
     s["num_free_blocks_at_end"] = kv.num_free_blocks();
-    s["num_preemptions"] = engine.scheduler().num_preemptions();
+    s["num_preemptions"] = engine.num_preemptions();
     s["prefix_cache_hit_tokens"] = pc.num_hit_tokens;
     s["prefix_cache_query_tokens"] = pc.num_query_tokens;
     s["total_output_tokens"] = total_output;
@@ -228,7 +228,7 @@ int run_generate(int argc, char** argv) {
     if (json) std::cout << nlohmann::json{{"summary", s}}.dump() << "\n";
     else std::fprintf(stderr, "%lld tokens in %.3f s (%.1f tokens/s), %d blocks of %d, %lld preemptions\n",
                       static_cast<long long>(total_output), duration, s["output_throughput"].get<double>(),
-                      kv.num_blocks(), kv.block_size(), static_cast<long long>(engine.scheduler().num_preemptions()));
+                      kv.num_blocks(), kv.block_size(), static_cast<long long>(engine.num_preemptions()));
     if (!json && engine.is_simulated())
         std::fprintf(stderr, "SIMULATED, not measured: %s; times are simulated seconds\n", engine.simulation_label().c_str());
     for (const auto& e : errors)

@@ -223,7 +223,7 @@ void EngineLoop::publish_gauges() {
     g.num_running = static_cast<int>(engine_.scheduler().running().size());
     g.num_waiting = static_cast<int>(engine_.scheduler().waiting().size());
     g.kv_cache_usage = engine_.kv_cache_manager().usage();
-    g.num_preemptions = engine_.scheduler().num_preemptions();
+    g.num_preemptions = engine_.num_preemptions();
     const PrefixCacheStats pc = engine_.kv_cache_manager().prefix_cache_stats();
     g.prefix_cache_queries = pc.num_query_tokens;
     g.prefix_cache_hits = pc.num_hit_tokens;

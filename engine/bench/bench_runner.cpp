@@ -23,7 +23,7 @@ public:
     void start_recording(const LlmEngine& engine) {
         recording_ = true;
         const PrefixCacheStats pc = engine.kv_cache_manager().prefix_cache_stats();
-        recorder_.set_baseline(engine.scheduler().num_preemptions(), pc.num_query_tokens, pc.num_hit_tokens);
+        recorder_.set_baseline(engine.num_preemptions(), pc.num_query_tokens, pc.num_hit_tokens);
     }
     bool recording() const { return recording_; }
     const StepRecorder& recorder() const { return recorder_; }

@@ -9,6 +9,7 @@
 #include "llm_engine.h"
 #include "metrics/step_recorder.h"
 #include "util/errors.h"
+#include "util/host_memory.h"
 
 #include <map>
 #include <random>
@@ -202,7 +203,14 @@ private slots:
             if (step == 9) next.block_size = 8;
             if (step == 12) next.scheduler.max_num_seqs = 256;
             if (step == 14) next.scheduler.enable_prefix_caching = true;
-            if (step == 3 || step == 6 || step == 9 || step == 12 || step == 14) e.reconfigure(next);
+            if (step != 3 && step != 6 && step != 9 && step != 12 && step != 14) return;
+            const int64_t before = e.num_preemptions();
+            const auto running = static_cast<int64_t>(e.scheduler().running().size());
+            e.reconfigure(next);
+            // A rebuild (block_size, prefix caching; not max_num_seqs) drains what runs: each drained request
+            // is a preemption, and the engine's count runs on over the new scheduler, as the requests' do.
+            const bool rebuilt = step == 3 || step == 9 || step == 14;
+            QCOMPARE(e.num_preemptions(), before + (rebuilt ? running : 0));
         });
         for (size_t i = 0; i < prompts.size(); ++i) QCOMPARE(out[i], alone_outputs()[i]);
         QCOMPARE(engine.kv_cache_manager().block_size(), 8);
@@ -271,6 +279,53 @@ private slots:
         });
         for (size_t i = 0; i < prompts.size(); ++i) QCOMPARE(out[i], alone_outputs()[i]);
         expect_all_blocks_free(engine);
+    }
+
+    // A host pool larger than the machine is refused by name, at start-up and as a knob change (which then
+    // changes nothing), not attempted until the allocator throws std::bad_alloc.
+    void kvPoolBeyondHostMemoryIsBadInput() {
+        EngineConfig c = test::checked_engine_config();
+        const int64_t too_much = host_memory_bytes() + (int64_t{1} << 30);
+        c.kv_cache_memory = too_much;
+        bool refused = false;
+        try {
+            LlmEngine engine(stories(), c);
+        } catch (const BadInput& e) {
+            refused = QString(e.what()).contains("exceeds this machine's memory");
+            qInfo("%s", e.what());
+        }
+        QVERIFY(refused);
+        LlmEngine engine(stories(), test::checked_engine_config());
+        const int blocks = engine.num_blocks();
+        EngineConfig next = engine.config();
+        next.kv_cache_memory = too_much;
+        QVERIFY_THROWS_EXCEPTION(BadInput, engine.reconfigure(next));
+        QCOMPARE(engine.num_blocks(), blocks);
+    }
+
+    // Knobs moved while the engine idles: each rebuild is reported, in order, by the next step, which the
+    // GUI runs at once (has_pending_event) so the event carries the time it happened, not the next request's.
+    void idleRebuildsAreEachReported() {
+        EngineConfig c = test::checked_engine_config();
+        LlmEngine engine(stories(), c);
+        StepRecorder recorder;
+        engine.set_metrics_sink(&recorder);
+        QVERIFY(!engine.has_pending_event());
+        for (int block_size : {32, 8}) {
+            EngineConfig next = engine.config();
+            next.block_size = block_size;
+            engine.reconfigure(next);
+        }
+        QVERIFY(engine.has_pending_event());
+        QVERIFY(!engine.has_unfinished_requests());
+        QVERIFY(engine.step().empty());
+        QVERIFY(!engine.has_pending_event());
+        QCOMPARE(recorder.steps().size(), size_t(1));
+        const QString event = QString::fromStdString(recorder.steps().back().event);
+        QVERIFY2(event.startsWith("rebuild: block_size 16 -> 32") && event.contains("; rebuild: block_size 32 -> 8"),
+                 qPrintable(event));
+        QCOMPARE(recorder.steps().back().num_scheduled_seqs, 0);
+        QCOMPARE(recorder.steps().back().block_size, 8);
     }
 
     // A request that finished at max_model_len but is not released yet (the server and the GUI release
