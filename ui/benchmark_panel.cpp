@@ -230,13 +230,19 @@ void BenchmarkPanel::setSpec(const BenchSpec& s) {
     m_seed->setValue(int(s.seed));
 }
 
-void BenchmarkPanel::run() {
+void BenchmarkPanel::runNamed(const QString& name) {
     if (m_controller->isBenchmarkRunning()) return;
     BenchSpec s = spec();
     const EngineConfig& c = m_controller->config();
-    s.name = QString("#%1 %2 %3x%4/%5 %6").arg(++m_runNumber).arg(s.dataset).arg(s.numPrompts).arg(s.inputLen)
-                 .arg(s.outputLen).arg(m_controller->isRemote() ? QStringLiteral("remote")
-                                                                : QString::fromUtf8(to_string(c.mode).data()));
+    // Prompts x input/output tokens as each dataset makes them: shared-prefix prompts are the prefix plus
+    // their own part; sharegpt's lengths come from the conversations.
+    const QString shape = s.dataset == "sharegpt"        ? tr("%1 conversations").arg(s.numPrompts)
+                          : s.dataset == "shared-prefix" ? QString("%1x(%2+%3)/%4").arg(s.numPrompts).arg(s.prefixLen)
+                                                               .arg(s.inputLen).arg(s.outputLen)
+                                                         : QString("%1x%2/%3").arg(s.numPrompts).arg(s.inputLen).arg(s.outputLen);
+    const QString engine = m_controller->isRemote() ? QStringLiteral("remote") : QString::fromUtf8(to_string(c.mode).data());
+    s.name = name.isEmpty() ? QString("#%1 %2 %3 %4").arg(++m_runNumber).arg(s.dataset, shape, engine)
+                            : QString("#%1 %2").arg(++m_runNumber).arg(name);
     m_progress->setMaximum(s.numPrompts);
     m_progress->setValue(0);
     setRunning(true);

@@ -33,7 +33,9 @@ public:
 
 public slots:
     void setSpec(const kvscope::ui::BenchSpec& spec);
-    void run();
+    void run() { runNamed({}); }
+    // A run labelled "#N name" (a script's name for it); without a name the label says what ran.
+    void runNamed(const QString& name);
     void cancel();
     bool loadResults(const QString& path);
     // Writes every run to path (a JSON file), creating its folder; false with *error naming the path when

@@ -257,9 +257,22 @@ void ChartsPanel::appendSteps(int first, int count) {
         m_activations->addData(t, double(s.memory.activation_bytes) / kMiB);
         m_rss->addData(t, double(s.memory.host_rss_bytes) / kMiB);
         if (s.memory.device_total_bytes > 0) m_gpu->addData(t, double(s.memory.device_used_bytes) / kMiB);
-        auto& bucket = m_buckets[static_cast<long long>((t + s.duration) / kBucket)];
-        bucket.first += steps[size_t(i)].numOutputTokens;
-        bucket.second += s.num_prefill_tokens + s.num_decode_tokens;
+        // A step that left nothing to run is followed by idle time: its work ends with it (the step lines
+        // would otherwise hold its batch across the gap to the next request).
+        if (s.num_running == 0 && s.num_waiting == 0)
+            for (QCPGraph* g : {m_batch, m_padding, m_prefill, m_decode}) g->addData(t + s.duration, 0);
+        // The step's tokens spread over the buckets its time overlaps: a long step is not a spike in the
+        // bucket where it ends.
+        const double end = t + s.duration, output = steps[size_t(i)].numOutputTokens,
+                     computed = s.num_prefill_tokens + s.num_decode_tokens;
+        for (auto b = static_cast<long long>(t / kBucket); b <= static_cast<long long>(end / kBucket); ++b) {
+            const double overlap = std::min(end, double(b + 1) * kBucket) - std::max(t, double(b) * kBucket);
+            const double share = s.duration > 0 ? std::max(0.0, overlap) / s.duration : 1.0;
+            if (share <= 0) continue;
+            auto& bucket = m_buckets[b];
+            bucket.first += output * share;
+            bucket.second += computed * share;
+        }
     }
     markDirty();
 }
@@ -454,6 +467,10 @@ void ChartsPanel::refresh() {
             out << (it == m_buckets.end() ? 0.0 : it->second.first / span);
             total << (it == m_buckets.end() ? 0.0 : it->second.second / span);
         }
+        // The last bucket is drawn up to now (a step line's last point has no width of its own).
+        keys << std::max(keys.last(), std::min(now, keys.last() + kBucket));
+        out << out.last();
+        total << total.last();
     }
     m_outputTps->setData(keys, out, true);
     m_totalTps->setData(keys, total, true);

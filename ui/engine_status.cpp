@@ -17,8 +17,9 @@ QString statusText(const EngineStatus& s) {
     QString requests = tr("%1 running, %2 waiting").arg(s.numRunning).arg(s.numWaiting);
     if (s.numPreempted) requests += tr(" (%1 preempted)").arg(s.numPreempted);
     QStringList parts = {tr("step %1").arg(s.step), requests};
-    // First, so a narrow window cuts the counts, never the word that says none of it was measured.
-    if (!s.simulation.isEmpty()) parts.prepend(s.simulation);
+    // First, so a narrow window cuts the counts, never the word that says none of it was measured; only its
+    // device ("simulated NVIDIA H100 SXM 80GB"): the model and step-time model are in every chart's label.
+    if (!s.simulation.isEmpty()) parts.prepend(s.simulation.section(", ", 0, 0));
     if (s.kv)
         parts << tr("KV %1% used, %2 of %3 blocks free")
                      .arg(s.kv->usage * 100, 0, 'f', 1)

@@ -295,7 +295,8 @@ void EngineWorker::scheduleStep() {
 void EngineWorker::runStep() {
     m_stepQueued = false;
     if (!m_engine) return;
-    if (!m_engine->has_unfinished_requests()) {
+    // Idle: nothing to step, unless a rebuild is to be recorded now rather than at the next request.
+    if (!m_engine->has_unfinished_requests() && !m_engine->has_pending_event()) {
         publish(true);
         return;
     }

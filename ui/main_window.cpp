@@ -6,6 +6,7 @@
 #include "charts_panel.h"
 #include "chat_pane.h"
 #include "connect_dialog.h"
+#include "elided_label.h"
 #include "engine_controller.h"
 #include "engine_status.h"
 #include "hint_table_view.h"
@@ -282,10 +283,9 @@ void MainWindow::buildLayout() {
 
     m_modelLabel = new QLabel(tr("no model"), this);
     m_modelLabel->setObjectName("modelName");
-    m_engineLabel = new QLabel(this);
+    // The whole line when there is room; a narrow window elides its end rather than growing for it.
+    m_engineLabel = new ElidedLabel(Qt::ElideRight, this);
     m_engineLabel->setObjectName("engineStatus");
-    // The whole line when there is room; a narrow window cuts it rather than growing for it.
-    m_engineLabel->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
     m_engineLabel->setToolTip(tr("The engine as of its latest update: the same snapshot the block map and the panes show"));
     m_stallLabel = new QLabel(this);
     m_stallLabel->setToolTip(tr("Longest GUI event-loop stall since start (5 ms timer lateness)"));
@@ -556,7 +556,7 @@ void MainWindow::selectRequest(const QString& requestId) {
 }
 
 void MainWindow::updateStatus() {
-    m_engineLabel->setText(statusText(m_controller->status()));
+    m_engineLabel->setFullText(statusText(m_controller->status()));
     m_stall->setActive(!m_controller->isIdle() || m_controller->isLoading());
     m_stallLabel->setText(tr("GUI stall max %1 ms").arg(m_stall->maxStallMs(), 0, 'f', 1));
     // Keep the selected request's block table current as it grows.

@@ -22,6 +22,7 @@ class BenchmarkPanel;
 class BlockMapWidget;
 class ChartsPanel;
 class ChatPane;
+class ElidedLabel;
 class EngineController;
 class HintTableView;
 class RemoteServerView;
@@ -96,7 +97,7 @@ private:
     HintTableView* m_requestTable = nullptr;
     QLineEdit* m_broadcast = nullptr;
     QLabel* m_modelLabel = nullptr;
-    QLabel* m_engineLabel = nullptr;
+    ElidedLabel* m_engineLabel = nullptr;
     QLabel* m_stallLabel = nullptr;
     QLabel* m_modelInfo = nullptr;
     QProgressBar* m_loadProgress = nullptr;

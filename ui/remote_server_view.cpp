@@ -1,11 +1,10 @@
 #include "remote_server_view.h"
 
 #include "chart_legend.h"
+#include "elided_label.h"
 #include "theme.h"
 
-#include <QLabel>
 #include <QProgressBar>
-#include <QResizeEvent>
 #include <QVBoxLayout>
 #include <qcustomplot.h>
 
@@ -15,13 +14,12 @@ namespace kvscope::ui {
 
 RemoteServerView::RemoteServerView(QWidget* parent) : QWidget(parent) {
     setObjectName("remoteServerView");
-    m_note = new QLabel(this);
+    m_note = new ElidedLabel(Qt::ElideMiddle, this);
     m_note->setObjectName("remoteNote");
     QFont bold = m_note->font();
     bold.setBold(true);
     m_note->setFont(bold);
-    m_note->setTextFormat(Qt::PlainText);
-    m_note->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Fixed);  // elided: its text sets no width
+    m_note->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Fixed);
     m_gauge = new QProgressBar(this);
     m_gauge->setObjectName("remoteKvGauge");
     m_gauge->setRange(0, 1000);
@@ -52,16 +50,6 @@ RemoteServerView::RemoteServerView(QWidget* parent) : QWidget(parent) {
 
 QString RemoteServerView::noteText() const { return m_note->toolTip(); }
 
-void RemoteServerView::resizeEvent(QResizeEvent* event) {
-    QWidget::resizeEvent(event);
-    elideNote();
-}
-
-void RemoteServerView::elideNote() {
-    const int width = std::max(0, contentsRect().width() - 8);
-    m_note->setText(m_note->fontMetrics().elidedText(m_target, Qt::ElideMiddle, width));
-}
-
 void RemoteServerView::restyle() {
     Theme::styleChart(m_chart);
     const int colors[] = {0, 1, 3};
@@ -74,11 +62,10 @@ void RemoteServerView::restyle() {
 }
 
 void RemoteServerView::setTarget(const RemoteTarget& target) {
-    m_target = target.label();
+    m_note->setFullText(target.label());
     m_note->setToolTip(tr("%1\nA remote engine exposes no block table, so there is no block map: this is what its "
                           "/metrics reports, scraped every second.")
-                           .arg(m_target));
-    elideNote();
+                           .arg(target.label()));
     setSamples({});
 }
 

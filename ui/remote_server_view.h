@@ -14,10 +14,11 @@
 #include <QWidget>
 
 class QCustomPlot;
-class QLabel;
 class QProgressBar;
 
 namespace kvscope::ui {
+
+class ElidedLabel;
 
 class RemoteServerView : public QWidget {
     Q_OBJECT
@@ -34,13 +35,8 @@ public slots:
     void setSamples(const kvscope::ui::ServerSamples& samples);
     void restyle();
 
-protected:
-    void resizeEvent(QResizeEvent* event) override;
-
 private:
-    void elideNote();
-    QString m_target;
-    QLabel* m_note;
+    ElidedLabel* m_note;
     QProgressBar* m_gauge;
     QCustomPlot* m_chart;
 };

@@ -16,14 +16,103 @@
 #include <QFile>
 #include <QImage>
 #include <QJsonDocument>
+#include <QMap>
+
+#include <cmath>
 
 namespace kvscope::ui {
 
 namespace {
-const QStringList kActions = {"open_pane", "submit", "send_all", "set", "benchmark", "wait", "wait_idle",
-                              "wait_benchmark", "select", "stop_all", "theme", "screenshot", "resize", "key",
-                              "connect"};
+// The keys each part of a script takes and what each holds: 'i' a whole number, 'n' a number, 's' a string,
+// 'b' true or false, 'a' an array, 'o' an object. A key not listed is a mistake (a typo would otherwise be ignored without a word).
+using Keys = QMap<QString, char>;
+const Keys kEngineKeys = {{"max_model_len", 'i'}, {"max_num_seqs", 'i'},       {"max_num_batched_tokens", 'i'},
+                          {"policy", 's'},        {"enable_prefix_caching", 'b'}, {"block_size", 'i'},
+                          {"mode", 's'},          {"kv_cache_dtype", 's'},     {"threads", 'i'},
+                          {"backend", 's'},       {"tensor_parallel_size", 'i'}, {"sim_speed", 'n'},
+                          {"kv_cache_memory_mib", 'i'}};
+// The knobs `set` moves (the tuning panel's).
+const Keys kSetKeys = {{"block_size", 'i'}, {"max_num_seqs", 'i'}, {"max_num_batched_tokens", 'i'},
+                       {"policy", 's'},     {"enable_prefix_caching", 'b'}, {"mode", 's'},
+                       {"kv_cache_memory_mib", 'i'}, {"kv_cache_dtype", 's'}, {"sim_speed", 'n'}};
+const QMap<QString, Keys> kActionKeys = {
+    {"open_pane", {{"temperature", 'n'}, {"top_p", 'n'}, {"top_k", 'i'}, {"max_tokens", 'i'}, {"seed", 'i'},
+                   {"priority", 'i'}, {"system", 's'}, {"color", 's'}}},
+    {"submit", {{"pane", 'i'}, {"prompt", 's'}}},
+    {"send_all", {{"prompt", 's'}}},
+    {"set", kSetKeys},
+    {"benchmark", {{"name", 's'}, {"dataset", 's'}, {"dataset_path", 's'}, {"num_prompts", 'i'}, {"input_len", 'i'},
+                   {"output_len", 'i'}, {"range_ratio", 'n'}, {"prefix_len", 'i'}, {"request_rate", 'n'},
+                   {"burstiness", 'n'}, {"max_concurrency", 'i'}, {"seed", 'i'}, {"wait", 'b'}, {"timeout_ms", 'i'}}},
+    {"wait", {{"ms", 'i'}}},
+    {"wait_idle", {{"timeout_ms", 'i'}}},
+    {"wait_benchmark", {{"timeout_ms", 'i'}}},
+    {"select", {{"pane", 'i'}}},
+    {"stop_all", {}},
+    {"theme", {{"dark", 'b'}}},
+    {"screenshot", {{"file", 's'}, {"width", 'i'}, {"indexed", 'b'}}},
+    {"resize", {{"width", 'i'}, {"height", 'i'}}},
+    {"key", {{"keys", 's'}}},
+    {"connect", {{"base_url", 's'}, {"model", 's'}, {"api_key", 's'}, {"timeout_ms", 'i'}}},
+};
+
+// "" when every key of o is one of `keys` (or `common`) and holds its kind of value; else the problem.
+QString checkKeys(const QJsonObject& o, const Keys& keys, const Keys& common = {}) {
+    for (auto it = o.begin(); it != o.end(); ++it) {
+        const char kind = keys.value(it.key(), common.value(it.key(), 0));
+        if (!kind) {
+            QStringList known = keys.keys();
+            return QString("unknown key \"%1\" (%2)").arg(it.key(), known.isEmpty() ? "it takes none" : "one of " + known.join(", "));
+        }
+        const QJsonValue v = it.value();
+        const bool ok = kind == 's'   ? v.isString()
+                        : kind == 'b' ? v.isBool()
+                        : kind == 'a' ? v.isArray()
+                        : kind == 'o' ? v.isObject()
+                        : kind == 'n' ? v.isDouble()
+                                      : v.isDouble() && v.toDouble() == std::floor(v.toDouble()) &&
+                                            std::abs(v.toDouble()) <= 2147483647.0;
+        if (!ok) {
+            const char* what = kind == 's'   ? "a string"
+                               : kind == 'b' ? "true or false"
+                               : kind == 'a' ? "an array"
+                               : kind == 'o' ? "an object"
+                               : kind == 'n' ? "a number"
+                                             : "a whole number";
+            return QString("\"%1\" must be %2").arg(it.key(), what);
+        }
+    }
+    return {};
 }
+
+// The load-time configuration: defaults overridden by a script's "engine" object (keys checked).
+EngineConfig engineConfigFrom(const QJsonObject& e, const EngineConfig& defaults) {
+    EngineConfig c = defaults;
+    c.scheduler.max_model_len = e.value("max_model_len").toInt(c.scheduler.max_model_len);
+    c.scheduler.max_num_seqs = e.value("max_num_seqs").toInt(c.scheduler.max_num_seqs);
+    c.scheduler.max_num_batched_tokens = e.value("max_num_batched_tokens").toInt(c.scheduler.max_num_batched_tokens);
+    c.scheduler.policy = parse_scheduler_policy(
+        e.value("policy").toString(QString::fromUtf8(to_string(c.scheduler.policy).data())).toStdString());
+    c.scheduler.enable_prefix_caching = e.value("enable_prefix_caching").toBool(c.scheduler.enable_prefix_caching);
+    c.block_size = e.value("block_size").toInt(c.block_size);
+    c.mode = parse_batching_mode(e.value("mode").toString(QString::fromUtf8(to_string(c.mode).data())).toStdString());
+    c.kv_cache_dtype = e.value("kv_cache_dtype").toString(QString::fromStdString(c.kv_cache_dtype)).toStdString();
+    c.num_threads = e.value("threads").toInt(c.num_threads);
+    if (e.contains("backend")) parse_backend(e.value("backend").toString().toStdString(), c);  // "sim:h100-sxm"
+    c.tensor_parallel_size = e.value("tensor_parallel_size").toInt(c.tensor_parallel_size);
+    c.sim_pace = e.value("sim_speed").toDouble(c.sim_pace);  // simulated seconds per wall second, 0 = as fast as possible
+    if (e.contains("kv_cache_memory_mib")) c.kv_cache_memory = int64_t(e.value("kv_cache_memory_mib").toInt()) << 20;
+    return c;
+}
+
+// Throws BadInput naming the first setting the engine would refuse. max_model_len 0 is the model's own
+// length, which only the model knows: checked as a length that any value works with.
+void validateEngineSettings(const QJsonObject& e) {
+    EngineConfig c = engineConfigFrom(e, EngineController::defaultConfig());
+    if (c.scheduler.max_model_len == 0) c.scheduler.max_model_len = std::max(1, c.scheduler.max_num_batched_tokens);
+    c.validate();
+}
+}  // namespace
 
 ScriptRunner::ScriptRunner(MainWindow* window, QObject* parent) : QObject(parent), m_window(window), m_poll(this) {
     m_poll.setSingleShot(true);
@@ -54,23 +143,44 @@ bool ScriptRunner::loadJson(const QJsonObject& script, QString* error) {
         if (error) *error = "\"actions\" must be an array";
         return false;
     }
-    // Names the engine parses: a bad one is the script's error, here, not a failed model load later.
-    const QJsonObject engine = script.value("engine").toObject();
-    try {
-        if (engine.contains("mode")) (void)parse_batching_mode(engine.value("mode").toString().toStdString());
-        if (engine.contains("policy")) (void)parse_scheduler_policy(engine.value("policy").toString().toStdString());
-        EngineConfig probe;
-        if (engine.contains("backend")) parse_backend(engine.value("backend").toString().toStdString(), probe);
-    } catch (const std::exception& e) {
-        if (error) *error = QString("engine: %1").arg(e.what());
+    auto failWith = [error](const QString& message) {
+        if (error) *error = message;
         return false;
+    };
+    QString problem = checkKeys(script, {{"actions", 'a'}, {"engine", 'o'}, {"model", 's'}, {"description", 's'}});
+    if (!problem.isEmpty()) return failWith(problem);
+    // The engine settings as the engine checks them: a bad one is the script's error, here, not a failed
+    // model load (or an exception) later.
+    const QJsonObject engine = script.value("engine").toObject();
+    if (!(problem = checkKeys(engine, kEngineKeys)).isEmpty()) return failWith("engine: " + problem);
+    try {
+        validateEngineSettings(engine);
+    } catch (const std::exception& e) {
+        return failWith(QString("engine: %1").arg(e.what()));
     }
     const QJsonArray actions = script.value("actions").toArray();
     for (int i = 0; i < actions.size(); ++i) {
-        const QString name = actions[i].toObject().value("action").toString();
-        if (!kActions.contains(name)) {
-            if (error) *error = QString("actions[%1]: unknown action '%2' (one of %3)").arg(i).arg(name, kActions.join(", "));
-            return false;
+        if (!actions[i].isObject()) return failWith(QString("actions[%1]: not an object").arg(i));
+        const QJsonObject a = actions[i].toObject();
+        const QString name = a.value("action").toString();
+        if (!kActionKeys.contains(name))
+            return failWith(QString("actions[%1]: unknown action '%2' (one of %3)").arg(i).arg(name, kActionKeys.keys().join(", ")));
+        if (!(problem = checkKeys(a, kActionKeys[name], {{"action", 's'}, {"at_ms", 'n'}, {"comment", 's'}})).isEmpty())
+            return failWith(QString("actions[%1] (%2): %3").arg(i).arg(name, problem));
+        if (name == "benchmark" && a.contains("dataset") &&
+            !QStringList{"random", "shared-prefix", "sharegpt"}.contains(a.value("dataset").toString()))
+            return failWith(QString("actions[%1] (benchmark): unknown dataset '%2' (random, shared-prefix or sharegpt)")
+                                .arg(i).arg(a.value("dataset").toString()));
+        if (name == "set") {  // the knobs as the engine would take them
+            QJsonObject knobs = a;
+            knobs.remove("action");
+            knobs.remove("at_ms");
+            knobs.remove("comment");
+            try {
+                validateEngineSettings(knobs);
+            } catch (const std::exception& e) {
+                return failWith(QString("actions[%1] (set): %2").arg(i).arg(e.what()));
+            }
         }
     }
     m_script = script;
@@ -79,23 +189,7 @@ bool ScriptRunner::loadJson(const QJsonObject& script, QString* error) {
 }
 
 EngineConfig ScriptRunner::engineConfig(const EngineConfig& defaults) const {
-    EngineConfig c = defaults;
-    const QJsonObject e = m_script.value("engine").toObject();
-    c.scheduler.max_model_len = e.value("max_model_len").toInt(c.scheduler.max_model_len);
-    c.scheduler.max_num_seqs = e.value("max_num_seqs").toInt(c.scheduler.max_num_seqs);
-    c.scheduler.max_num_batched_tokens = e.value("max_num_batched_tokens").toInt(c.scheduler.max_num_batched_tokens);
-    c.scheduler.policy = parse_scheduler_policy(
-        e.value("policy").toString(QString::fromUtf8(to_string(c.scheduler.policy).data())).toStdString());
-    c.scheduler.enable_prefix_caching = e.value("enable_prefix_caching").toBool(c.scheduler.enable_prefix_caching);
-    c.block_size = e.value("block_size").toInt(c.block_size);
-    c.mode = parse_batching_mode(e.value("mode").toString(QString::fromUtf8(to_string(c.mode).data())).toStdString());
-    c.kv_cache_dtype = e.value("kv_cache_dtype").toString(QString::fromStdString(c.kv_cache_dtype)).toStdString();
-    c.num_threads = e.value("threads").toInt(c.num_threads);
-    if (e.contains("backend")) parse_backend(e.value("backend").toString().toStdString(), c);  // "sim:h100-sxm"
-    c.tensor_parallel_size = e.value("tensor_parallel_size").toInt(c.tensor_parallel_size);
-    c.sim_pace = e.value("sim_speed").toDouble(c.sim_pace);  // simulated seconds per wall second, 0 = as fast as possible
-    if (e.contains("kv_cache_memory_mib")) c.kv_cache_memory = int64_t(e.value("kv_cache_memory_mib").toInt()) << 20;
-    return c;
+    return engineConfigFrom(m_script.value("engine").toObject(), defaults);
 }
 
 void ScriptRunner::start() {
@@ -254,7 +348,27 @@ bool ScriptRunner::runAction(const QJsonObject& a) {
         if (a.contains("kv_cache_memory_mib")) t->setKvCacheMiB(a.value("kv_cache_memory_mib").toInt());
         if (a.contains("kv_cache_dtype")) t->setKvCacheDtype(a.value("kv_cache_dtype").toString());
         if (a.contains("sim_speed")) t->setSimSpeed(a.value("sim_speed").toDouble());
-        controller->reconfigure(t->config());  // now, not after the panel's debounce
+        // The panel's widgets clamp and choose from lists: a value they did not take is the script's mistake,
+        // not a silent change of what it asked for.
+        const EngineConfig c = t->config();
+        const std::pair<const char*, QString> held[] = {
+            {"block_size", QString::number(c.block_size)},
+            {"max_num_seqs", QString::number(c.scheduler.max_num_seqs)},
+            {"max_num_batched_tokens", QString::number(c.scheduler.max_num_batched_tokens)},
+            {"policy", QString::fromUtf8(to_string(c.scheduler.policy).data())},
+            {"mode", QString::fromUtf8(to_string(c.mode).data())},
+            {"kv_cache_memory_mib", QString::number(c.kv_cache_memory >> 20)},
+            {"kv_cache_dtype", QString::fromStdString(c.kv_cache_dtype)}};
+        for (const auto& [key, value] : held) {
+            const QJsonValue v = a.value(key);
+            const QString asked = v.isString() ? v.toString() : QString::number(v.toInteger());
+            if (!v.isUndefined() && asked != value) {
+                fail(QString("actions[%1] (set): the tuning panel does not take %2 %3 (it holds %4)")
+                         .arg(m_index - 1).arg(key, asked, value));
+                return false;
+            }
+        }
+        controller->reconfigure(c);  // now, not after the panel's debounce
         return true;
     }
     if (action == "wait") {
@@ -271,9 +385,35 @@ bool ScriptRunner::runAction(const QJsonObject& a) {
         return false;
     }
     if (action == "benchmark") {
-        BenchSpec spec = BenchSpec::fromJson(a);
-        m_window->benchmarkPanel()->setSpec(spec);
-        m_window->benchmarkPanel()->run();
+        const BenchSpec spec = BenchSpec::fromJson(a);
+        BenchmarkPanel* panel = m_window->benchmarkPanel();
+        panel->setSpec(spec);
+        // As for set: what the panel's fields did not take (a dataset it does not know, a count past its
+        // range) is named, not run as something else.
+        const QJsonObject asked = spec.toJson(), held = panel->spec().toJson();
+        for (auto it = asked.begin(); it != asked.end(); ++it)
+            if (it.key() != "name" && a.contains(it.key()) && held.value(it.key()) != it.value()) {
+                fail(QString("actions[%1] (benchmark): the benchmark panel does not take %2 %3 (it holds %4)")
+                         .arg(m_index - 1)
+                         .arg(it.key(), it.value().toVariant().toString(), held.value(it.key()).toVariant().toString()));
+                return false;
+            }
+        // A benchmark that cannot start (no such dataset file, prompts past max_model_len) fails the script
+        // with the engine's reason; one that ran reports a summary.
+        const int index = m_index - 1;
+        auto reason = std::make_shared<QString>();
+        auto onError = std::make_shared<QMetaObject::Connection>(), onDone = std::make_shared<QMetaObject::Connection>();
+        *onError = connect(controller, &EngineController::errorOccurred, this, [reason](const QString& m) { *reason = m; });
+        *onDone = connect(controller, &EngineController::benchmarkFinished, this,
+                          [this, index, reason, onError, onDone](const BenchResult& r) {
+                              disconnect(*onError);
+                              disconnect(*onDone);
+                              if (r.summary.isEmpty())
+                                  fail(QString("actions[%1] (benchmark): it did not run: %2")
+                                           .arg(index)
+                                           .arg(reason->isEmpty() ? QStringLiteral("no result") : *reason));
+                          });
+        panel->runNamed(spec.name);
         if (!a.value("wait").toBool(true)) return true;
         waitUntil([controller] { return !controller->isBenchmarkRunning(); }, a.value("timeout_ms").toInt(600000),
                   "the benchmark");

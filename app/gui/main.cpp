@@ -138,7 +138,11 @@ int main(int argc, char** argv) {
 
     QObject::connect(window.controller(), &EngineController::modelLoadFailed, &app,
                      [&](const QString& spec, const QString& message) {
-                         std::fprintf(stderr, "kvscope: error: %s: %s\n", qPrintable(spec), qPrintable(message));
+                         // The loader's messages start with the path they could not use: said once.
+                         if (message.startsWith(spec))
+                             std::fprintf(stderr, "kvscope: error: %s\n", qPrintable(message));
+                         else
+                             std::fprintf(stderr, "kvscope: error: %s: %s\n", qPrintable(spec), qPrintable(message));
                          if (scripted && quitWhenDone) QApplication::exit(2);
                      });
     if (scripted) {

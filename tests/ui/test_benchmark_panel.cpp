@@ -107,7 +107,10 @@ private slots:
         for (int i = 0; i < 2; ++i) {
             panel->setSpec(smallSpec(6 + i));
             QSignalSpy finished(window.controller(), &EngineController::benchmarkFinished);
-            panel->run();
+            if (i == 0)
+                panel->run();
+            else
+                panel->runNamed("seqs16");  // a script's name for its run
             QVERIFY(finished.wait(120000));
         }
         BenchSpec paced = smallSpec(24);
@@ -123,6 +126,10 @@ private slots:
         QVERIFY(finished.wait(120000));
         QCOMPARE(progress->text(), QString("24 / 24 requests"));
         QTRY_COMPARE(panel->resultsModel()->rowCount(), 3);
+        // Labels say what ran, or carry the name the run was given.
+        const auto name = [&](int row) { return panel->resultsModel()->index(row, BenchResultsModel::Name).data().toString(); };
+        QVERIFY2(name(0).startsWith(QString("#1 %1 6x").arg(smallSpec(6).dataset)), qPrintable(name(0)));
+        QVERIFY2(name(1).startsWith("#2 seqs16"), qPrintable(name(1)));
         QTest::qWait(100);  // the chart's queued replot
         screenshot(&window, QString("benchmark_%1x%2").arg(size.width()).arg(size.height()));
         screenshot(panel, QString("benchmark_panel_%1x%2").arg(size.width()).arg(size.height()));

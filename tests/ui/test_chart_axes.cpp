@@ -110,7 +110,7 @@ private slots:
         }
         QCOMPARE(zerosInGap, 6);  // six 0.5 s buckets of nothing
         QVERIFY(nonZero >= 3);
-        QCOMPARE(lastKey, 15.5);  // the idle tail is drawn up to now, at zero
+        QCOMPARE(lastKey, 15.8);  // the idle tail is drawn up to now, at zero
         QCOMPARE((output->data()->constEnd() - 1)->value, 0.0);
 
         // Time starts at the first step (10 s after the model load), not at 0.
@@ -119,6 +119,46 @@ private slots:
             QVERIFY2(x.lower >= 10.0 && x.lower < 10.5, qPrintable(QString("%1: %2").arg(name).arg(x.lower)));
             QVERIFY2(x.upper >= 15.8, name);
         }
+    }
+
+    // The step that finishes the last request leaves nothing running: the batch and token lines drop to
+    // zero where it ends instead of holding its batch across the idle time to the next request. Its output
+    // tokens count in the throughput buckets its time overlaps, not all in the one where it ends.
+    void idleGapShowsEmptyBatch() {
+        SessionData session;
+        ChartsPanel panel(&session);
+        panel.resize(1000, 900);
+        EngineUpdate u;
+        u.steps.push_back(step(1.0, 2));
+        StepRecord last = step(1.01, 2);
+        last.stats.num_running = 0;  // both finished in this step
+        last.stats.duration = 0.6;   // a long step: ends at 1.61, in the next bucket
+        last.numOutputTokens = 60;
+        u.steps.push_back(last);
+        u.steps.push_back(step(5.0, 3));
+        u.engineTime = 5.01;
+        session.applyUpdate(u);
+        panel.replotNow();
+        for (const auto& [chartName, graphName] : {std::pair{"occupancy", "batch"}, std::pair{"tokens", "decode"}}) {
+            QCPGraph* g = graph(chart(panel, chartName), graphName);
+            QVERIFY(g);
+            bool zeroAtEnd = false;
+            for (auto it = g->data()->constBegin(); it != g->data()->constEnd(); ++it) {
+                if (it->key > 1.01 && it->key < 5.0) QCOMPARE(it->value, 0.0);
+                zeroAtEnd |= qFuzzyCompare(it->key, 1.61) && it->value == 0.0;
+            }
+            QVERIFY2(zeroAtEnd, graphName);
+        }
+        // Bucket [1.0, 1.5) holds 2 tokens plus 0.49 / 0.6 of the long step's 60; [1.5, 2.0) the rest.
+        QCPGraph* output = graph(chart(panel, "throughput"), "output");
+        QVERIFY(output);
+        const auto at = [&](double key) {
+            for (auto it = output->data()->constBegin(); it != output->data()->constEnd(); ++it)
+                if (qFuzzyCompare(it->key, key)) return it->value;
+            return -1.0;
+        };
+        QCOMPARE(at(1.0), (2 + 60 * 0.49 / 0.6) / 0.5);
+        QCOMPARE(at(1.5), 60 * 0.11 / 0.6 / 0.5);
     }
 
     void limitLineDoesNotFlattenData() {

@@ -163,6 +163,31 @@ private slots:
         QVERIFY(error.contains("fly"));
         QVERIFY(!runner.load("/nonexistent/script.json", &error));
         QVERIFY(error.contains("/nonexistent/script.json"));
+        // Mistakes are named at load, never run as something else: engine values the engine refuses (once
+        // an uncaught exception at start-up), keys no action takes (a typo did nothing), values of the
+        // wrong kind (a number as a prompt sent an empty message), and datasets the panel does not have.
+        const std::pair<const char*, const char*> cases[] = {
+            {R"({"engine": {"block_size": 3}, "actions": []})", "block_size"},
+            {R"({"engine": {"max_num_seqs": 0}, "actions": []})", "max_num_seqs"},
+            {R"({"engine": {"kv_cache_dtype": "int3"}, "actions": []})", "kv_cache_dtype"},
+            {R"({"engine": {"kv_cache_memory_mib": -1}, "actions": []})", "kv_cache_memory"},
+            {R"({"engine": {"max_model_len": -5}, "actions": []})", "max_model_len"},
+            {R"({"engine": {"block_sise": 16}, "actions": []})", "block_sise"},
+            {R"({"actions": [{"action": "set", "max_num_seq": 4}]})", "max_num_seq"},
+            {R"({"actions": [{"action": "set", "block_size": 24}]})", "block_size"},
+            {R"({"actions": [{"action": "submit", "prompt": 42}]})", "\"prompt\" must be a string"},
+            {R"({"actions": [{"action": "wait", "ms": 1.5}]})", "whole number"},
+            {R"({"actions": [{"action": "benchmark", "dataset": "sharegtp"}]})", "sharegtp"},
+            {R"({"actions": [42]})", "actions[0]"},
+            {R"({"actions": [], "modle": "dummy:tiny"})", "modle"},
+        };
+        for (const auto& [script, expected] : cases) {
+            error.clear();
+            QVERIFY2(!runner.loadJson(QJsonDocument::fromJson(script).object(), &error), script);
+            QVERIFY2(error.contains(expected), qPrintable(QString("%1 -> %2").arg(script, error)));
+        }
+        // A whole script that uses every key of the example loads.
+        QVERIFY2(runner.load(KVSCOPE_SCRIPTS_DIR "/example.json", &error), qPrintable(error));
     }
 };
 

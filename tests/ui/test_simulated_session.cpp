@@ -88,7 +88,8 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT(window.controller()->isIdle(), 60000);
         auto* status = window.findChild<QLabel*>("engineStatus");
         QVERIFY(status);
-        QVERIFY2(status->text().startsWith(label), qPrintable(status->text()));
+        const QString line = status->property("fullText").toString();
+        QVERIFY2(line.startsWith(label.section(", ", 0, 0) + "  |  "), qPrintable(line));
         QVERIFY(!window.chartsPanel()->charts().empty());
         for (const auto& c : window.chartsPanel()->charts())
             QVERIFY2(simulationWatermark(c.plot) == label, qPrintable(c.name + ": " + simulationWatermark(c.plot)));

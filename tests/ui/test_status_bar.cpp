@@ -62,10 +62,12 @@ class TestStatusBar : public QObject {
 
     MainWindow* m_window = nullptr;
     QLabel* m_label = nullptr;
+    // The whole status line (the label elides it to its width).
+    QString line() const { return m_label->property("fullText").toString(); }
 
     // The status line against the snapshot and the session, as they are now.
     QString mismatch() const {
-        const StatusLine s = parse(m_label->text());
+        const StatusLine s = parse(line());
         const auto kv = m_window->controller()->latestSnapshot();
         if (!kv) return "no snapshot";
         int running = 0, waiting = 0;
@@ -73,7 +75,7 @@ class TestStatusBar : public QObject {
             running += r.status == RequestStatus::RUNNING;
             waiting += r.status == RequestStatus::WAITING || r.status == RequestStatus::PREEMPTED;
         }
-        const QString got = "'" + m_label->text() + "'";
+        const QString got = "'" + line() + "'";
         if (s.blocks != kv->num_blocks || s.free != kv->num_free_blocks)
             return got + QString(": the block map has %1 of %2 free").arg(kv->num_free_blocks).arg(kv->num_blocks);
         if (qAbs(s.usage - kv->usage * 100) > 0.051) return got + QString(": the block map is %1% used").arg(kv->usage * 100);
@@ -111,7 +113,7 @@ private slots:
         QSignalSpy ready(m_window, &MainWindow::modelReady);
         m_window->loadModel("dummy:tiny", smallConfig(2));
         QVERIFY(ready.wait(60000));
-        QTRY_VERIFY_WITH_TIMEOUT(m_label->text().contains("blocks free"), 10000);
+        QTRY_VERIFY_WITH_TIMEOUT(line().contains("blocks free"), 10000);
         QVERIFY2(mismatch().isEmpty(), qPrintable(mismatch()));
     }
     void cleanupTestCase() { delete m_window; }
@@ -121,7 +123,7 @@ private slots:
         m_window->stopAll();
         QTRY_VERIFY_WITH_TIMEOUT(m_window->controller()->isIdle(), 120000);
         QVERIFY2(mismatch().isEmpty(), qPrintable(mismatch()));
-        const StatusLine s = parse(m_label->text());
+        const StatusLine s = parse(line());
         QCOMPARE(s.running, 0);
         QCOMPARE(s.waiting, 0);
         QCOMPARE(s.usage, 0.0);  // nothing holds a block once every request is stopped
@@ -153,7 +155,7 @@ private slots:
         QVERIFY(ready.wait(60000));
         QTRY_VERIFY_WITH_TIMEOUT(m_window->controller()->latestSnapshot()->num_blocks != before, 10000);
         QTRY_VERIFY_WITH_TIMEOUT(mismatch().isEmpty(), 10000);
-        QVERIFY(parse(m_label->text()).blocks < before);
+        QVERIFY(parse(line()).blocks < before);
     }
 
     // A load that fails leaves the model before it running: the toolbar keeps its name, and the status
@@ -187,7 +189,7 @@ private slots:
         QVERIFY(finished.wait(120000));
         QTRY_VERIFY_WITH_TIMEOUT(m_window->controller()->isIdle(), 120000);
         QVERIFY2(mismatch().isEmpty(), qPrintable(mismatch()));
-        QVERIFY2(m_label->text().endsWith("idle"), qPrintable(m_label->text()));
+        QVERIFY2(line().endsWith("idle"), qPrintable(line()));
     }
 };
 
