@@ -6,6 +6,8 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -92,12 +94,35 @@ HttpFrontend::HttpFrontend(HttpLimits limits)
     s.set_keep_alive_timeout(static_cast<time_t>(limits_.keep_alive_timeout_s));
     // Before the body is read: refuse what would cost memory or time for nothing.
     s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-        if (req.has_header("Content-Length")) {
+        // Range is ignored, as vLLM's server ignores it: httplib would answer a POST with a slice of its
+        // JSON, and 1024 ranges of /metrics with a 29 MB multipart reply that a client never reading it
+        // holds a control worker with (eight such clients starved /health). req is the object httplib's
+        // process_request owns and routes, non-const there.
+        const_cast<httplib::Request&>(req).ranges.clear();
+        // Framing as RFC 9112 section 6 asks of a server, refused before the body is read: a body is either
+        // chunked or of one Content-Length, never both, and a method that carries a body says which (without
+        // either, httplib read until the client closed, and answered nothing for --body-timeout seconds).
+        // Behind a proxy that frames differently, any leniency here lets one request smuggle another.
+        const size_t lengths = req.get_header_value_count("Content-Length");
+        const size_t codings = req.get_header_value_count("Transfer-Encoding");
+        if (codings > 0) {
+            std::string coding = req.get_header_value("Transfer-Encoding");
+            std::transform(coding.begin(), coding.end(), coding.begin(), [](unsigned char c) { return std::tolower(c); });
+            if (codings > 1) return refuse(res, 400, "a request may carry one Transfer-Encoding header");
+            if (coding != "chunked")
+                return refuse(res, 501, "Transfer-Encoding '" + coding.substr(0, 32) + "' is not accepted (chunked only)");
+            if (lengths > 0) return refuse(res, 400, "a request may not carry both Content-Length and Transfer-Encoding");
+        } else if (lengths == 0 && (req.method == "POST" || req.method == "PUT" || req.method == "PATCH")) {
+            return refuse(res, 411, "a " + req.method + " request needs Content-Length (or Transfer-Encoding: chunked)");
+        }
+        if (lengths > 1) return refuse(res, 400, "a request may carry one Content-Length header");
+        if (lengths == 1) {
             const std::string& value = req.get_header_value("Content-Length");
             char* end = nullptr;
             errno = 0;
             const unsigned long long length = std::strtoull(value.c_str(), &end, 10);
-            if (value.empty() || *end != '\0' || errno == ERANGE || value[0] == '-')
+            if (value.empty() || *end != '\0' || errno == ERANGE ||
+                !std::all_of(value.begin(), value.end(), [](unsigned char c) { return std::isdigit(c); }))
                 return refuse(res, 400, "invalid Content-Length");
             if (length > limits_.max_body_bytes)
                 return refuse(res, 413, "the request body has " + std::to_string(length) +

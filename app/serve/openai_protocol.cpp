@@ -278,6 +278,8 @@ json parse_json_body(std::string_view body, int max_depth) {
     } catch (const json::exception& e) {  // a syntax error, or a number past double's range (1e400)
         // The library's message quotes the token it stopped at, which may be megabytes long.
         std::string what = e.what();
+        // Without the library's tag ("[json.exception.parse_error.101] "): the client needs where and why.
+        if (what.rfind("[json.exception.", 0) == 0 && what.find("] ") != std::string::npos) what.erase(0, what.find("] ") + 2);
         if (what.size() > 200) what = what.substr(0, 197) + "...";
         throw ApiError(400, "invalid JSON body: " + what);  // invalid UTF-8 in it is replaced when the error is written
     }

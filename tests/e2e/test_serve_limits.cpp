@@ -275,6 +275,64 @@ private slots:
         expectServing();
     }
 
+    // Range is ignored, as vLLM ignores it: a completion is whole JSON (not a 21-byte slice), and 1,024
+    // ranges of /metrics are one ordinary reply (not a 29 MB multipart body that 8 clients who never read
+    // it held the control workers with).
+    void rangeHeadersAreIgnored() {
+        std::string ranges = "bytes=0-";
+        for (int i = 0; i < 1023; ++i) ranges += ",0-";
+        const int fd = connect_loopback(port_);
+        QVERIFY(fd >= 0);
+        QVERIFY(send_all(fd, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\nRange: " + ranges + "\r\n\r\n"));
+        std::string answer;
+        QCOMPARE(raw_status(fd, &answer), 200);
+        ::close(fd);
+        QVERIFY2(answer.find("multipart/byteranges") == std::string::npos, answer.substr(0, 300).c_str());
+        QVERIFY2(answer.size() < 1000000, qPrintable(QString::number(answer.size())));
+        const std::string body = R"({"prompt": "Once upon a time", "max_tokens": 4})";
+        const int fd2 = connect_loopback(port_);
+        QVERIFY(fd2 >= 0);
+        QVERIFY(send_all(fd2, "POST /v1/completions HTTP/1.1\r\nHost: x\r\n" + kAuth.toStdString() +
+                                  "Connection: close\r\nRange: bytes=0-20\r\nContent-Type: application/json\r\n"
+                                  "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body));
+        QCOMPARE(raw_status(fd2, &answer), 200);
+        ::close(fd2);
+        const size_t start = answer.find("\r\n\r\n");
+        QVERIFY(start != std::string::npos);
+        QVERIFY2(json::accept(answer.substr(start + 4)), answer.c_str());
+        QVERIFY(answer.find("Content-Range") == std::string::npos);
+    }
+
+    // Request framing as RFC 9112 asks of a server, answered at once and closed: a POST without a length
+    // (read until the client closed: nothing for --body-timeout seconds), both framings at once, two
+    // lengths, a signed length, a coding other than chunked. Each would let a request hide another
+    // behind a proxy that frames it differently.
+    void ambiguousFramingIsRefused_data() {
+        QTest::addColumn<QByteArray>("headers");
+        QTest::addColumn<int>("status");
+        QTest::newRow("no length") << QByteArray("") << 411;
+        QTest::newRow("length and chunked") << QByteArray("Content-Length: 2\r\nTransfer-Encoding: chunked\r\n") << 400;
+        QTest::newRow("two lengths") << QByteArray("Content-Length: 2\r\nContent-Length: 40\r\n") << 400;
+        QTest::newRow("signed length") << QByteArray("Content-Length: +2\r\n") << 400;
+        QTest::newRow("gzip coding") << QByteArray("Transfer-Encoding: gzip\r\n") << 501;
+        QTest::newRow("chunked, identity") << QByteArray("Transfer-Encoding: chunked, identity\r\n") << 501;
+    }
+    void ambiguousFramingIsRefused() {
+        QFETCH(QByteArray, headers);
+        QFETCH(int, status);
+        const auto start = std::chrono::steady_clock::now();
+        const int fd = connect_loopback(port_);
+        QVERIFY(fd >= 0);
+        QVERIFY(send_all(fd, "POST /v1/completions HTTP/1.1\r\nHost: x\r\n" + kAuth.toStdString() + headers.toStdString() +
+                                 "\r\n{}"));
+        std::string answer;
+        QCOMPARE(raw_status(fd, &answer), status);  // and the server closed the connection
+        ::close(fd);
+        QVERIFY2(seconds_since(start) < 5, qPrintable(QString::number(seconds_since(start))));
+        QVERIFY2(answer.find("\"error\"") != std::string::npos, answer.c_str());
+        expectServing();
+    }
+
     // Several requests on one connection, each answered in turn.
     void keepAliveCarriesSeveralRequests() {
         const int fd = connect_loopback(port_);
