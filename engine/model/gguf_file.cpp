@@ -410,6 +410,20 @@ int64_t GgufFile::get_int_or(std::string_view key, int64_t fallback) const {
     return v->i;
 }
 
+int32_t GgufFile::get_i32(std::string_view key) const {
+    if (!find(key)) throw_missing(path(), key);
+    return get_i32_or(key, 0);
+}
+
+int32_t GgufFile::get_i32_or(std::string_view key, int32_t fallback) const {
+    const int64_t v = get_int_or(key, fallback);
+    // A u64 of 2^32 + 64 cast to int would be 64: a model of other shapes than the file declares.
+    if (v < INT32_MIN || v > INT32_MAX)
+        throw BadInput(path() + ": metadata key '" + std::string(key) + "' = " + std::to_string(v) +
+                       " is out of range (a 32-bit integer)");
+    return static_cast<int32_t>(v);
+}
+
 double GgufFile::get_float(std::string_view key) const {
     if (!find(key)) throw_missing(path(), key);
     return get_float_or(key, 0);

@@ -75,11 +75,15 @@ public:
     // The *_or getters return the fallback when the key is absent; all getters throw BadInput
     // "<path>: missing metadata key '<key>'" when a required key is absent, and
     // "<path>: metadata key '<key>' has type X, expected Y" when it has the wrong type.
-    // get_int takes integer types; get_float takes float and integer types; get_bool_or takes BOOL.
+    // get_int takes integer types; get_i32 those whose value fits 32 bits (every count, size and token id
+    // of a model; BadInput naming the key past that); get_float takes float and integer types; get_bool_or
+    // takes BOOL.
     std::string get_string(std::string_view key) const;
     std::string get_string_or(std::string_view key, std::string fallback) const;
     int64_t get_int(std::string_view key) const;
     int64_t get_int_or(std::string_view key, int64_t fallback) const;
+    int32_t get_i32(std::string_view key) const;
+    int32_t get_i32_or(std::string_view key, int32_t fallback) const;
     double get_float(std::string_view key) const;
     double get_float_or(std::string_view key, double fallback) const;
     bool get_bool_or(std::string_view key, bool fallback) const;

@@ -37,12 +37,12 @@ TokenizerVocab vocab_from_gguf(const GgufFile& g) {
         v.merges = merges->strings;
     }
     v.pre_tokenizer = g.get_string_or("tokenizer.ggml.pre", "");
-    v.bos_id = static_cast<int32_t>(g.get_int_or("tokenizer.ggml.bos_token_id", -1));
-    v.eos_id = static_cast<int32_t>(g.get_int_or("tokenizer.ggml.eos_token_id", -1));
-    v.unk_id = static_cast<int32_t>(g.get_int_or("tokenizer.ggml.unknown_token_id", -1));
-    v.pad_id = static_cast<int32_t>(g.get_int_or("tokenizer.ggml.padding_token_id", -1));
+    v.bos_id = g.get_i32_or("tokenizer.ggml.bos_token_id", -1);
+    v.eos_id = g.get_i32_or("tokenizer.ggml.eos_token_id", -1);
+    v.unk_id = g.get_i32_or("tokenizer.ggml.unknown_token_id", -1);
+    v.pad_id = g.get_i32_or("tokenizer.ggml.padding_token_id", -1);
     for (const char* key : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"})
-        if (int64_t id = g.get_int_or(key, -1); id >= 0 && id != v.eos_id) v.extra_eos_ids.push_back(static_cast<int32_t>(id));
+        if (int64_t id = g.get_i32_or(key, -1); id >= 0 && id != v.eos_id) v.extra_eos_ids.push_back(static_cast<int32_t>(id));
     // llama.cpp's defaults: SentencePiece vocabs add BOS and a space prefix, byte-level ones neither.
     const bool spm = v.kind == TokenizerKind::SentencePieceBpe;
     v.add_bos = g.get_bool_or("tokenizer.ggml.add_bos_token", spm);

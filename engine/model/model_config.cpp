@@ -2,10 +2,12 @@
 
 #include "model/gguf_file.h"
 #include "util/errors.h"
+#include "util/mapped_file.h"
 
 #include <cmath>
 #include <cstring>
-#include <fstream>
+#include <limits>
+#include <type_traits>
 #include <nlohmann/json.hpp>
 
 namespace kvscope {
@@ -45,6 +47,19 @@ void ModelConfig::validate(const std::string& source) const {
                  std::to_string(rope_scaling.long_factor.size()));
     for (const auto* factors : {&rope_scaling.short_factor, &rope_scaling.long_factor})
         for (float f : *factors) need(f > 0 && std::isfinite(f), "rope_scaling factors must be positive");
+    // The frequencies divide by these (a factor of 0 or NaN gave NaN logits from GGUF, which had no check).
+    if (rope_scaling.type == "linear" || rope_scaling.type == "llama3")
+        need(rope_scaling.factor > 0 && std::isfinite(rope_scaling.factor),
+             "rope_scaling factor must be positive, got " + std::to_string(rope_scaling.factor));
+    if (rope_scaling.type == "llama3")
+        need(rope_scaling.low_freq_factor > 0 && rope_scaling.high_freq_factor > rope_scaling.low_freq_factor &&
+                 std::isfinite(rope_scaling.high_freq_factor),
+             "rope_scaling llama3 needs 0 < low_freq_factor < high_freq_factor, got " +
+                 std::to_string(rope_scaling.low_freq_factor) + " and " + std::to_string(rope_scaling.high_freq_factor));
+    if (rope_scaling.type == "llama3" || rope_scaling.type == "longrope")
+        need(rope_scaling.original_max_position_embeddings > 0,
+             "rope_scaling original_max_position_embeddings must be positive, got " +
+                 std::to_string(rope_scaling.original_max_position_embeddings));
     need(vocab_size > 0, "vocab_size must be positive");
     need(hidden_size > 0, "hidden_size must be positive");
     need(intermediate_size > 0, "intermediate_size must be positive");
@@ -110,10 +125,10 @@ std::vector<float> ModelConfig::rope_inv_freq(int max_model_len) const {
 namespace {
 
 json read_json_file(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw BadInput(path + ": cannot open");
+    const MappedFile file(path);  // a regular file, or BadInput naming it (a directory, a FIFO, a device)
+    const char* text = file.size() ? reinterpret_cast<const char*>(file.data()) : "";
     try {
-        return json::parse(in);
+        return json::parse(text, text + file.size());
     } catch (const json::exception& e) {
         throw BadInput(path + ": invalid JSON: " + e.what());
     }
@@ -125,6 +140,21 @@ T get_field(const json& j, const std::string& path, const char* key, T fallback,
     if (it == j.end() || it->is_null()) {
         if (required) throw BadInput(path + ": missing field '" + key + "'");
         return fallback;
+    }
+    if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
+        // nlohmann converts true to 1, 4.9 to 4 and 2^32 + 64 to 64 when asked for an int: a config with
+        // such a value would load as a model of other shapes. Numbers only, whole where T is, in T's range.
+        const bool whole = it->is_number_integer() || (it->is_number_float() && std::isfinite(it->get<double>()) &&
+                                                       it->get<double>() == std::floor(it->get<double>()));
+        if (!it->is_number() || (std::is_integral_v<T> && !whole))
+            throw BadInput(path + ": field '" + key + "' must be " + (std::is_integral_v<T> ? "a whole number" : "a number") +
+                           ", got " + it->dump().substr(0, 40));
+        if constexpr (std::is_integral_v<T>) {
+            const bool fits = it->is_number_unsigned() ? it->get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+                                                       : it->get<double>() >= static_cast<double>(std::numeric_limits<T>::min()) &&
+                                                             it->get<double>() <= static_cast<double>(std::numeric_limits<T>::max());
+            if (!fits) throw BadInput(path + ": field '" + key + "' = " + it->dump().substr(0, 40) + " is out of range");
+        }
     }
     try {
         return it->get<T>();
@@ -281,7 +311,7 @@ static void read_gemma_gguf(const GgufFile& g, ModelConfig& c) {
     c.query_pre_attn_scalar = is_27b ? static_cast<float>(c.hidden_size / c.num_heads) : static_cast<float>(c.head_dim);
     c.attn_logit_softcapping = g2 ? static_cast<float>(g.get_float_or(p + "attn_logit_softcapping", 50.0)) : 0.0f;
     c.final_logit_softcapping = static_cast<float>(g.get_float_or(p + "final_logit_softcapping", g2 ? 30.0 : 0.0));
-    c.sliding_window = static_cast<int>(g.get_int_or(p + "attention.sliding_window", g2 ? 4096 : 0));
+    c.sliding_window = g.get_i32_or(p + "attention.sliding_window", g2 ? 4096 : 0);
     if (c.sliding_window <= 0) return;  // Gemma 3 without a window: every layer global
     c.sliding_layers.assign(std::max(0, c.num_layers), false);
     const GgufValue* pattern = g.find(p + "attention.sliding_window_pattern");
@@ -307,13 +337,13 @@ ModelConfig config_from_gguf(const GgufFile& g) {
                        "' is not supported (supported: llama, qwen2, qwen3, phi3, gemma2, gemma3)");
     c.architecture = arch;
     const std::string p = arch + ".";
-    c.hidden_size = static_cast<int>(g.get_int(p + "embedding_length"));
-    c.intermediate_size = static_cast<int>(g.get_int(p + "feed_forward_length"));
-    c.num_layers = static_cast<int>(g.get_int(p + "block_count"));
-    c.num_heads = static_cast<int>(g.get_int(p + "attention.head_count"));
-    c.num_kv_heads = static_cast<int>(g.get_int_or(p + "attention.head_count_kv", c.num_heads));
-    c.head_dim = static_cast<int>(g.get_int_or(p + "attention.key_length", c.num_heads ? c.hidden_size / c.num_heads : 0));
-    c.max_position_embeddings = static_cast<int>(g.get_int_or(p + "context_length", 2048));
+    c.hidden_size = g.get_i32(p + "embedding_length");
+    c.intermediate_size = g.get_i32(p + "feed_forward_length");
+    c.num_layers = g.get_i32(p + "block_count");
+    c.num_heads = g.get_i32(p + "attention.head_count");
+    c.num_kv_heads = g.get_i32_or(p + "attention.head_count_kv", c.num_heads);
+    c.head_dim = g.get_i32_or(p + "attention.key_length", c.num_heads ? c.hidden_size / c.num_heads : 0);
+    c.max_position_embeddings = g.get_i32_or(p + "context_length", 2048);
     const bool gemma = arch == "gemma2" || arch == "gemma3";
     c.rms_norm_eps = static_cast<float>(g.get_float_or(p + "attention.layer_norm_rms_epsilon", gemma ? 1e-6 : 1e-5));
     c.rope_theta = static_cast<float>(g.get_float_or(p + "rope.freq_base", 10000.0));
@@ -345,7 +375,7 @@ ModelConfig config_from_gguf(const GgufFile& g) {
             std::memcpy(out->data(), t->data, out->size() * sizeof(float));  // GGUF aligns data to 32 bytes
         }
         c.rope_scaling.original_max_position_embeddings =
-            static_cast<int>(g.get_int_or(p + "rope.scaling.original_context_length", c.max_position_embeddings));
+            g.get_i32_or(p + "rope.scaling.original_context_length", c.max_position_embeddings);
         c.rope_scaling.attention_factor =
             static_cast<float>(g.get_float_or(p + "rope.scaling.attn_factor", longrope_attention_factor(c)));
     }
@@ -353,13 +383,13 @@ ModelConfig config_from_gguf(const GgufFile& g) {
     c.tie_word_embeddings = out == nullptr;
     if (const GgufValue* toks = g.find("tokenizer.ggml.tokens"))
         c.vocab_size = static_cast<int>(toks->strings.size());
-    c.vocab_size = static_cast<int>(g.get_int_or(p + "vocab_size", c.vocab_size));
+    c.vocab_size = g.get_i32_or(p + "vocab_size", c.vocab_size);
     if (const GgufTensorInfo* emb = g.find_tensor("token_embd.weight"); emb && emb->dims.size() == 2)
         c.vocab_size = static_cast<int>(emb->dims[1]);
-    c.bos_token_id = static_cast<int32_t>(g.get_int_or("tokenizer.ggml.bos_token_id", -1));
-    if (int64_t eos = g.get_int_or("tokenizer.ggml.eos_token_id", -1); eos >= 0)
+    c.bos_token_id = g.get_i32_or("tokenizer.ggml.bos_token_id", -1);
+    if (int64_t eos = g.get_i32_or("tokenizer.ggml.eos_token_id", -1); eos >= 0)
         c.eos_token_ids.push_back(static_cast<int32_t>(eos));
-    if (int64_t eot = g.get_int_or("tokenizer.ggml.eot_token_id", -1); eot >= 0 && eot != g.get_int_or("tokenizer.ggml.eos_token_id", -1))
+    if (int64_t eot = g.get_i32_or("tokenizer.ggml.eot_token_id", -1); eot >= 0 && eot != g.get_i32_or("tokenizer.ggml.eos_token_id", -1))
         c.eos_token_ids.push_back(static_cast<int32_t>(eot));
     c.validate(g.path());
     return c;

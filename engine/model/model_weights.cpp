@@ -6,6 +6,7 @@
 #include "util/errors.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <optional>
 #include <thread>
@@ -145,7 +146,25 @@ void bind_all(const WeightBinder& b, const TensorNames& names, const ModelConfig
 
 }  // namespace
 
+namespace {
+// A tensor of a layer past the declared count (blk.5.* with block_count 5) means the config and the weights
+// disagree: running the declared layers would silently drop the rest (llama.cpp refuses such files).
+template <class Tensors>
+void check_layers_declared(const Tensors& tensors, const std::string& prefix, const ModelConfig& c, const std::string& source) {
+    for (const auto& t : tensors) {
+        if (t.name.rfind(prefix, 0) != 0) continue;
+        const char* digits = t.name.c_str() + prefix.size();
+        char* end = nullptr;
+        const long layer = std::strtol(digits, &end, 10);
+        if (end != digits && *end == '.' && layer >= c.num_layers)
+            throw BadInput(source + ": tensor '" + t.name + "' belongs to layer " + std::to_string(layer) +
+                           ", but the model declares " + std::to_string(c.num_layers) + " layers");
+    }
+}
+}  // namespace
+
 ModelWeights load_weights_gguf(std::shared_ptr<const GgufFile> gguf, const ModelConfig& config) {
+    check_layers_declared(gguf->tensors(), "blk.", config, gguf->path());
     ModelWeights w;
     w.storage.push_back(gguf);
     WeightBinder binder(
@@ -176,6 +195,7 @@ ModelWeights load_weights_gguf(std::shared_ptr<const GgufFile> gguf, const Model
 
 ModelWeights load_weights_safetensors(std::shared_ptr<const SafetensorsModel> st, const ModelConfig& config,
                                       const std::string& source) {
+    check_layers_declared(st->tensors(), "model.layers.", config, source);
     ModelWeights w;
     w.storage.push_back(st);
     WeightBinder binder(

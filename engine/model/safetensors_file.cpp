@@ -175,6 +175,10 @@ SafetensorsModel SafetensorsModel::open(const std::string& path) {
         for (const auto& [name, shard] : weight_map.items()) {
             if (!shard.is_string()) fail(ipath, "weight_map entry '" + name + "' is not a file name");
             const std::string s = shard.get<std::string>();
+            // A shard is a file of the model's directory: an absolute path or ../ would read any file.
+            if (s.empty() || fs::path(s).filename() != fs::path(s) || s == "." || s == "..")
+                fail(ipath, "weight_map entry '" + name + "' names '" + s.substr(0, 200) +
+                                "', not a file name in the model's directory");
             if (!fs::is_regular_file(dir / s, ec))
                 fail(ipath, "weight_map entry '" + name + "' points to missing shard '" + s + "'");
             shards.insert(s);

@@ -6,12 +6,11 @@
 #include "model/tokenizer_byte_level.h"
 #include "model/tokenizer_hf_json.h"
 #include "util/errors.h"
+#include "util/mapped_file.h"
 #include "util/utf8.h"
 
 #include <algorithm>
-#include <fstream>
 #include <optional>
-#include <sstream>
 
 namespace kvscope {
 
@@ -34,12 +33,8 @@ std::optional<uint8_t> parse_byte_piece(std::string_view piece) {
 }
 
 std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw BadInput(path + ": cannot be opened");
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (in.bad()) throw BadInput(path + ": read failed");
-    return text.str();
+    const MappedFile file(path);  // a regular file, or BadInput naming it (a symlink to /dev/urandom, a FIFO)
+    return file.size() ? std::string(reinterpret_cast<const char*>(file.data()), file.size()) : std::string();
 }
 
 std::string replace_all(std::string_view text, std::string_view from, std::string_view to) {

@@ -314,6 +314,53 @@ private slots:
         QCOMPARE(max_abs_diff(test::prefill_logits(*m1, sequence(), 0), test::prefill_logits(*m2, sequence(), 0)), 0.0);
     }
 
+    // A config that disagrees with its weights or holds values the loader would have to bend is refused,
+    // naming the field: fewer layers than the weights hold (one was dropped), numbers that are not whole
+    // or not 32-bit (nlohmann reads true as 1, 4.9 as 4, 2^32 + 64 as 64), RoPE scaling that divides by
+    // zero (NaN logits), a shard named outside the directory, a config.json that is not a file.
+    void configMustDescribeItsWeights_data() {
+        QTest::addColumn<QString>("edit");
+        QTest::addColumn<QString>("expected");
+        QTest::newRow("fewer layers") << R"({"num_hidden_layers": 1})" << "belongs to layer 1";
+        QTest::newRow("layers true") << R"({"num_hidden_layers": true})" << "must be a whole number";
+        QTest::newRow("hidden 64.5") << R"({"hidden_size": 64.5})" << "must be a whole number";
+        QTest::newRow("hidden 2^32+64") << R"({"hidden_size": 4294967360})" << "out of range";
+        QTest::newRow("llama3 zeros")
+            << R"({"rope_scaling": {"rope_type": "llama3", "factor": 8, "low_freq_factor": 0, "high_freq_factor": 0,
+                   "original_max_position_embeddings": 64}})"
+            << "low_freq_factor";
+        QTest::newRow("shard outside") << "index" << "not a file name in the model's directory";
+        QTest::newRow("config is a directory") << "directory" << "not a regular file";
+    }
+    void configMustDescribeItsWeights() {
+        QFETCH(QString, edit);
+        QFETCH(QString, expected);
+        QTemporaryDir dir;
+        test::RandomModelShape s;
+        const std::string path = dir.filePath("m").toStdString();
+        test::write_random_hf(path, s, 3);
+        QVERIFY(load_model(path));
+        if (edit == "index") {
+            std::ofstream(path + "/model.safetensors.index.json")
+                << nlohmann::json{{"weight_map", {{"model.norm.weight", "../m/model.safetensors"}}}}.dump();
+        } else if (edit == "directory") {
+            std::filesystem::remove(path + "/config.json");
+            std::filesystem::create_directory(path + "/config.json");
+        } else {
+            nlohmann::json config;
+            std::ifstream(path + "/config.json") >> config;
+            config.merge_patch(nlohmann::json::parse(edit.toStdString()));
+            std::ofstream(path + "/config.json") << config.dump();
+        }
+        QString error;
+        try {
+            load_model(path);
+        } catch (const BadInput& e) {
+            error = e.what();
+        }
+        QVERIFY2(error.contains(expected), qPrintable(error.isEmpty() ? "loaded" : error));
+    }
+
     // Llama 3.1 RoPE scaling, against the formula of transformers' _compute_llama3_parameters.
     void llama3RopeScaling() {
         ModelConfig c = dummy_preset_config("llama-1b");

@@ -151,6 +151,11 @@ private slots:
         QCOMPARE(g.get_int("u32"), int64_t(4000000000u));
         QCOMPARE(g.get_float("u32"), 4e9);  // integers convert to float on request
         QCOMPARE(g.get_int("i32"), int64_t(-7));
+        // A model's counts and ids are 32-bit: past that, named, not wrapped (2^40 cast to int is 0).
+        QCOMPARE(g.get_i32("i32"), -7);
+        QCOMPARE(g.get_i32_or("absent", 9), 9);
+        QVERIFY_THROWS_EXCEPTION(BadInput, g.get_i32("u64"));
+        QVERIFY_THROWS_EXCEPTION(BadInput, g.get_i32("u32"));
         QCOMPARE(g.get_float("f32"), 0.25);
         QCOMPARE(g.get_bool_or("yes", false), true);
         QCOMPARE(g.get_bool_or("no", true), false);
