@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <poll.h>
@@ -88,6 +89,29 @@ void HttpConnection::compact() {
 
 bool HttpConnection::has_whole_head() const {
     return std::string_view(buffer).substr(read_pos).find("\r\n\r\n") != std::string_view::npos;
+}
+
+size_t HttpConnection::request_bytes(size_t max_body) const {
+    const std::string_view pending = std::string_view(buffer).substr(read_pos);
+    const size_t end = pending.find("\r\n\r\n");
+    if (end == std::string_view::npos) return 0;
+    const size_t head = end + 4;
+    // The one Content-Length line, by a case-insensitive search; anything unusual (two of them, no digits)
+    // is the worker's to refuse, with the head alone.
+    std::string lower(pending.substr(0, head));
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+    // A client that sent Expect: 100-continue (curl, for bodies past 1 KB) waits for the worker's 100 before
+    // sending its body: held here for the body, it would stall a second.
+    if (lower.find("\r\nexpect:") != std::string::npos) return head;
+    const size_t at = lower.find("\r\ncontent-length:");
+    if (at == std::string::npos || lower.find("\r\ncontent-length:", at + 1) != std::string::npos) return head;
+    size_t i = at + 17;
+    while (i < lower.size() && (lower[i] == ' ' || lower[i] == '\t')) ++i;
+    size_t length = 0, digits = 0;
+    for (; i < lower.size() && std::isdigit(static_cast<unsigned char>(lower[i])) && digits < 12; ++i, ++digits)
+        length = length * 10 + static_cast<size_t>(lower[i] - '0');
+    if (digits == 0 || length > max_body) return head;
+    return head + length;
 }
 
 bool HttpConnection::receive_available(size_t limit) {

@@ -38,6 +38,11 @@ struct HttpConnection {
     void compact();
     // True when the buffered bytes hold a whole request head (up to the blank line).
     bool has_whole_head() const;
+    // With a whole head: the bytes of the whole request when it declares one Content-Length of at most
+    // max_body (head + body), else the head's alone (a chunked or larger body, or one the client sends only
+    // after a 100 Continue, is read by the worker).
+    // 0 without a whole head.
+    size_t request_bytes(size_t max_body) const;
     // Receives what the socket has without blocking (at most `limit` buffered bytes); with TLS it
     // first advances the handshake. Returns false when the peer closed or the socket or TLS failed.
     bool receive_available(size_t limit);
@@ -61,6 +66,7 @@ struct HttpConnection {
     int num_requests = 0;               // served on this connection so far
     HttpClock::time_point deadline{};   // while held by the gate: when to give up on it
     bool head_started = false;          // the gate saw a byte of the next request
+    bool body_started = false;          // the gate has the head and waits for the body
     SSL* ssl = nullptr;                 // the TLS session, or null for plain HTTP
     std::string tls_error;              // why the TLS session failed (logged once)
 };

@@ -93,12 +93,15 @@ void HttpConnectionGate::admit_incoming() {
     for (auto& conn : batch) {
         // TLS may hold a pipelined request's bytes already decrypted, which epoll cannot see.
         if (conn->has_pending()) conn->receive_available(limits_.max_header_bytes + 1);
-        if (conn->has_whole_head()) {  // a pipelined request: no need to wait
-            dispatch_(std::move(conn));
+        if (const size_t need = conn->request_bytes(gate_body_bytes()); need && conn->num_buffered() >= need) {
+            dispatch_(std::move(conn));  // a pipelined request: no need to wait
             continue;
         }
         conn->head_started = conn->num_buffered() > 0;
-        conn->deadline = http_deadline(conn->head_started ? limits_.header_timeout_s : limits_.keep_alive_timeout_s);
+        conn->body_started = conn->has_whole_head();
+        conn->deadline = http_deadline(conn->body_started   ? limits_.body_timeout_s
+                                       : conn->head_started ? limits_.header_timeout_s
+                                                            : limits_.keep_alive_timeout_s);
         const int fd = conn->fd;
         epoll_event ev{};
         ev.events = EPOLLIN | EPOLLRDHUP;
@@ -116,9 +119,15 @@ void HttpConnectionGate::on_readable(int fd) {
     auto it = held_.find(fd);
     if (it == held_.end()) return;
     HttpConnection& conn = *it->second;
-    // One byte past the limit tells "too large" from "exactly full".
-    const bool open = conn.receive_available(limits_.max_header_bytes + 1);
-    if (conn.has_whole_head()) {
+    // One byte past the limit tells "too large" from "exactly full". With a whole head, what the request
+    // declares: its body is read here too, so a client that sends a head and then trickles (or never
+    // sends) its body holds a socket, never a generation worker (520 such clients stalled every
+    // completion for --body-timeout seconds).
+    size_t need = conn.request_bytes(gate_body_bytes());
+    bool open = conn.receive_available(need ? need : limits_.max_header_bytes + 1);
+    if (!need && (need = conn.request_bytes(gate_body_bytes())) && open && conn.num_buffered() < need)
+        open = conn.receive_available(need);  // the head completed in this read: its body may be there too
+    if (need && conn.num_buffered() >= need) {
         std::unique_ptr<HttpConnection> ready = std::move(it->second);
         ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
         held_.erase(it);
@@ -129,6 +138,13 @@ void HttpConnectionGate::on_readable(int fd) {
     if (!open) {  // gone before a whole request: nothing to answer
         if (!conn.tls_error.empty()) std::fprintf(stderr, "kvscope serve: %s: %s\n", conn.remote_ip.c_str(), conn.tls_error.c_str());
         release(fd);
+        return;
+    }
+    if (need) {
+        if (!conn.body_started) {  // the body's clock starts with the whole head
+            conn.body_started = true;
+            conn.deadline = http_deadline(limits_.body_timeout_s);
+        }
         return;
     }
     if (conn.num_buffered() > limits_.max_header_bytes) {
@@ -148,7 +164,7 @@ void HttpConnectionGate::expire() {
     for (const auto& [fd, conn] : held_)
         if (conn->deadline <= now) late.push_back(fd);
     for (int fd : late) {
-        if (held_.at(fd)->head_started) reject(fd, "408 Request Timeout");
+        if (held_.at(fd)->head_started || held_.at(fd)->body_started) reject(fd, "408 Request Timeout");
         else release(fd);  // an idle keep-alive connection: close it quietly
     }
 }

@@ -1,14 +1,17 @@
 // HttpConnectionGate: where kvscope-cli serve keeps client connections that have no whole request yet:
 // new ones, and kept-alive ones between requests. One thread watches them all with epoll and hands a
-// connection to `dispatch` once its buffered bytes hold a whole request head. A connection that sends
-// nothing for keep_alive_timeout_s, or whose head takes longer than header_timeout_s or grows past
-// max_header_bytes, is answered (408 / 431) and closed. So idle and one-byte-a-second clients cost a
-// socket and a few KB each, never a worker thread: they cannot starve /health or generation.
+// connection to `dispatch` once its buffered bytes hold a whole request: the head, and the body where it
+// declares a Content-Length of up to 1 MiB (chunked and larger bodies are read by the worker). A
+// connection that sends nothing for keep_alive_timeout_s, whose head takes longer than header_timeout_s
+// or grows past max_header_bytes, or whose body takes longer than body_timeout_s, is answered (408 / 431)
+// and closed. So idle and one-byte-a-second clients cost a socket and the bytes they sent, never a worker
+// thread: they cannot starve /health or generation.
 #pragma once
 
 #include "http_connection.h"
 #include "serve_limits.h"
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -43,6 +46,9 @@ private:
     void expire();
     void release(int fd);                     // stop watching and close
     void reject(int fd, const char* status);  // a canned response, then release
+    // Bodies up to this size are read by the gate before a worker gets the request (larger and chunked ones
+    // by the worker, under --body-timeout): what one held connection may buffer.
+    size_t gate_body_bytes() const { return std::min<size_t>(limits_.max_body_bytes, 1 << 20); }
 
     const HttpLimits& limits_;
     Dispatch dispatch_;

@@ -288,10 +288,15 @@ GgufFile GgufFile::open(const std::string& path) {
         r.fail("tensor count " + std::to_string(tensor_count) + " exceeds what the file can hold (size " +
                std::to_string(g.file_.size()) + ")");
 
+    std::string previous;  // a key that cannot be read is named by the one before it, whose length may be what lied
     for (uint64_t k = 0; k < kv_count; ++k) {
-        std::string key = r.read_string("metadata key #" + std::to_string(k));
+        const std::string where =
+            "metadata key #" + std::to_string(k) + (previous.empty() ? "" : " (the one after '" + previous + "')");
+        std::string key = r.read_string(where);
         GgufValue value = read_value(r, key);
-        if (!g.metadata_.emplace(key, std::move(value)).second) r.fail("duplicate metadata key '" + key + "'");
+        if (!g.metadata_.emplace(key, std::move(value)).second)
+            r.fail("duplicate metadata key '" + key.substr(0, 200) + "' (" + where + ")");
+        previous = key.substr(0, 200);
     }
 
     // Alignment comes from metadata and governs where the data section starts.

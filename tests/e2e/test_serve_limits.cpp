@@ -190,6 +190,34 @@ private slots:
         QVERIFY2(small.stop(&error), error.constData());
     }
 
+    // Clients that send a whole head and then none of the body they declared are held by the gate, not by
+    // generation workers (a second server with --http-threads 2): a completion answers at once beside 8 of
+    // them, and they get 408 when --body-timeout runs out. Before, they took every worker until then.
+    void bodilessClientsDoNotHoldWorkers() {
+        ServeProcess small;
+        QByteArray error;
+        QVERIFY2(small.start({"--model", model_path(), "--max-model-len", "512", "--http-threads", "2", "--body-timeout", "3"},
+                             &error),
+                 error.constData());
+        std::vector<int> stalled;
+        for (int i = 0; i < 8; ++i) {
+            const int fd = connect_loopback(small.port());
+            QVERIFY(fd >= 0);
+            QVERIFY(send_all(fd, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                 "Content-Length: 100\r\n\r\n{\"prompt\""));
+            stalled.push_back(fd);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the gate has them all
+        const auto t = std::chrono::steady_clock::now();
+        const Reply r = post(small.port(), "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 8}});
+        QVERIFY2(r.status == 200, r.body.constData());
+        QVERIFY2(seconds_since(t) < 2.0, qPrintable(QString::number(seconds_since(t))));
+        std::string answer;
+        QCOMPARE(raw_status(stalled.front(), &answer), 408);
+        for (int fd : stalled) ::close(fd);
+        QVERIFY2(small.stop(&error), error.constData());
+    }
+
     // Oversized prompts are refused before they are tokenized, and leave no memory behind.
     void hugePromptsAreRefusedWithoutKeepingMemory() {
         expectServing();
