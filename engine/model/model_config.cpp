@@ -249,7 +249,19 @@ ModelConfig config_from_hf_json(const std::string& path) {
     c.tie_word_embeddings = get_field<bool>(j, path, "tie_word_embeddings", gemma, false);  // Gemma ties by default
     c.attention_bias = c.architecture == "qwen2" || get_field<bool>(j, path, "attention_bias", false, false);
     c.qk_norm = c.architecture == "qwen3" || c.architecture == "gemma3";
-    if (gemma) read_gemma_hf(j, path, c);
+    if (gemma) {
+        read_gemma_hf(j, path, c);
+    } else {
+        // The other families gate with SiLU and have no MLP biases: a config saying otherwise describes a
+        // model this forward pass would compute wrongly (it ran SiLU for "gelu" without a word).
+        for (const char* key : {"hidden_act", "hidden_activation"}) {
+            const std::string act = get_field<std::string>(j, path, key, "silu", false);
+            if (act != "silu" && act != "swish")
+                throw BadInput(path + ": " + key + " '" + act.substr(0, 40) + "' is not supported for " + model_type + " (silu)");
+        }
+        if (get_field<bool>(j, path, "mlp_bias", false, false))
+            throw BadInput(path + ": mlp_bias is not supported (MLP projections without biases)");
+    }
     if (model_type == "mistral") {
         // Mistral's sliding_window (4096 in 7B v0.1, null from v0.2 on) windows every layer, as vLLM and
         // HF's MistralAttention apply it. (llama.cpp ignores it: its llama architecture reads no window
@@ -330,6 +342,11 @@ static void read_gemma_gguf(const GgufFile& g, ModelConfig& c) {
 }
 
 ModelConfig config_from_gguf(const GgufFile& g) {
+    // One shard of a split file (llama-gguf-split) holds a part of the tensors, and only the first the
+    // metadata: said so, rather than a missing tensor or key.
+    if (const int32_t shards = g.get_i32_or("split.count", 1); shards > 1)
+        throw BadInput(g.path() + ": shard " + std::to_string(g.get_i32_or("split.no", 0) + 1) + " of " + std::to_string(shards) +
+                       " of a split GGUF; kvscope reads one file: merge the shards first (llama-gguf-split --merge FIRST OUT)");
     ModelConfig c;
     const std::string arch = g.get_string("general.architecture");
     if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "phi3" && arch != "gemma2" && arch != "gemma3")
@@ -344,6 +361,10 @@ ModelConfig config_from_gguf(const GgufFile& g) {
     c.num_kv_heads = g.get_i32_or(p + "attention.head_count_kv", c.num_heads);
     c.head_dim = g.get_i32_or(p + "attention.key_length", c.num_heads ? c.hidden_size / c.num_heads : 0);
     c.max_position_embeddings = g.get_i32_or(p + "context_length", 2048);
+    // RoPE turns the whole head here; a file that turns part of it (partial rotary) is another model.
+    if (const int32_t rot = g.get_i32_or(p + "rope.dimension_count", c.head_dim); rot != c.head_dim)
+        throw BadInput(g.path() + ": " + p + "rope.dimension_count " + std::to_string(rot) + " is not supported (RoPE over the whole head_dim " +
+                       std::to_string(c.head_dim) + ")");
     const bool gemma = arch == "gemma2" || arch == "gemma3";
     c.rms_norm_eps = static_cast<float>(g.get_float_or(p + "attention.layer_norm_rms_epsilon", gemma ? 1e-6 : 1e-5));
     c.rope_theta = static_cast<float>(g.get_float_or(p + "rope.freq_base", 10000.0));

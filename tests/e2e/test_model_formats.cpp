@@ -8,6 +8,7 @@
 #include "naive_forward.h"
 #include "random_model.h"
 
+#include "model/gguf_writer.h"
 #include "util/errors.h"
 
 #include <QTemporaryDir>
@@ -329,6 +330,8 @@ private slots:
             << R"({"rope_scaling": {"rope_type": "llama3", "factor": 8, "low_freq_factor": 0, "high_freq_factor": 0,
                    "original_max_position_embeddings": 64}})"
             << "low_freq_factor";
+        QTest::newRow("gelu for llama") << R"({"hidden_act": "gelu"})" << "hidden_act 'gelu' is not supported";
+        QTest::newRow("mlp_bias") << R"({"mlp_bias": true})" << "mlp_bias is not supported";
         QTest::newRow("shard outside") << "index" << "not a file name in the model's directory";
         QTest::newRow("config is a directory") << "directory" << "not a regular file";
     }
@@ -359,6 +362,24 @@ private slots:
             error = e.what();
         }
         QVERIFY2(error.contains(expected), qPrintable(error.isEmpty() ? "loaded" : error));
+    }
+
+    // A shard of a split GGUF (llama-gguf-split) says what it is and how to merge it.
+    void splitGgufShardIsNamed() {
+        QTemporaryDir dir;
+        const std::string path = dir.filePath("m-00002-of-00003.gguf").toStdString();
+        GgufWriter w;
+        w.set_string("general.architecture", "llama");
+        w.set_u32("split.no", 1);  // llama-gguf-split writes u16; any integer type reads
+        w.set_u32("split.count", 3);
+        w.write(path);
+        QString error;
+        try {
+            load_model(path);
+        } catch (const BadInput& e) {
+            error = e.what();
+        }
+        QVERIFY2(error.contains("shard 2 of 3 of a split GGUF") && error.contains("llama-gguf-split --merge"), qPrintable(error));
     }
 
     // Llama 3.1 RoPE scaling, against the formula of transformers' _compute_llama3_parameters.
