@@ -2,6 +2,7 @@
 
 #include "model/incremental_detokenizer.h"
 #include "util/errors.h"
+#include "util/utf8.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -416,11 +417,26 @@ namespace {
 // JSON numbers have no -inf: a banned token's log-probability goes out as the lowest float (vLLM's choice).
 float logprob_number(float lp) { return std::isfinite(lp) ? lp : std::numeric_limits<float>::lowest(); }
 
+// A completions top_logprobs entry as vLLM makes it: the top K, and the token itself where it is not among
+// them (so K + 1 entries; logprobs 0 gives the token alone).
+json completion_top(const Tokenizer& tokenizer, int32_t token, float logprob, std::span<const std::pair<int32_t, float>> top) {
+    json out = json::object();
+    for (const auto& [id, lp] : top) out[tokenizer.token_to_bytes(id)] = logprob_number(lp);
+    if (!out.contains(tokenizer.token_to_bytes(token))) out[tokenizer.token_to_bytes(token)] = logprob_number(logprob);
+    return out;
+}
+
 json head_json(const ResponseHead& head, const char* object) {
     return {{"id", head.id}, {"object", object}, {"created", head.created}, {"model", head.model}};
 }
 
 }  // namespace
+
+int64_t text_offset_length(std::string_view text) {
+    int64_t n = 0;
+    for (size_t pos = 0; pos < text.size(); pos += utf8_scan(text, pos).length) ++n;
+    return n;
+}
 
 json logprobs_json(Endpoint endpoint, const Tokenizer& tokenizer, std::span<const TokenLogprobs> logprobs,
                    int64_t text_offset) {
@@ -448,11 +464,9 @@ json logprobs_json(Endpoint endpoint, const Tokenizer& tokenizer, std::span<cons
         const std::string& b = tokenizer.token_to_bytes(l.token_id);
         tokens.push_back(b);
         token_logprobs.push_back(number(l.logprob));
-        json top = json::object();
-        for (const auto& [id, lp] : l.top) top[tokenizer.token_to_bytes(id)] = number(lp);
-        top_logprobs.push_back(std::move(top));
+        top_logprobs.push_back(completion_top(tokenizer, l.token_id, l.logprob, l.top));
         offsets.push_back(text_offset);
-        text_offset += static_cast<int64_t>(b.size());
+        text_offset += text_offset_length(b);
     }
     return {{"tokens", std::move(tokens)},
             {"token_logprobs", std::move(token_logprobs)},
@@ -471,7 +485,7 @@ EchoedPrompt echo_prompt(const Tokenizer& tokenizer, std::span<const int32_t> pr
     json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(), offsets = json::array();
     for (size_t j = 0; j < prompt.size(); ++j) {
         tokens.push_back(tokenizer.token_to_bytes(prompt[j]));
-        offsets.push_back(static_cast<int64_t>(out.text.size()));
+        offsets.push_back(text_offset_length(out.text));  // characters of the text so far
         out.text += detokenizer.push(prompt[j]);
         if (j == 0 || j > prompt_logprobs.size() || !num_top) {
             token_logprobs.push_back(nullptr);
@@ -480,12 +494,11 @@ EchoedPrompt echo_prompt(const Tokenizer& tokenizer, std::span<const int32_t> pr
         }
         const TokenLogprobs& l = prompt_logprobs[j - 1];
         token_logprobs.push_back(logprob_number(l.logprob));
-        json top = json::object();
-        for (size_t k = 0; k < l.top.size() && k < static_cast<size_t>(*num_top); ++k)
-            top[tokenizer.token_to_bytes(l.top[k].first)] = logprob_number(l.top[k].second);
-        top_logprobs.push_back(std::move(top));
+        top_logprobs.push_back(completion_top(tokenizer, prompt[j], l.logprob,
+                                              std::span(l.top).first(std::min(l.top.size(), static_cast<size_t>(*num_top)))));
     }
     out.text += detokenizer.flush();
+    out.text_offset_end = text_offset_length(out.text);
     if (num_top)
         out.logprobs = {{"tokens", std::move(tokens)},
                         {"token_logprobs", std::move(token_logprobs)},
@@ -535,7 +548,7 @@ json generation_response(Endpoint endpoint, const ResponseHead& head, const std:
             choice["text"] = echo.text + c.text;
             logprobs = std::move(echo.logprobs);
             if (shape.logprobs)
-                append_logprobs(logprobs, logprobs_json(endpoint, tokenizer, c.logprobs, static_cast<int64_t>(echo.text.size())));
+                append_logprobs(logprobs, logprobs_json(endpoint, tokenizer, c.logprobs, echo.text_offset_end));
         } else {
             if (!chat) choice["text"] = c.text;
             if (shape.logprobs) logprobs = logprobs_json(endpoint, tokenizer, c.logprobs);

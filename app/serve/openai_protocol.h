@@ -104,8 +104,12 @@ nlohmann::json logprobs_json(Endpoint endpoint, const Tokenizer& tokenizer, std:
 // the token's text begins in that text (special tokens add none, nor SentencePiece's leading space).
 struct EchoedPrompt {
     std::string text;
-    nlohmann::json logprobs;  // completions' shape; null without num_top
+    nlohmann::json logprobs;       // completions' shape; null without num_top
+    int64_t text_offset_end = 0;   // text_offset_length(text): where the generated tokens' offsets start
 };
+// What a completions text_offset advances by over text: its characters (as vLLM's len() of the decoded
+// token), each invalid or cut UTF-8 subpart counting one (the U+FFFD it is sent as).
+int64_t text_offset_length(std::string_view text);
 EchoedPrompt echo_prompt(const Tokenizer& tokenizer, std::span<const int32_t> prompt,
                          std::span<const TokenLogprobs> prompt_logprobs, std::optional<int> num_top);
 // The generated part after it: every list of `more` appended to those of `into`.

@@ -62,7 +62,7 @@ struct Generation {
     std::vector<std::string> ids;            // choice i's engine request id
     std::map<std::string, size_t> index_of;  // engine request id -> choice index
     std::vector<ChoiceState> choices;
-    std::vector<int64_t> token_bytes;  // per choice: bytes of the tokens whose logprobs were streamed
+    std::vector<int64_t> token_chars;  // per choice: text_offset past the tokens whose logprobs were streamed
     std::vector<char> streamed;        // per choice: its first chunk went out (with echo, the prompt in it)
     size_t remaining = 0;
 
@@ -189,7 +189,7 @@ void OpenAiServer::generate(Endpoint endpoint, const httplib::Request& req, http
     gen->choices.resize(gen->ids.size());
     if (gen->shape.echo || gen->shape.prompt_logprobs)
         for (size_t i = 0; i < gen->choices.size(); ++i) gen->choices[i].prompt_token_ids = job.prompts[prompt_of[i]];
-    gen->token_bytes.resize(gen->ids.size());
+    gen->token_chars.resize(gen->ids.size());
     gen->streamed.resize(gen->ids.size());
     gen->remaining = gen->choices.size();
 
@@ -237,16 +237,15 @@ void OpenAiServer::generate(Endpoint endpoint, const httplib::Request& req, http
                 if (echo) echoed = echo_prompt(tokenizer, c.prompt_token_ids, c.prompt_logprobs, shape.logprobs);
                 json logprobs = nullptr;
                 if (shape.logprobs) {
-                    // Offsets continue from the bytes of the choice's earlier tokens.
-                    int64_t& offset = gen->token_bytes[i];
-                    if (echo) offset = static_cast<int64_t>(echoed.text.size());
+                    // Offsets continue from the characters of the choice's earlier tokens.
+                    int64_t& offset = gen->token_chars[i];
+                    if (echo) offset = echoed.text_offset_end;
                     logprobs = logprobs_json(gen->endpoint, tokenizer, o.logprobs, offset);
                     if (echo) {  // the prompt's entries first
                         append_logprobs(echoed.logprobs, logprobs);
                         logprobs = std::move(echoed.logprobs);
                     }
-                    for (const TokenLogprobs& l : o.logprobs)
-                        offset += static_cast<int64_t>(tokenizer.token_to_bytes(l.token_id).size());
+                    for (const TokenLogprobs& l : o.logprobs) offset += text_offset_length(tokenizer.token_to_bytes(l.token_id));
                 }
                 const std::string delta = echo ? echoed.text + o.text_delta : o.text_delta;
                 json chunk = stream_chunk(gen->endpoint, gen->head, i, delta, c, false, std::move(logprobs));

@@ -253,6 +253,15 @@ private slots:
             joined += lp["tokens"][t].get<std::string>();
         }
 
+        // logprobs 0: each entry holds the sampled token alone, as vLLM answers.
+        const Reply zero = post(port_, "/v1/completions", {{"prompt", prompt}, {"max_tokens", 3}, {"temperature", 0.8}, {"logprobs", 0}});
+        QVERIFY2(zero.status == 200, zero.body.constData());
+        const json zlp = json::parse(zero.body.toStdString())["choices"][0]["logprobs"];
+        for (size_t t = 0; t < zlp["tokens"].size(); ++t) {
+            QCOMPARE(zlp["top_logprobs"][t].size(), size_t(1));
+            QCOMPARE(zlp["top_logprobs"][t][zlp["tokens"][t].get<std::string>()], zlp["token_logprobs"][t]);
+        }
+
         // Chat, streamed: each chunk carries its tokens' logprobs.
         const json body = {{"messages", json::array({{{"role", "user"}, {"content", "Who is Lily?"}}})},
                            {"max_tokens", 6}, {"temperature", 0}, {"stream", true}, {"logprobs", true}, {"top_logprobs", 2}};
@@ -348,7 +357,11 @@ private slots:
                 const TokenLogprobs& l = t < ids.size() ? want[t - 1] : want_out[t - ids.size()];
                 QCOMPARE(lp["tokens"][t].get<std::string>(), model->tokenizer.token_to_bytes(l.token_id));
                 QVERIFY(near(lp["token_logprobs"][t], l.logprob));
-                QCOMPARE(lp["top_logprobs"][t].size(), size_t(2));
+                // The top 2, and the token itself where it is not among them (vLLM's K + 1).
+                const json& top = lp["top_logprobs"][t];
+                QVERIFY2(top.size() == 2 || top.size() == 3, top.dump().c_str());
+                QVERIFY2(top.contains(lp["tokens"][t].get<std::string>()), top.dump().c_str());
+                QVERIFY(near(top[lp["tokens"][t].get<std::string>()], l.logprob));
             }
             // Offsets point into the echoed text: the prompt's words start where the text has them.
             QCOMPARE(lp["text_offset"][1].get<size_t>(), size_t(0));  // after BOS, which has no text
