@@ -172,12 +172,19 @@ ChatPane::ChatPane(EngineController* controller, int number, const QColor& color
         // The engine left them out; later messages need not resend them either.
         const size_t n = std::min(m_history.size(), size_t(dropped));
         m_history.erase(m_history.begin(), m_history.begin() + std::ptrdiff_t(n));
+        m_historyTrimmed = true;
         appendText(tr("[the conversation outgrew the context (max_model_len %1): its %2 oldest messages were "
                       "left out]\n").arg(m_controller->config().scheduler.max_model_len).arg(dropped));
     });
     connect(m_controller, &EngineController::requestRejected, this, [this](const QString& id, const QString& message) {
         if (id != m_requestId) return;
-        appendText(tr("\n[rejected: %1] %2").arg(message, fixHint(message)));
+        // With the older messages already left out, what does not fit is this message itself: clearing
+        // the conversation would not help.
+        const QString hint = m_historyTrimmed && message.contains("does not fit max_model_len")
+                                 ? tr("This message alone is too long: shorten it, or reload the model with a larger "
+                                      "max_model_len (Load model...).")
+                                 : fixHint(message);
+        appendText(tr("\n[rejected: %1] %2").arg(message, hint));
         m_requestId.clear();
         m_stateLabel->setText(tr("rejected"));
         updateButtons();
@@ -336,6 +343,7 @@ void ChatPane::submitConversation() {
     m_reply.clear();
     m_heldToolTip.clear();
     appendRole(m_title == QString() ? tr("Model") : tr("Model"));
+    m_historyTrimmed = false;
     m_requestId = m_controller->submitRequest(c, m_title, m_color);
     m_stateLabel->setText(tr("waiting"));
     m_statsLabel->clear();
@@ -407,6 +415,10 @@ void ChatPane::applyProgress(const RequestProgress& p) {
         if (p.finishReason != FinishReason::ABORT || !m_reply.isEmpty())
             m_history.push_back({"assistant", m_reply.toStdString()});
         if (p.finishReason == FinishReason::ABORT) appendText(tr(" [stopped]"));
+        // Tokens that decode to no visible text (random dummy weights pick control and partial UTF-8
+        // tokens as readily as words) would leave an empty turn that looks like a failure.
+        else if (p.numOutputTokens > 0 && m_reply.trimmed().isEmpty())
+            appendText(tr("[%n token(s), no printable text]", nullptr, p.numOutputTokens));
         m_requestId.clear();
         updateButtons();
         emit replyFinished(id, m_lastReply);

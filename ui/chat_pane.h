@@ -84,6 +84,7 @@ private:
     QColor m_color;
     std::vector<ChatMessage> m_history;  // completed turns (user, assistant, ...)
     QString m_requestId;
+    bool m_historyTrimmed = false;  // the engine left out older messages of the current request
     QString m_reply;
     QString m_heldToolTip;  // alternatives of tokens whose text has not arrived yet
     QString m_lastReply;
