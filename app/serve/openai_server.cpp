@@ -211,64 +211,68 @@ void OpenAiServer::generate(Endpoint endpoint, const httplib::Request& req, http
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");  // proxies: pass events on as they come
     auto opened = std::make_shared<bool>(false);
-    res.set_chunked_content_provider(
-        "text/event-stream; charset=utf-8",
-        [this, gen, opened](size_t, httplib::DataSink& sink) {
-            auto write = [&](const json& chunk) {
-                const std::string event = sse(dump(chunk));
-                return sink.write(event.data(), event.size());
-            };
-            if (!*opened) {
-                *opened = true;
-                if (gen->endpoint == Endpoint::CHAT)
-                    for (size_t i = 0; i < gen->choices.size(); ++i)
-                        if (!write(stream_chunk(gen->endpoint, gen->head, i, "", gen->choices[i], true))) return false;
-            }
-            bool ok = true;
-            gen->collect(kPollInterval, [&](size_t i, const RequestOutput& o) {
-                // With echo, the choice's first chunk opens with the prompt (and its logprobs), as in vLLM.
-                const ResponseShape& shape = gen->shape;
-                const ChoiceState& c = gen->choices[i];
-                const bool echo = shape.echo && !gen->streamed[i];
-                if (!ok || (!echo && o.text_delta.empty() && !o.finished && o.logprobs.empty() && !o.prompt_logprobs)) return;
-                gen->streamed[i] = true;
-                const Tokenizer& tokenizer = model_.tokenizer;
-                EchoedPrompt echoed;
-                if (echo) echoed = echo_prompt(tokenizer, c.prompt_token_ids, c.prompt_logprobs, shape.logprobs);
-                json logprobs = nullptr;
-                if (shape.logprobs) {
-                    // Offsets continue from the characters of the choice's earlier tokens.
-                    int64_t& offset = gen->token_chars[i];
-                    if (echo) offset = echoed.text_offset_end;
-                    logprobs = logprobs_json(gen->endpoint, tokenizer, o.logprobs, offset);
-                    if (echo) {  // the prompt's entries first
-                        append_logprobs(echoed.logprobs, logprobs);
-                        logprobs = std::move(echoed.logprobs);
-                    }
-                    for (const TokenLogprobs& l : o.logprobs) offset += text_offset_length(tokenizer.token_to_bytes(l.token_id));
+    httplib::ContentProviderWithoutLength events = [this, gen, opened](size_t, httplib::DataSink& sink) {
+        auto write = [&](const json& chunk) {
+            const std::string event = sse(dump(chunk));
+            return sink.write(event.data(), event.size());
+        };
+        if (!*opened) {
+            *opened = true;
+            if (gen->endpoint == Endpoint::CHAT)
+                for (size_t i = 0; i < gen->choices.size(); ++i)
+                    if (!write(stream_chunk(gen->endpoint, gen->head, i, "", gen->choices[i], true))) return false;
+        }
+        bool ok = true;
+        gen->collect(kPollInterval, [&](size_t i, const RequestOutput& o) {
+            // With echo, the choice's first chunk opens with the prompt (and its logprobs), as in vLLM.
+            const ResponseShape& shape = gen->shape;
+            const ChoiceState& c = gen->choices[i];
+            const bool echo = shape.echo && !gen->streamed[i];
+            if (!ok || (!echo && o.text_delta.empty() && !o.finished && o.logprobs.empty() && !o.prompt_logprobs)) return;
+            gen->streamed[i] = true;
+            const Tokenizer& tokenizer = model_.tokenizer;
+            EchoedPrompt echoed;
+            if (echo) echoed = echo_prompt(tokenizer, c.prompt_token_ids, c.prompt_logprobs, shape.logprobs);
+            json logprobs = nullptr;
+            if (shape.logprobs) {
+                // Offsets continue from the characters of the choice's earlier tokens.
+                int64_t& offset = gen->token_chars[i];
+                if (echo) offset = echoed.text_offset_end;
+                logprobs = logprobs_json(gen->endpoint, tokenizer, o.logprobs, offset);
+                if (echo) {  // the prompt's entries first
+                    append_logprobs(echoed.logprobs, logprobs);
+                    logprobs = std::move(echoed.logprobs);
                 }
-                const std::string delta = echo ? echoed.text + o.text_delta : o.text_delta;
-                json chunk = stream_chunk(gen->endpoint, gen->head, i, delta, c, false, std::move(logprobs));
-                if (o.prompt_logprobs && shape.prompt_logprobs)
-                    prompt_logprobs_place(gen->endpoint, chunk, chunk["choices"][0]) =
-                        prompt_logprobs_json(tokenizer, *o.prompt_logprobs, *shape.prompt_logprobs);
-                ok = write(chunk);
-            });
-            if (!ok || !sink.is_writable()) return false;  // the releaser aborts what is left
-            if (gen->remaining == 0) {
-                if (gen->include_usage && !write(stream_usage_chunk(gen->endpoint, gen->head, gen->prompt_tokens,
-                                                                    gen->completion_tokens())))
-                    return false;
-                const std::string done = sse("[DONE]");
-                if (!sink.write(done.data(), done.size())) return false;
-                sink.done();
+                for (const TokenLogprobs& l : o.logprobs) offset += text_offset_length(tokenizer.token_to_bytes(l.token_id));
             }
-            return true;
-        },
-        [this, gen](bool success) {
-            // A stream that ended early (client gone, write failed): free its requests' KV blocks.
-            if (!success && gen->remaining > 0) loop_.abort(gen->ids);
+            const std::string delta = echo ? echoed.text + o.text_delta : o.text_delta;
+            json chunk = stream_chunk(gen->endpoint, gen->head, i, delta, c, false, std::move(logprobs));
+            if (o.prompt_logprobs && shape.prompt_logprobs)
+                prompt_logprobs_place(gen->endpoint, chunk, chunk["choices"][0]) =
+                    prompt_logprobs_json(tokenizer, *o.prompt_logprobs, *shape.prompt_logprobs);
+            ok = write(chunk);
         });
+        if (!ok || !sink.is_writable()) return false;  // the releaser aborts what is left
+        if (gen->remaining == 0) {
+            if (gen->include_usage && !write(stream_usage_chunk(gen->endpoint, gen->head, gen->prompt_tokens,
+                                                                gen->completion_tokens())))
+                return false;
+            const std::string done = sse("[DONE]");
+            if (!sink.write(done.data(), done.size())) return false;
+            sink.done();
+        }
+        return true;
+    };
+    // A stream that ended early (client gone, write failed): free its requests' KV blocks.
+    httplib::ContentProviderResourceReleaser release = [this, gen](bool success) {
+        if (!success && gen->remaining > 0) loop_.abort(gen->ids);
+    };
+    // HTTP/1.0 has no chunked coding (RFC 9112 section 6.1): its clients get the events unframed, ended by
+    // the server closing the connection, as vLLM's server answers them.
+    if (req.version == "HTTP/1.0")
+        res.set_content_provider("text/event-stream; charset=utf-8", std::move(events), std::move(release));
+    else
+        res.set_chunked_content_provider("text/event-stream; charset=utf-8", std::move(events), std::move(release));
 }
 
 }  // namespace kvscope::cli

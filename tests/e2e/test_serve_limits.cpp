@@ -361,6 +361,25 @@ private slots:
         expectServing();
     }
 
+    // An HTTP/1.0 client has no chunked coding (RFC 9112 section 6.1): its stream comes unframed and ends
+    // when the server closes the connection, with the same events.
+    void http10StreamIsNotChunked() {
+        const std::string body = R"({"prompt": "Once upon", "max_tokens": 3, "stream": true})";
+        const int fd = connect_loopback(port_);
+        QVERIFY(fd >= 0);
+        QVERIFY(send_all(fd, "POST /v1/completions HTTP/1.0\r\n" + kAuth.toStdString() +
+                                 "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+                                 "\r\n\r\n" + body));
+        std::string answer;
+        QCOMPARE(raw_status(fd, &answer), 200);  // read until the server closed
+        ::close(fd);
+        QVERIFY2(answer.find("Transfer-Encoding") == std::string::npos, answer.c_str());
+        const size_t events = answer.find("\r\n\r\n");
+        QVERIFY(events != std::string::npos);
+        QVERIFY2(answer.compare(events + 4, 6, "data: ") == 0, answer.c_str());
+        QVERIFY2(answer.size() > 14 && answer.compare(answer.size() - 14, 14, "data: [DONE]\n\n") == 0, answer.c_str());
+    }
+
     // Several requests on one connection, each answered in turn.
     void keepAliveCarriesSeveralRequests() {
         const int fd = connect_loopback(port_);
