@@ -19,10 +19,10 @@ RequestOutput OutputProcessor::process_token(const Request& r, int32_t token) {
     RequestOutput o;
     o.request_id = r.request_id;
     o.new_token_ids = {token};
-    const std::optional<FinishReason> reason = check_stop(r, st, token);
+    const std::optional<FinishReason> reason = check_stop(r, st, token, o);
     if (reason) {
         st.text += st.detokenizer->flush();
-        if (*reason == FinishReason::STOP) check_stop(r, st, -1);  // flushed bytes may complete a stop string
+        if (*reason == FinishReason::STOP) check_stop(r, st, -1, o);  // flushed bytes may complete a stop string
     }
     // Hold back a tail that could still become a stop string.
     size_t holdback = 0;
@@ -40,21 +40,25 @@ RequestOutput OutputProcessor::process_token(const Request& r, int32_t token) {
     return o;
 }
 
-// Stop strings cut the text where they begin (the stop string itself is not part of the output).
-std::optional<FinishReason> OutputProcessor::check_stop(const Request& r, State& st, int32_t token) const {
+// Stop strings cut the text where they begin, or where they end with include_stop_str_in_output.
+std::optional<FinishReason> OutputProcessor::check_stop(const Request& r, State& st, int32_t token, RequestOutput& o) const {
     const SamplingParams& p = r.sampling_params;
     for (const auto& s : p.stop) {
         const size_t from = st.emitted > s.size() ? st.emitted - s.size() : 0;
         if (size_t pos = st.text.find(s, from); pos != std::string::npos) {
-            st.text.resize(pos);
+            st.text.resize(pos + (p.include_stop_str_in_output ? s.size() : 0));
+            o.stop_string = s;
+            o.stop_token.reset();
             return FinishReason::STOP;
         }
     }
     if (token < 0) return std::nullopt;
     if (r.num_output_tokens() >= p.min_tokens) {
         if (!p.ignore_eos && tokenizer_.is_eos(token)) return FinishReason::STOP;
-        if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) != p.stop_token_ids.end())
+        if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) != p.stop_token_ids.end()) {
+            o.stop_token = token;
             return FinishReason::STOP;
+        }
     }
     if (r.num_output_tokens() >= p.max_tokens || r.num_tokens() >= max_model_len_) return FinishReason::LENGTH;
     return std::nullopt;

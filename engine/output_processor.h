@@ -29,6 +29,9 @@ struct RequestOutput {
     std::string text_delta;  // complete UTF-8 only; text that might begin a stop string is held back
     bool finished = false;
     FinishReason finish_reason = FinishReason::NONE;
+    // vLLM's stop_reason, with a STOP finish: the stop string that matched, or the stop token id (EOS: neither).
+    std::optional<std::string> stop_string;
+    std::optional<int32_t> stop_token;
 };
 
 class OutputProcessor {
@@ -48,8 +51,8 @@ private:
         std::string text;    // output text so far (stop strings cut)
         size_t emitted = 0;  // bytes of text already streamed
     };
-    // token < 0: only the stop strings (after a flush of the detokenizer).
-    std::optional<FinishReason> check_stop(const Request& r, State& st, int32_t token) const;
+    // token < 0: only the stop strings (after a flush of the detokenizer). A STOP names what matched in o.
+    std::optional<FinishReason> check_stop(const Request& r, State& st, int32_t token, RequestOutput& o) const;
 
     const Tokenizer& tokenizer_;
     int max_model_len_;

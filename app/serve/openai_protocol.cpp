@@ -332,6 +332,7 @@ GenerationJob parse_generation_request(Endpoint endpoint, const json& body, cons
         p.stop_token_ids = token_ids(*ids, "stop_token_ids", model, static_cast<size_t>(limits.max_logit_bias));
     }
     p.ignore_eos = get_bool(body, "ignore_eos", false);
+    p.include_stop_str_in_output = get_bool(body, "include_stop_str_in_output", false);
     p.min_tokens = get_int(body, "min_tokens", 0);
     p.n = get_int(body, "n", 1);
     p.logprobs = get_logprobs(body, endpoint);
@@ -558,6 +559,7 @@ json generation_response(Endpoint endpoint, const ResponseHead& head, const std:
             prompt_logprobs_place(endpoint, out, choice) =
                 prompt_logprobs_json(tokenizer, c.prompt_logprobs, *shape.prompt_logprobs);
         choice["finish_reason"] = finish_reason_json(c);
+        choice["stop_reason"] = c.stop_reason;
         list.push_back(std::move(choice));
         completion_tokens += c.num_tokens;
     }
@@ -585,6 +587,7 @@ json stream_chunk(Endpoint endpoint, const ResponseHead& head, size_t index, con
     }
     c["logprobs"] = std::move(logprobs);
     c["finish_reason"] = role_only ? json(nullptr) : finish_reason_json(choice);
+    if (!role_only && choice.finished) c["stop_reason"] = choice.stop_reason;
     out["choices"] = json::array({std::move(c)});
     return out;
 }

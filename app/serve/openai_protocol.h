@@ -81,6 +81,7 @@ struct ChoiceState {
     std::vector<TokenLogprobs> prompt_logprobs;  // prompt tokens 1.. (with the first output, when asked)
     bool finished = false;
     FinishReason finish_reason = FinishReason::NONE;
+    nlohmann::json stop_reason;  // vLLM's: the stop string or stop token id that ended it; null otherwise
 };
 
 // OpenAI's finish_reason: "stop", "length", "abort" (vLLM's word), "error"; null while unfinished.

@@ -80,6 +80,8 @@ struct Generation {
             if (o.finished && !c.finished) {
                 c.finished = true;
                 c.finish_reason = o.finish_reason;
+                if (o.stop_string) c.stop_reason = *o.stop_string;
+                else if (o.stop_token) c.stop_reason = *o.stop_token;
                 --remaining;
             }
             on_output(it->second, o);

@@ -21,8 +21,9 @@ struct SamplingParams {
     std::optional<uint64_t> seed;  // per-request generator: same text alone or batched
     int max_tokens = 16;
     int min_tokens = 0;
-    std::vector<std::string> stop;       // stop strings (not included in the output text)
+    std::vector<std::string> stop;       // stop strings (not in the output text unless the flag below)
     std::vector<int32_t> stop_token_ids;
+    bool include_stop_str_in_output = false;  // vLLM's: the matched stop string ends the text
     bool ignore_eos = false;
     // OpenAI's logit_bias: (token id, bias in [-100, 100]) added to those logits before sampling.
     std::vector<std::pair<int32_t, float>> logit_bias;

@@ -139,6 +139,25 @@ private slots:
         const Reply ids = post(port_, "/v1/completions", {{"prompt", prompt_ids}, {"max_tokens", 20}, {"temperature", 0}});
         QVERIFY2(ids.status == 200, ids.body.constData());
         QCOMPARE(json::parse(ids.body.toStdString())["choices"][0]["text"].get<std::string>(), engine_text);
+        QVERIFY(j["choices"][0]["stop_reason"].is_null());  // a length finish
+
+        // vLLM's stop_reason names what stopped it; include_stop_str_in_output keeps a stop string in the
+        // text. A stop string from the middle of the greedy text (5 bytes from byte 10), then a stop token.
+        const std::string stop = engine_text.substr(10, 5);
+        for (const bool include : {false, true}) {
+            const Reply st = post(port_, "/v1/completions", {{"prompt", prompt}, {"max_tokens", 20}, {"temperature", 0},
+                                                            {"stop", stop}, {"include_stop_str_in_output", include}});
+            QVERIFY2(st.status == 200, st.body.constData());
+            const json choice = json::parse(st.body.toStdString())["choices"][0];
+            const size_t at = engine_text.find(stop);
+            QCOMPARE(choice["text"].get<std::string>(), engine_text.substr(0, at + (include ? stop.size() : 0)));
+            QCOMPARE(choice["finish_reason"].get<std::string>(), std::string("stop"));
+            QCOMPARE(choice["stop_reason"].get<std::string>(), stop);
+        }
+        const Reply tok = post(port_, "/v1/completions", {{"prompt", prompt}, {"max_tokens", 20}, {"temperature", 0},
+                                                         {"stop_token_ids", {engine_ids[3]}}});
+        QVERIFY2(tok.status == 200, tok.body.constData());
+        QCOMPARE(json::parse(tok.body.toStdString())["choices"][0]["stop_reason"].get<int>(), engine_ids[3]);
     }
 
     // Four chat streams in flight at once: each ends with a finish reason and [DONE].
