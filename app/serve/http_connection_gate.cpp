@@ -148,7 +148,7 @@ void HttpConnectionGate::on_readable(int fd) {
         return;
     }
     if (conn.num_buffered() > limits_.max_header_bytes) {
-        reject(fd, "431 Request Header Fields Too Large");
+        reject(fd, "431 Request Header Fields Too Large", "the request line and headers are larger than --max-header-bytes");
         return;
     }
     if (!conn.head_started && conn.num_buffered() > 0) {
@@ -164,7 +164,9 @@ void HttpConnectionGate::expire() {
     for (const auto& [fd, conn] : held_)
         if (conn->deadline <= now) late.push_back(fd);
     for (int fd : late) {
-        if (held_.at(fd)->head_started || held_.at(fd)->body_started) reject(fd, "408 Request Timeout");
+        if (held_.at(fd)->head_started || held_.at(fd)->body_started) reject(fd, "408 Request Timeout",
+                   held_.at(fd)->body_started ? "the request body did not arrive within --body-timeout"
+                                              : "the request head did not arrive within --header-timeout");
         else release(fd);  // an idle keep-alive connection: close it quietly
     }
 }
@@ -175,11 +177,17 @@ void HttpConnectionGate::release(int fd) {
     num_held_ = static_cast<int>(held_.size());
 }
 
-void HttpConnectionGate::reject(int fd, const char* status) {
-    // A fixed answer, best effort and without waiting: this client is not worth a thread.
-    char response[160];
+void HttpConnectionGate::reject(int fd, const char* status, const char* message) {
+    // A fixed answer in OpenAI's error shape, best effort and without waiting: this client is not worth a
+    // thread.
+    char body[256];
+    const int b = std::snprintf(body, sizeof body,
+                                "{\"error\":{\"code\":%.3s,\"message\":\"%s\",\"param\":null,\"type\":\"invalid_request_error\"}}",
+                                status, message);
+    char response[512];
     const int n = std::snprintf(response, sizeof response,
-                                "HTTP/1.1 %s\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", status);
+                                "HTTP/1.1 %s\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+                                status, b, body);
     bool want_read = false;
     if (auto it = held_.find(fd); it != held_.end()) (void)it->second->send_some(response, static_cast<size_t>(n), want_read);
     ::shutdown(fd, SHUT_WR);

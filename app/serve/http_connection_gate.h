@@ -45,7 +45,7 @@ private:
     void on_readable(int fd);
     void expire();
     void release(int fd);                     // stop watching and close
-    void reject(int fd, const char* status);  // a canned response, then release
+    void reject(int fd, const char* status, const char* message);  // a canned error response, then release
     // Bodies up to this size are read by the gate before a worker gets the request (larger and chunked ones
     // by the worker, under --body-timeout): what one held connection may buffer.
     size_t gate_body_bytes() const { return std::min<size_t>(limits_.max_body_bytes, 1 << 20); }

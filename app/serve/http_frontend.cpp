@@ -146,6 +146,7 @@ HttpFrontend::HttpFrontend(HttpLimits limits)
         if (!res.body.empty()) return;
         if (res.status == 404 && known_paths_.count(req.path)) {
             set_error(res, 405, "method " + req.method.substr(0, 16) + " is not allowed on " + req.path);
+            res.set_header("Allow", control_paths_.count(req.path) ? "GET, HEAD" : "POST");  // RFC 9110: a 405 says which
         } else if (res.status == 404) {
             set_error(res, 404, "no route for " + req.method.substr(0, 16) + " " + req.path.substr(0, 200));
         } else {

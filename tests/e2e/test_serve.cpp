@@ -240,7 +240,9 @@ private slots:
 
     void unknownRouteIs404() {
         QCOMPARE(http(port_, "GET", "/v1/nothing").status, 404);
-        QCOMPARE(http(port_, "GET", "/v1/completions").status, 405);
+        const Reply wrong = http(port_, "GET", "/v1/completions");
+        QCOMPARE(wrong.status, 405);
+        QVERIFY2(wrong.head.contains("Allow: POST"), wrong.head.constData());  // RFC 9110: a 405 lists the methods
     }
 
     // logprobs in both endpoints, in OpenAI's shapes, equal to the engine's own (runner/logprobs.h).

@@ -154,10 +154,12 @@ private slots:
         QVERIFY(worst_health < health_base + 1.0);
         QVERIFY(worst_completion < completion_base + 1.0);
 
-        // The slow heads ran past --header-timeout 3: the server answered 408 and closed them.
+        // The slow heads ran past --header-timeout 3: the server answered 408 (an OpenAI error naming the
+        // limit) and closed them.
         std::string answer;
         const int status = raw_status(slow.front(), &answer);
         QVERIFY2(status == 408, answer.c_str());
+        QVERIFY2(answer.find("--header-timeout") != std::string::npos, answer.c_str());
         for (int fd : idle) ::close(fd);
         for (int fd : slow) ::close(fd);
         expectServing();
