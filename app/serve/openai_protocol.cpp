@@ -38,11 +38,18 @@ const json* field(const json& body, const char* name) {
     return it == body.end() || it->is_null() ? nullptr : &*it;
 }
 
-double get_number(const json& body, const char* name, double fallback) {
+// A sampling parameter, which the engine keeps as a float: a double past float's range is refused as such
+// (1e308 became inf, then "must be >= 0, got inf"), and one too small for a float keeps its sign (top_p
+// 1e-300 became 0, then "must be in (0, 1]").
+float get_float(const json& body, const char* name, double fallback) {
     const json* f = field(body, name);
-    if (!f) return fallback;
+    if (!f) return static_cast<float>(fallback);
     if (!f->is_number()) throw ApiError(400, std::string(name) + " must be a number, got " + shown(*f), name);
-    return f->get<double>();
+    const double v = f->get<double>();
+    if (!(std::fabs(v) <= std::numeric_limits<float>::max()))
+        throw ApiError(400, std::string(name) + " is out of range: " + shown(*f), name);
+    const float x = static_cast<float>(v);
+    return x == 0 && v != 0 ? std::copysign(std::numeric_limits<float>::denorm_min(), static_cast<float>(v > 0 ? 1 : -1)) : x;
 }
 
 int64_t as_integer(const json& v, const std::string& name) {
@@ -316,14 +323,14 @@ GenerationJob parse_generation_request(Endpoint endpoint, const json& body, cons
     reject_unsupported(body, endpoint);
 
     SamplingParams& p = job.params;
-    p.temperature = static_cast<float>(get_number(body, "temperature", 1.0));
-    p.top_p = static_cast<float>(get_number(body, "top_p", 1.0));
+    p.temperature = get_float(body, "temperature", 1.0);
+    p.top_p = get_float(body, "top_p", 1.0);
     p.top_k = get_int(body, "top_k", 0);
     if (p.top_k == -1) p.top_k = 0;  // vLLM: -1 disables top-k
-    p.min_p = static_cast<float>(get_number(body, "min_p", 0.0));
-    p.presence_penalty = static_cast<float>(get_number(body, "presence_penalty", 0.0));
-    p.frequency_penalty = static_cast<float>(get_number(body, "frequency_penalty", 0.0));
-    p.repetition_penalty = static_cast<float>(get_number(body, "repetition_penalty", 1.0));
+    p.min_p = get_float(body, "min_p", 0.0);
+    p.presence_penalty = get_float(body, "presence_penalty", 0.0);
+    p.frequency_penalty = get_float(body, "frequency_penalty", 0.0);
+    p.repetition_penalty = get_float(body, "repetition_penalty", 1.0);
     if (const auto seed = get_integer(body, "seed")) p.seed = static_cast<uint64_t>(*seed);
     p.stop = get_stop(body, limits);
     p.logit_bias = get_logit_bias(body, model, limits);

@@ -13,7 +13,7 @@ std::optional<SamplingRow> device_sampling_row(const SamplingParams& p, int num_
     if (p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) return std::nullopt;
     if (num_output_tokens < p.min_tokens || !p.logit_bias.empty()) return std::nullopt;
     SamplingRow row;
-    row.temperature = p.temperature;
+    row.temperature = p.greedy() ? 0.0f : p.temperature;
     row.top_k = p.top_k;
     row.top_p = p.top_p;
     row.min_p = p.min_p;
@@ -47,7 +47,7 @@ int32_t Sampler::sample(std::span<float> logits, const SamplingParams& p, std::s
         for (int t = 0; t < vocab; ++t)
             if (counts_[t]) logits[t] -= p.frequency_penalty * counts_[t] + p.presence_penalty;
     }
-    if (p.temperature == 0.0f) return argmax(logits);
+    if (p.greedy()) return argmax(logits);
 
     candidates_.clear();
     for (int t = 0; t < vocab; ++t) candidates_.emplace_back(logits[t] / p.temperature, t);

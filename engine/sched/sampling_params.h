@@ -38,6 +38,10 @@ struct SamplingParams {
 
     // Throws BadInput naming the field and value.
     void validate() const;
+    // vLLM's _SAMPLING_EPS: a temperature below it samples greedily. Dividing logits by 1e-40 overflowed
+    // them to inf, and the softmax of inf - inf is NaN.
+    static constexpr float kGreedyTemperature = 1e-5f;
+    bool greedy() const { return temperature < kGreedyTemperature; }
 };
 
 }  // namespace kvscope

@@ -303,6 +303,19 @@ private slots:
         QCOMPARE(engine.num_blocks(), blocks);
     }
 
+    // A temperature below vLLM's 1e-5 samples greedily: 1e-40 divided the logits into inf, whose softmax
+    // is NaN. The same tokens as temperature 0, for prompts alone.
+    void tinyTemperatureIsGreedy() {
+        LlmEngine engine(stories(), test::checked_engine_config());
+        SamplingParams p = greedy(16);
+        p.temperature = 1e-40f;  // a float denormal: logit / temperature overflows
+        p.seed = 7;
+        auto prompts = mixed_prompts(7);
+        prompts.resize(6);
+        const auto out = run_all(engine, prompts, p);
+        for (size_t i = 0; i < prompts.size(); ++i) QCOMPARE(out[i], alone_outputs()[i]);
+    }
+
     // Knobs moved while the engine idles: each rebuild is reported, in order, by the next step, which the
     // GUI runs at once (has_pending_event) so the event carries the time it happened, not the next request's.
     void idleRebuildsAreEachReported() {

@@ -215,6 +215,9 @@ private slots:
         QTest::newRow("temperature type") << QByteArray("/v1/completions")
                                           << QByteArray(R"({"prompt": "Once", "temperature": "hot"})")
                                           << QByteArray("temperature");
+        QTest::newRow("temperature past float") << QByteArray("/v1/completions")
+                                                << QByteArray(R"({"prompt": "Once", "temperature": 1e308})")
+                                                << QByteArray("temperature is out of range");
         QTest::newRow("token outside vocab") << QByteArray("/v1/completions") << QByteArray(R"({"prompt": [1, 100000]})")
                                              << QByteArray("prompt");
         QTest::newRow("no messages") << QByteArray("/v1/chat/completions") << QByteArray(R"({"max_tokens": 4})")
