@@ -92,8 +92,20 @@ HttpFrontend::HttpFrontend(HttpLimits limits)
     s.set_payload_max_length(limits_.max_body_bytes);
     s.set_keep_alive_max_count(static_cast<size_t>(limits_.keep_alive_max_requests));
     s.set_keep_alive_timeout(static_cast<time_t>(limits_.keep_alive_timeout_s));
+    // CORS as vLLM's server allows it by default (any origin, method and header, no credentials), so that
+    // a web page can call the API: every response names the origin, and a preflight is answered here,
+    // before the API key check (a browser sends no Authorization with it).
+    s.set_default_headers({{"Access-Control-Allow-Origin", "*"}});
     // Before the body is read: refuse what would cost memory or time for nothing.
     s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+        if (req.method == "OPTIONS") {
+            res.status = 204;
+            res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+            const std::string& asked = req.get_header_value("Access-Control-Request-Headers");
+            res.set_header("Access-Control-Allow-Headers", asked.empty() ? "*" : asked.substr(0, 1024));
+            res.set_header("Access-Control-Max-Age", "600");
+            return httplib::Server::HandlerResponse::Handled;
+        }
         // Range is ignored, as vLLM's server ignores it: httplib would answer a POST with a slice of its
         // JSON, and 1024 ranges of /metrics with a 29 MB multipart reply that a client never reading it
         // holds a control worker with (eight such clients starved /health). req is the object httplib's

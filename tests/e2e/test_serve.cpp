@@ -248,6 +248,21 @@ private slots:
         QVERIFY2(wrong.head.contains("Allow: POST"), wrong.head.constData());  // RFC 9110: a 405 lists the methods
     }
 
+    // CORS as vLLM allows it by default: a browser's preflight is answered (before any API key check), and
+    // responses name the origin, so a web page can call the API.
+    void corsPreflightAndOrigin() {
+        const Reply pre = http(port_, "OPTIONS", "/v1/chat/completions", {},
+                               "Origin: http://example.org\r\nAccess-Control-Request-Method: POST\r\n"
+                               "Access-Control-Request-Headers: authorization, content-type\r\n");
+        QCOMPARE(pre.status, 204);
+        QVERIFY2(pre.head.contains("Access-Control-Allow-Origin: *"), pre.head.constData());
+        QVERIFY2(pre.head.contains("Access-Control-Allow-Methods: GET, POST, OPTIONS"), pre.head.constData());
+        QVERIFY2(pre.head.contains("Access-Control-Allow-Headers: authorization, content-type"), pre.head.constData());
+        const Reply r = post(port_, "/v1/completions", {{"prompt", "Once"}, {"max_tokens", 2}});
+        QCOMPARE(r.status, 200);
+        QVERIFY2(r.head.contains("Access-Control-Allow-Origin: *"), r.head.constData());
+    }
+
     // logprobs in both endpoints, in OpenAI's shapes, equal to the engine's own (runner/logprobs.h).
     void logprobsInBothEndpoints() {
         const std::string prompt = "Once upon a time";
