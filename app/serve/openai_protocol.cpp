@@ -181,12 +181,6 @@ std::vector<int32_t> token_ids(const json& list, const std::string& name, const 
     return ids;
 }
 
-// Limits that apply while prompts are read, before any tokenizing.
-struct PromptBounds {
-    int max_model_len = 0;
-    int64_t max_prompt_bytes = 0;
-};
-
 std::vector<int32_t> encode_bounded(const std::string& text, const std::string& name, const Model& model,
                                     const PromptBounds& bounds) {
     if (static_cast<int64_t>(text.size()) > bounds.max_prompt_bytes)
@@ -217,7 +211,10 @@ std::vector<std::vector<int32_t>> completion_prompts(const json& body, const Mod
     return prompts;
 }
 
-std::vector<int32_t> chat_prompt(const json& body, const Model& model, const PromptBounds& bounds) {
+}  // namespace
+
+std::vector<int32_t> chat_prompt(const json& body, const Model& model, const PromptBounds& bounds,
+                                 bool add_generation_prompt) {
     const json* m = field(body, "messages");
     if (!m || !m->is_array() || m->empty()) throw ApiError(400, "messages must be a non-empty list", "messages");
     std::vector<ChatMessage> messages;
@@ -260,15 +257,13 @@ std::vector<int32_t> chat_prompt(const json& body, const Model& model, const Pro
                            "messages");
         messages.push_back({r, std::move(content)});
     }
-    const std::string text = model.chat_template.render(messages, true);
+    const std::string text = model.chat_template.render(messages, add_generation_prompt);
     if (static_cast<int64_t>(text.size()) > bounds.max_prompt_bytes)
         throw ApiError(400, "the rendered conversation has " + std::to_string(text.size()) + " bytes, more than " +
                                 std::to_string(bounds.max_model_len) + " tokens (max_model_len) can hold (--max-prompt-bytes)",
                        "messages");
     return model.tokenizer.encode_with_special_tokens(text, !model.chat_template.renders_bos());
 }
-
-}  // namespace
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
@@ -352,6 +347,14 @@ GenerationJob parse_generation_request(Endpoint endpoint, const json& body, cons
         if (job.echo && p.logprobs) p.prompt_logprobs = std::max(p.prompt_logprobs.value_or(0), *p.logprobs);
     }
     job.priority = get_int(body, "priority", 0);
+    // vLLM's cache_salt: requests share prefix-cache blocks only with requests of the same salt.
+    if (const json* salt = field(body, "cache_salt"); salt && !salt->is_null()) {
+        if (!salt->is_string() || salt->get_ref<const std::string&>().empty())
+            throw ApiError(400, "cache_salt must be a non-empty string", "cache_salt");
+        if (salt->get_ref<const std::string&>().size() > kMaxCacheSaltBytes)
+            throw ApiError(400, "cache_salt has more than " + std::to_string(kMaxCacheSaltBytes) + " bytes", "cache_salt");
+        job.cache_salt = salt->get<std::string>();
+    }
     job.stream = get_bool(body, "stream", false);
     if (const json* so = field(body, "stream_options")) {
         if (!so->is_object()) throw ApiError(400, "stream_options must be an object", "stream_options");
@@ -367,7 +370,7 @@ GenerationJob parse_generation_request(Endpoint endpoint, const json& body, cons
                                 " exceeds " + std::to_string(limits.max_choices) + " (--max-choices)", "n");
 
     const PromptBounds bounds{max_model_len, prompt_byte_cap};
-    if (chat) job.prompts.push_back(chat_prompt(body, model, bounds));
+    if (chat) job.prompts.push_back(chat_prompt(body, model, bounds, true));
     else job.prompts = completion_prompts(body, model, bounds);
     const char* prompt_field = chat ? "messages" : "prompt";
     size_t longest = 0;

@@ -38,6 +38,7 @@ struct GenerationJob {
     std::vector<std::vector<int32_t>> prompts;  // completions may batch several; chat has one
     SamplingParams params;
     int priority = 0;
+    std::string cache_salt;  // "" = none
     bool stream = false;
     bool include_usage = false;  // stream_options.include_usage
     bool echo = false;           // completions: the prompt comes first in the text (and in logprobs)
@@ -62,6 +63,20 @@ nlohmann::json parse_json_body(std::string_view body, int max_depth);
 // The most prompt bytes that max_model_len tokens of this tokenizer can come from: limits.max_prompt_bytes
 // when set, else max_model_len x the longest token's bytes x 2 (normalizers may shrink text).
 int64_t max_prompt_bytes(const RequestLimits& limits, const Tokenizer& tokenizer, int max_model_len);
+
+// A salt is a key, not content: longer ones are refused rather than hashed into every first block.
+inline constexpr size_t kMaxCacheSaltBytes = 1024;
+
+// Limits that apply while prompts are read, before any tokenizing.
+struct PromptBounds {
+    int max_model_len = 0;
+    int64_t max_prompt_bytes = 0;
+};
+
+// A chat request's "messages" rendered by the model's chat template and tokenized: the prompt that
+// /v1/chat/completions runs and /tokenize counts. Throws ApiError naming the message at fault.
+std::vector<int32_t> chat_prompt(const nlohmann::json& body, const Model& model, const PromptBounds& bounds,
+                                 bool add_generation_prompt);
 
 // body: the parsed JSON body. max_model_len bounds prompt + max_tokens. Throws ApiError.
 GenerationJob parse_generation_request(Endpoint endpoint, const nlohmann::json& body, const Model& model,

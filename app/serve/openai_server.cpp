@@ -176,7 +176,7 @@ void OpenAiServer::generate(Endpoint endpoint, const httplib::Request& req, http
     gen->stream = std::make_shared<OutputStream>();
     std::vector<NewRequest> requests;
     for (size_t p = 0; p < job.prompts.size(); ++p) {
-        requests.push_back({gen->head.id + "-" + std::to_string(p), job.prompts[p], job.params, job.priority, ""});
+        requests.push_back({gen->head.id + "-" + std::to_string(p), job.prompts[p], job.params, job.priority, job.cache_salt});
         gen->prompt_tokens += static_cast<int64_t>(job.prompts[p].size());
     }
     // Choice i = prompt p, sample j, in that order (OpenAI's index for a batch of prompts with n).

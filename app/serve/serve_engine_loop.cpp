@@ -61,6 +61,14 @@ std::vector<std::vector<std::string>> EngineLoop::submit(std::vector<NewRequest>
     post([this, requests = std::move(requests), stream = std::move(stream), promise]() mutable {
         Ids ids;
         try {
+            // As vLLM: a priority means nothing under fcfs, so it is refused rather than ignored. Read here,
+            // on the loop's thread, because the policy can change while the server runs.
+            if (engine_.config().scheduler.policy != SchedulerPolicy::PRIORITY)
+                for (const NewRequest& r : requests)
+                    if (r.priority != 0)
+                        throw BadInput("priority " + std::to_string(r.priority) +
+                                       " was given, but priority scheduling is not enabled (start the server with "
+                                       "--policy priority)");
             for (NewRequest& r : requests) {
                 const int num_prompt_tokens = static_cast<int>(r.prompt_token_ids.size());
                 const SamplingParams params = r.sampling_params;

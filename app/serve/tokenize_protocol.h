@@ -10,7 +10,8 @@
 
 namespace kvscope::cli {
 
-// {"prompt" | "content": TEXT, "add_special_tokens": true} -> {"count", "max_model_len", "tokens"}.
+// {"prompt" | "content": TEXT, "add_special_tokens": true} or {"messages": [...], "add_generation_prompt":
+// true} -> {"count", "max_model_len", "tokens"}; messages give the ids the chat endpoint runs.
 nlohmann::json tokenize_response(const nlohmann::json& body, const Model& model, int max_model_len,
                                  int64_t max_prompt_bytes);
 // {"tokens": [ids]} -> {"prompt": TEXT} (special tokens skipped, as vLLM's default).

@@ -222,6 +222,10 @@ private slots:
                                              << QByteArray("prompt");
         QTest::newRow("no messages") << QByteArray("/v1/chat/completions") << QByteArray(R"({"max_tokens": 4})")
                                      << QByteArray("messages");
+        // vLLM refuses a priority the scheduler would ignore (this server runs --policy fcfs).
+        QTest::newRow("priority under fcfs") << QByteArray("/v1/completions")
+                                             << QByteArray(R"({"prompt": "Once", "priority": 1})")
+                                             << QByteArray("priority scheduling is not enabled");
         QTest::newRow("prompt too long") << QByteArray("/v1/completions")
                                          << QByteArray(R"({"prompt": "Once", "max_tokens": 100000})")
                                          << QByteArray("max_tokens");
@@ -421,6 +425,32 @@ private slots:
         const Reply off = post(port_, "/v1/completions", {{"prompt", "hi"}, {"prompt_logprobs", -1}, {"max_tokens", 1}});
         QCOMPARE(off.status, 200);
         QVERIFY(!json::parse(off.body.toStdString())["choices"][0].contains("prompt_logprobs"));
+    }
+
+    // /tokenize with messages (vLLM's chat form) counts what the chat endpoint runs: the rendered template.
+    void tokenizeMessagesCountsTheChatPrompt() {
+        std::shared_ptr<const Model> model = load_model(model_path().toStdString());
+        const json messages = json::array({{{"role", "user"}, {"content", "Once upon a time"}}});
+        for (bool generation_prompt : {true, false}) {
+            const std::string text = model->chat_template.render({{"user", "Once upon a time"}}, generation_prompt);
+            const std::vector<int32_t> want =
+                model->tokenizer.encode_with_special_tokens(text, !model->chat_template.renders_bos());
+            const Reply r = post(port_, "/tokenize", {{"messages", messages}, {"add_generation_prompt", generation_prompt}});
+            QVERIFY2(r.status == 200, r.body.constData());
+            const json j = json::parse(r.body.toStdString());
+            QCOMPARE(j["tokens"].get<std::vector<int32_t>>(), want);
+            QCOMPARE(j["count"].get<size_t>(), want.size());
+        }
+        const Reply chat = post(port_, "/v1/chat/completions", {{"messages", messages}, {"max_tokens", 1}});
+        QVERIFY2(chat.status == 200, chat.body.constData());
+        const Reply counted = post(port_, "/tokenize", {{"messages", messages}});
+        QCOMPARE(json::parse(counted.body.toStdString())["count"], json::parse(chat.body.toStdString())["usage"]["prompt_tokens"]);
+
+        const Reply bad = post(port_, "/tokenize", {{"messages", messages}, {"add_generation_prompt", "yes"}});
+        QCOMPARE(bad.status, 400);
+        QCOMPARE(json::parse(bad.body.toStdString())["error"]["param"].get<std::string>(), std::string("add_generation_prompt"));
+        const Reply role = post(port_, "/tokenize", {{"messages", json::array({{{"role", "tool"}, {"content", "x"}}})}});
+        QCOMPARE(role.status, 400);
     }
 
     // Chat's prompt_logprobs (vLLM accepts them there too): of the rendered template's token ids, once at

@@ -293,6 +293,36 @@ private slots:
         QCOMPARE(plain["usage"]["completion_tokens"].get<int>(), 5);
     }
 
+    // vLLM's cache_salt: a request reuses prefix-cache blocks only of requests with the same salt (a
+    // second server, with prefix caching). The hits are read from /metrics, counted in tokens.
+    void cacheSaltIsolatesPrefixCache() {
+        ServeProcess cached;
+        QByteArray error;
+        QVERIFY2(cached.start({"--model", model_path(), "--max-model-len", "512", "--enable-prefix-caching"}, &error),
+                 error.constData());
+        std::vector<int> prompt;
+        for (int i = 0; i < 70; ++i) prompt.push_back(10 + i);  // four full blocks of 16 and a partial one
+        auto hits_after = [&](const json& salt) {
+            json body = {{"prompt", prompt}, {"max_tokens", 1}};
+            if (!salt.is_null()) body["cache_salt"] = salt;
+            const Reply r = post(cached.port(), "/v1/completions", body);
+            if (r.status != 200) qWarning() << r.body;
+            return metric(http(cached.port(), "GET", "/metrics").body, "prefix_cache_hits_total");
+        };
+        const double first = hits_after("alice");
+        QCOMPARE(first, 0.0);
+        QCOMPARE(hits_after("alice"), 64.0);  // the four full blocks
+        QCOMPARE(hits_after("bob"), 64.0);    // another salt: nothing shared
+        QCOMPARE(hits_after(json()), 64.0);   // no salt is a salt of its own
+        QCOMPARE(hits_after(json()), 128.0);
+        for (const json& bad : {json(3), json(""), json(std::string(2000, 'x'))}) {
+            const Reply r = post(cached.port(), "/v1/completions", {{"prompt", prompt}, {"max_tokens", 1}, {"cache_salt", bad}});
+            QCOMPARE(r.status, 400);
+            QCOMPARE(json::parse(r.body.toStdString())["error"]["param"].get<std::string>(), std::string("cache_salt"));
+        }
+        QVERIFY2(cached.stop(&error), error.constData());
+    }
+
     void bodyTooLargeIsRefusedUnread() {
         const int fd = connect_loopback(port_);
         QVERIFY(fd >= 0);
