@@ -75,6 +75,7 @@ ChatPane::ChatPane(EngineController* controller, int number, const QColor& color
     connect(closeButton, &QToolButton::clicked, this, [this] { emit closeRequested(this); });
     auto* header = new QHBoxLayout;
     header->setContentsMargins(0, 0, 0, 0);
+    header->setSpacing(2);  // the pane's narrowest width is this row's: it sets the pane column's at 1024x700
     header->addWidget(m_colorButton);
     header->addWidget(m_titleLabel);
     header->addWidget(m_stateLabel);

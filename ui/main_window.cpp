@@ -519,6 +519,9 @@ ChatPane* MainWindow::addPane() {
     QList<int> sizes;
     for (int i = 0; i < m_paneSplitter->count(); ++i) sizes << (m_paneSplitter->widget(i) == m_noPaneHint ? 0 : 1000);
     m_paneSplitter->setSizes(sizes);
+    // The column is never narrower than one whole pane: more panes scroll sideways, one is never cut
+    // (at 1024x700 the header's last button was).
+    m_paneArea->setMinimumWidth(std::max(m_paneArea->minimumWidth(), pane->minimumSizeHint().width()));
     m_paneArea->ensureWidgetVisible(pane);
     return pane;
 }
