@@ -25,11 +25,9 @@ RemoteTarget probeEndpoint(const RemoteConnection& c) {
     HttpClient client(endpoint);
     RemoteTarget t;
     t.baseUrl = QString::fromStdString(redacted_url(url));
-    for (const std::string& name : list_served_models(client)) t.models << QString::fromStdString(name);
-    t.model = c.model.isEmpty() ? t.models.front() : c.model;
-    if (!t.models.contains(t.model))
-        throw BadInput(endpoint.url("/v1/models") + ": the server does not serve '" + t.model.toStdString() +
-                       "' (it serves " + t.models.join(", ").toStdString() + ")");
+    std::vector<std::string> served;
+    t.model = QString::fromStdString(check_served_model(client, c.model.toStdString(), &served));
+    for (const std::string& name : served) t.models << QString::fromStdString(name);
     t.engine = QString::fromStdString(detect_remote_engine(client));
     return t;
 }

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -98,17 +99,30 @@ void print_ratios(const nlohmann::json& ratios) {
     std::fflush(stdout);
 }
 
-void print_sweep_table(const std::string& knob, const std::vector<std::string>& values, const std::vector<BenchRun>& runs) {
-    std::printf("%-24s %8s %10s %10s %10s %10s %10s %7s %7s\n", knob.c_str(), "req/s", "out tok/s", "meanTTFT",
-                "p99TTFT", "meanTPOT", "meanE2EL", "batch", "preempt");
+void print_sweep_table(const std::string& knob, const std::vector<std::string>& values, const std::vector<BenchRun>& runs,
+                       bool local_engine) {
+    // The TTFT column is p99 where it was asked for, else the highest percentile asked (--percentiles).
+    double pct = 99;
+    if (!runs.empty() && !runs.front().summary.ttft.percentiles.empty()) {
+        const auto& asked = runs.front().summary.ttft.percentiles;
+        if (std::none_of(asked.begin(), asked.end(), [](const auto& pv) { return pv.first == 99; })) pct = asked.back().first;
+    }
+    char pct_label[32];
+    std::snprintf(pct_label, sizeof pct_label, "p%gTTFT", pct);
+    std::printf("%-24s %8s %10s %10s %10s %10s %10s", knob.c_str(), "req/s", "out tok/s", "meanTTFT", pct_label, "meanTPOT",
+                "meanE2EL");
+    if (local_engine) std::printf(" %7s %7s", "batch", "preempt");  // a remote server's steps are not seen
+    std::printf("\n");
     for (size_t i = 0; i < runs.size(); ++i) {
         const BenchmarkSummary& s = runs[i].summary;
-        double p99_ttft = s.ttft.percentiles.empty() ? 0 : s.ttft.percentiles.back().second;
+        double ttft_at = 0;
         for (const auto& [p, v] : s.ttft.percentiles)
-            if (p == 99) p99_ttft = v;
-        std::printf("%-24s %8.2f %10.1f %10.1f %10.1f %10.2f %10.1f %7.2f %7lld\n", values[i].c_str(),
-                    s.request_throughput, s.output_throughput, s.ttft.mean, p99_ttft, s.tpot.mean, s.e2el.mean,
-                    runs[i].engine.mean_batch_size, static_cast<long long>(runs[i].engine.num_preemptions));
+            if (p == pct) ttft_at = v;
+        std::printf("%-24s %8.2f %10.1f %10.1f %10.1f %10.2f %10.1f", values[i].c_str(), s.request_throughput,
+                    s.output_throughput, s.ttft.mean, ttft_at, s.tpot.mean, s.e2el.mean);
+        if (local_engine)
+            std::printf(" %7.2f %7lld", runs[i].engine.mean_batch_size, static_cast<long long>(runs[i].engine.num_preemptions));
+        std::printf("\n");
     }
     std::fflush(stdout);
 }

@@ -20,6 +20,8 @@ std::function<void(int, int)> make_progress(const std::string& label);
 // in the table is then simulated seconds.
 void print_result_table(const BenchRun& run, const std::string& simulation = "");
 void print_ratios(const nlohmann::json& ratios);
-void print_sweep_table(const std::string& knob, const std::vector<std::string>& values, const std::vector<BenchRun>& runs);
+// local_engine: add the engine's mean batch and preemptions (a remote server's steps are not seen).
+void print_sweep_table(const std::string& knob, const std::vector<std::string>& values, const std::vector<BenchRun>& runs,
+                       bool local_engine);
 
 }  // namespace kvscope::cli

@@ -224,7 +224,7 @@ void run_sweep(LlmEngine& engine, const std::vector<BenchRequest>& workload, Ben
         row["sweep_value"] = v;
         result["sweep"].push_back(row);
     }
-    print_sweep_table(sweep.knob, sweep.values, runs);
+    print_sweep_table(sweep.knob, sweep.values, runs, /*local_engine=*/true);
 }
 
 void run_single(LlmEngine& engine, const std::vector<BenchRequest>& workload, BenchOptions options,
@@ -280,8 +280,16 @@ int run_bench(int argc, char** argv) {
     if (auto exit_code = command_line::parse_command_line(*app, argc, argv)) return *exit_code;
     // --base-url picks the remote target; --backend then names its API (openai, openai-chat) instead of
     // the local engine's compute backend.
-    if (!remote.base_url.empty())
+    if (!remote.base_url.empty()) {
+        // The engine's knobs are the server's: one given here would be ignored without a word.
+        for (const CLI::Option* opt : app->get_options())
+            if (opt->get_group() == kEngineOptionsGroup && opt->count() > 0 && !opt->check_lname("model") &&
+                !opt->check_lname("backend") && !opt->check_lname("max-model-len"))
+                throw BadInput(opt->get_name(false, true) + " sets the local engine; with --base-url the server's own "
+                               "settings apply (only --model, --backend and --max-model-len are read)");
+        if (args.save_timeline) throw BadInput("--save-timeline records the local engine's steps; a remote server has none");
         return run_remote_bench_command(args, remote, engine_options, app->count("--backend") > 0);
+    }
     if (engine_options.backend.starts_with("openai"))
         throw BadInput("--backend " + engine_options.backend + " drives a remote engine: give --base-url URL");
     const std::optional<SweepSpec> sweep = args.sweep.empty() ? std::nullopt : std::optional(parse_sweep(args.sweep));

@@ -15,7 +15,7 @@ using command_line::real_in;
 void add_engine_options(CLI::App& app, EngineOptions& o) {
     EngineConfig& c = o.config;
     SchedulerConfig& s = c.scheduler;
-    const std::string group = "Engine options";
+    const std::string group = kEngineOptionsGroup;
     std::string presets;
     for (const std::string& name : dummy_preset_names()) presets += (presets.empty() ? "" : ", ") + name;
     app.add_option("-m,--model", o.model, "a Hugging Face directory, a .gguf file, or dummy:PRESET (" + presets + ")")

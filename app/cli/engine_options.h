@@ -22,6 +22,9 @@ struct EngineOptions {
     std::string backend = "cpu";  // --backend, likewise (sim:GPU sets config.sim_gpu too)
 };
 
+// The --help group of the engine knobs (a remote bench refuses those the server owns by it).
+inline constexpr const char* kEngineOptionsGroup = "Engine options";
+
 // Adds --model (required) and the engine knobs, under "Engine options" in --help, bound to `options`.
 void add_engine_options(CLI::App& app, EngineOptions& options);
 

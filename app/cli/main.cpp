@@ -65,6 +65,9 @@ int main(int argc, char** argv) {
     } catch (const kvscope::BadInput& e) {
         std::fprintf(stderr, "kvscope-cli %s: error: %s\n", command.c_str(), e.what());
         return 2;
+    } catch (const kvscope::Unreachable& e) {
+        std::fprintf(stderr, "kvscope-cli %s: error: %s\n", command.c_str(), e.what());
+        return 1;
     } catch (const std::bad_alloc&) {
         std::fprintf(stderr, "kvscope-cli %s: error: out of memory\n", command.c_str());
         return 1;

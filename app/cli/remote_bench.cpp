@@ -66,6 +66,14 @@ int exact_output_lengths(const BenchRun& r, const std::vector<BenchRequest>& wor
     return exact;
 }
 
+// The output tokens the completed requests asked for.
+long long asked_output_tokens(const BenchRun& r, const std::vector<BenchRequest>& workload) {
+    long long asked = 0;
+    for (size_t i = 0; i < r.requests.size() && i < workload.size(); ++i)
+        if (r.errors.size() > i && r.errors[i].empty()) asked += workload[i].output_len;
+    return asked;
+}
+
 // --sweep for a remote target: request-rate or max-concurrency (the engine's knobs are the server's).
 struct RemoteSweep {
     std::string knob;
@@ -105,6 +113,12 @@ Target resolve_target(const RemoteArgs& r, const EngineOptions& e, bool backend_
     else t.api = r.endpoint.empty() ? OpenAiApi::COMPLETIONS : openai_api_of_endpoint(r.endpoint);
     t.path = r.endpoint.empty() ? default_endpoint(t.api) : r.endpoint;
     if (!t.path.starts_with("/")) throw BadInput("--endpoint '" + t.path + "' must start with '/'");
+    // A path of the other API would fail every request ("messages is required"): refused before any is sent.
+    for (OpenAiApi api : {OpenAiApi::COMPLETIONS, OpenAiApi::CHAT})
+        if (api != t.api && t.path == default_endpoint(api))
+            throw BadInput("--endpoint " + t.path + " is the " + (api == OpenAiApi::CHAT ? "chat" : "completions") +
+                           " API, but --backend " + e.backend + " sends " +
+                           (t.api == OpenAiApi::CHAT ? "chat messages (--backend openai-chat)" : "prompts (--backend openai)"));
     return t;
 }
 
@@ -139,6 +153,9 @@ int run_remote_bench_command(const BenchArgs& a, const RemoteArgs& r, const Engi
     endpoint.ca_file = r.cacert;
     endpoint.insecure = r.insecure;
     HttpClient client(endpoint);
+    // Reachable, the key accepted, the URL without an extra path, and the model served: checked before
+    // anything else, by the same call as the GUI's Connect.
+    check_served_model(client, e.model);
     const std::string engine_name = detect_remote_engine(client);
 
     // Prompts: token ids for completions (exact input lengths), text for chat.
@@ -181,6 +198,19 @@ int run_remote_bench_command(const BenchArgs& a, const RemoteArgs& r, const Engi
     result["machine"] = machine_info(static_cast<int>(std::thread::hardware_concurrency()));
 
     RemoteBenchTarget remote(topts);
+    // As vLLM's bench serve: one request of the workload first, so that a workload the server refuses
+    // fails at once with the server's reason, not after every request of it has failed.
+    {
+        BenchRequest first = workload.front();
+        first.output_len = std::min(first.output_len, 4);
+        BenchOptions probe;
+        probe.num_warmups = 0;
+        probe.temperature = base_options.temperature;
+        const BenchRun check = kvscope::run_remote_bench(remote, {first}, probe, "test", "test-request-");
+        if (!check.errors.empty() && !check.errors.front().empty())
+            throw BadInput("the test request (the workload's first prompt) failed, so the benchmark did not start: " +
+                           check.errors.front());
+    }
     std::vector<BenchRun> runs;
     std::vector<nlohmann::json> sections;
     const std::vector<std::string> values = sweep ? sweep->values : std::vector<std::string>{""};
@@ -205,6 +235,14 @@ int run_remote_bench_command(const BenchArgs& a, const RemoteArgs& r, const Engi
         nlohmann::json j = run_to_json(remote_result_run(runs.back()));  // mode "remote", no engine figures
         j["start_time"] = runs.back().start_time;
         j["output_lengths_exact"] = exact_output_lengths(runs.back(), workload);
+        if (const int exact = j["output_lengths_exact"]; exact < runs.back().summary.completed)
+            std::fprintf(stderr,
+                         "kvscope: %s: %d of %d completed requests did not get the output length asked for (%lld tokens "
+                         "generated of %lld): the server stopped them early (its context length, or an EOS where it "
+                         "ignores ignore_eos); output throughput counts what was generated\n",
+                         label.c_str(), runs.back().summary.completed - exact, runs.back().summary.completed,
+                         static_cast<long long>(runs.back().summary.total_output_tokens),
+                         static_cast<long long>(asked_output_tokens(runs.back(), workload)));
         j["server_metrics"] = server_series_to_json(series, runs.back().start_time);
         j["connections_opened"] = remote.connections_opened() - connections_before;  // warm-up included
         if (sweep) {
@@ -218,7 +256,7 @@ int run_remote_bench_command(const BenchArgs& a, const RemoteArgs& r, const Engi
     if (sweep) {
         result["sweep_knob"] = sweep->knob;
         result["sweep"] = sections;
-        print_sweep_table(sweep->knob, values, runs);
+        print_sweep_table(sweep->knob, values, runs, /*local_engine=*/false);
     } else {
         result.update(sections.front());
     }

@@ -93,7 +93,7 @@ HttpResponse HttpClient::perform(const std::string& path, const std::string* bod
     const CURLcode rc = curl_easy_perform(c);
     curl_slist_free_all(headers);
     if (rc != CURLE_OK) {
-        r.error = url + ": " + curl_easy_strerror(rc);
+        r.error = curl_easy_strerror(rc);  // callers name the URL
         return r;
     }
     long status = 0;

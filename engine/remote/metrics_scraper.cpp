@@ -61,7 +61,7 @@ bool MetricsScraper::scrape(HttpClient& client) {
     ++series_.num_scrapes;
     if (!r.ok()) {
         ++series_.num_failed_scrapes;
-        series_.last_error = path_ + ": " + r.describe();
+        series_.last_error = client.endpoint().url(path_) + ": " + r.describe();
         return false;
     }
     const std::vector<PromSample> samples = parse_prometheus_text(r.body);

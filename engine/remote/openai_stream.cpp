@@ -84,6 +84,9 @@ bool OpenAiStreamReader::take_event(const std::string& data, double t) {
             prompt_tokens_ = (*u)["prompt_tokens"].get<int>();
         if (u->contains("completion_tokens") && (*u)["completion_tokens"].is_number_integer())
             completion_tokens_ = (*u)["completion_tokens"].get<int>();
+        if (const auto d = u->find("prompt_tokens_details"); d != u->end() && d->is_object() && d->contains("cached_tokens") &&
+                                                              (*d)["cached_tokens"].is_number_integer())
+            cached_tokens_ = (*d)["cached_tokens"].get<int>();
     }
     const auto choices = chunk.find("choices");
     if (choices == chunk.end() || !choices->is_array() || choices->empty()) return true;

@@ -68,6 +68,9 @@ public:
     const std::string& error() const { return error_; }  // "" when the request succeeded
     const std::vector<double>& chunk_times() const { return chunk_times_; }  // one per chunk with text
     int prompt_tokens() const { return prompt_tokens_; }          // from usage; -1 when not sent
+    // usage.prompt_tokens_details.cached_tokens (vLLM with --enable-prompt-tokens-details, llama-server,
+    // OpenAI): prompt tokens the server took from its prefix cache; -1 when not sent.
+    int cached_tokens() const { return cached_tokens_; }
     int completion_tokens() const { return completion_tokens_; }  // from usage; -1 when not sent
     // The text streamed so far (choices[0]: completions' text, chat's delta content), for a reader
     // that shows the reply as it comes.
@@ -82,7 +85,7 @@ private:
     SseParser sse_;
     std::string error_, error_body_, finish_reason_, text_;
     std::vector<double> chunk_times_;
-    int prompt_tokens_ = -1, completion_tokens_ = -1;
+    int prompt_tokens_ = -1, completion_tokens_ = -1, cached_tokens_ = -1;
     bool done_ = false;
 };
 

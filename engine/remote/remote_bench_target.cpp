@@ -59,6 +59,7 @@ std::string finish_remote_request(RequestMetrics& m, OpenAiStreamReader& rd, int
     m.finish_time = now;
     m.token_times = rd.chunk_times();
     if (rd.prompt_tokens() >= 0) m.num_prompt_tokens = rd.prompt_tokens();
+    if (rd.cached_tokens() >= 0) m.num_cached_tokens = std::min(rd.cached_tokens(), m.num_prompt_tokens);
     m.num_output_tokens = rd.completion_tokens() >= 0 ? rd.completion_tokens() : static_cast<int>(m.token_times.size());
     if (!rd.error().empty()) m.finish_reason = FinishReason::ERROR;
     else m.finish_reason = rd.finish_reason() == "length" ? FinishReason::LENGTH : FinishReason::STOP;

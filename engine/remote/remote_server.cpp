@@ -64,6 +64,7 @@ std::vector<std::string> served_model_names(HttpClient& client) {
 std::vector<std::string> list_served_models(HttpClient& client) {
     const HttpResponse r = client.get("/v1/models", kProbeTimeout);
     const std::string url = client.endpoint().url("/v1/models");
+    if (r.status == 0) throw Unreachable(url + ": " + r.describe());  // no answer: not the input's fault
     if (!r.ok()) {
         std::string why = r.describe();
         if (r.status == 401 || r.status == 403) why += " (the API key is missing or wrong)";
@@ -78,6 +79,19 @@ std::vector<std::string> list_served_models(HttpClient& client) {
         if (card.is_object() && card.contains("id") && card["id"].is_string()) names.push_back(card["id"]);
     if (names.empty()) throw BadInput(url + ": the server lists no model");
     return names;
+}
+
+std::string check_served_model(HttpClient& client, const std::string& model, std::vector<std::string>* names) {
+    std::vector<std::string> served = list_served_models(client);
+    const std::string chosen = model.empty() ? served.front() : model;
+    if (std::find(served.begin(), served.end(), chosen) == served.end()) {
+        std::string list;
+        for (const std::string& n : served) list += (list.empty() ? "" : ", ") + n;
+        throw BadInput(client.endpoint().url("/v1/models") + ": the server does not serve '" + chosen + "' (it serves " +
+                       list + ")");
+    }
+    if (names) *names = std::move(served);
+    return chosen;
 }
 
 std::vector<int32_t> ServerTokenizer::tokenize(const std::string& text) {

@@ -20,7 +20,13 @@ std::string detect_remote_engine(HttpClient& client);
 std::vector<std::string> served_model_names(HttpClient& client);
 // The same, for someone who must know why there are none: throws BadInput naming the URL and what
 // came back (connection refused, HTTP 401 with the server's message, 404, not an OpenAI model list).
+// A server that does not answer at all throws Unreachable instead.
 std::vector<std::string> list_served_models(HttpClient& client);
+// The model a client should name: `model`, or the first served one when empty. Throws as
+// list_served_models does, and BadInput naming the served ones when `model` is not among them
+// (llama-server answers any name, so a typo would otherwise run against its one model unnoticed).
+// `names`, when given, receives the served names.
+std::string check_served_model(HttpClient& client, const std::string& model, std::vector<std::string>* names = nullptr);
 
 class ServerTokenizer {
 public:

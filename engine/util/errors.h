@@ -12,4 +12,10 @@ struct BadInput : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// Something the input named could not be reached although the input is fine (a server that does not
+// answer): command-line tools report it as an error, not an internal one, with exit code 1.
+struct Unreachable : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
 }  // namespace kvscope

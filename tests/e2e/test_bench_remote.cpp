@@ -18,20 +18,33 @@
 
 #include <atomic>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <thread>
 
 using kvscope::test::ProcessResult;
 
 namespace {
 
-// A server that answers /<case>/v1/completions the wrong way, one way per case.
+// A server that answers /<case>/v1/completions the wrong way, one way per case, from its second request
+// on: the first is the benchmark's test request, which must pass for the run to start. /v1/models lists
+// the workload's model.
 class MisbehavingServer {
 public:
     MisbehavingServer() {
+        server_.Get(R"(/(\w+)/v1/models)", [](const httplib::Request&, httplib::Response& res) {
+            res.set_content(R"({"object": "list", "data": [{"id": "dummy:tiny", "object": "model"}]})", "application/json");
+        });
         server_.Post(R"(/(\w+)/v1/completions)", [this](const httplib::Request& req, httplib::Response& res) {
             const std::string mode = req.matches[1];
-            if (mode == "flaky" && count_++ % 2 == 1) mode_500(res);
-            else if (mode == "flaky" || mode == "good") good(res);
+            int seen = 0;
+            {
+                std::lock_guard lock(mutex_);
+                seen = count_[mode]++;
+            }
+            if (seen == 0 || mode == "good") good(res);
+            else if (mode == "flaky" && seen % 2 == 1) mode_500(res);
+            else if (mode == "flaky") good(res);
             else if (mode == "err500") mode_500(res);
             else if (mode == "malformed") stream(res, "data: {\"choices\":[{\"text\":\"a\"\n\n", false);
             else if (mode == "nodone") stream(res, event("a") + event("b"), false);
@@ -76,7 +89,8 @@ private:
     httplib::Server server_;
     std::thread thread_;
     std::atomic<bool> stopping_{false};
-    std::atomic<int> count_{0};
+    std::mutex mutex_;
+    std::map<std::string, int> count_;  // requests per mode
     int port_ = 0;
 };
 
@@ -191,7 +205,7 @@ private slots:
         QVERIFY2(j["connections_opened"].get<int>() <= 6 + 1, j["connections_opened"].dump().c_str());  // reused
     }
 
-    // One request at a time: every request after the first reuses the first connection.
+    // One request at a time: every request reuses the connection of the first (the test request's).
     void connectionsAreReused() {
         const QString out = m_dir.filePath("reuse.json");
         const ProcessResult r = bench(workload(8) + QStringList{"--base-url", m_url, "--tokenizer", "dummy:tiny",
@@ -199,7 +213,8 @@ private slots:
         QVERIFY2(r.code == 0, qPrintable(r.err));
         const nlohmann::json j = kvscope::test::read_json(out);
         QCOMPARE(j["completed"].get<int>(), 8);
-        QCOMPARE(j["connections_opened"].get<int>(), 1);
+        // The test request's connection, or one: every request of the run reuses it.
+        QVERIFY2(j["connections_opened"].get<int>() <= 1, j["connections_opened"].dump().c_str());
     }
 
     // Chat completions with prompts from the server's /tokenize and /detokenize (no local tokenizer).
@@ -250,10 +265,42 @@ private slots:
         QCOMPARE(kvscope::test::post(m_serve.port(), "/tokenize", {{"prompt", 3}}).status, 400);
     }
 
-    void connectionRefused() { expectAllFailed("http://127.0.0.1:" + QString::number(closed_port()), {}, "connect"); }
+    // Before the run: the server must answer (else exit 1, the URL named once), list the model (else exit
+    // 2, naming the served ones), and answer one test request (else exit 2 with its reason), as vLLM's
+    // bench serve checks; a run is never started that can only fail.
+    void connectionRefused() {
+        const QString url = "http://127.0.0.1:" + QString::number(closed_port());
+        const ProcessResult r = bench(workload(4) + QStringList{"--base-url", url});
+        QCOMPARE(r.code, 1);
+        QVERIFY2(r.err.contains("Couldn't connect") && r.err.count(url) == 1 && !r.err.contains("internal"), qPrintable(r.err));
+    }
 
     void wrongPath404() {
-        expectAllFailed(m_url, {"--backend", "openai", "--endpoint", "/v1/no-such-thing"}, "HTTP 404");
+        const ProcessResult extra = bench(workload(4) + QStringList{"--base-url", m_url + "/v1"});
+        QCOMPARE(extra.code, 2);
+        QVERIFY2(extra.err.contains("HTTP 404") && extra.err.contains("extra path"), qPrintable(extra.err));
+        const ProcessResult r = bench(workload(4) + QStringList{"--base-url", m_url, "--backend", "openai", "--endpoint", "/v1/no-such-thing"});
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains("test request") && r.err.contains("HTTP 404"), qPrintable(r.err));
+    }
+
+    void unservedModelIsRefused() {
+        QStringList args = workload(2) + QStringList{"--base-url", m_url};
+        args[args.indexOf("dummy:tiny")] = "no-such-model";
+        const ProcessResult r = bench(args);
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains("does not serve 'no-such-model'") && r.err.contains("dummy:tiny"), qPrintable(r.err));
+    }
+
+    void testRequestFailureStopsTheRun() {
+        // Prompts longer than the server's max_model_len (256): the first is refused, nothing else is sent.
+        const QString out = m_dir.filePath("toolong.json");
+        QStringList args = workload(4) + QStringList{"--base-url", m_url, "--tokenizer", "dummy:tiny", "--output-json", out};
+        args[args.indexOf("--input-len") + 1] = "400";
+        const ProcessResult r = bench(args);
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains("test request") && r.err.contains("at most 256"), qPrintable(r.err));
+        QVERIFY(!QFile::exists(out) || QFileInfo(out).size() == 0);
     }
 
     void missingApiKey401() {
@@ -262,7 +309,9 @@ private slots:
         QVERIFY2(keyed.start({"--model", "dummy:tiny", "--max-model-len", "256", "--threads", "1", "--api-key", "s3cret-key"},
                              &error), error.constData());
         const QString url = "http://127.0.0.1:" + QString::number(keyed.port());
-        expectAllFailed(url, {}, "HTTP 401");
+        const ProcessResult no_key = bench(workload(4) + QStringList{"--base-url", url, "--tokenizer", "dummy:tiny"});
+        QCOMPARE(no_key.code, 2);
+        QVERIFY2(no_key.err.contains("HTTP 401") && no_key.err.contains("API key"), qPrintable(no_key.err));
         // With the key (from the environment), the same run works, and the key is in no export.
         QProcessEnvironment env = clean_env();
         env.insert("OPENAI_API_KEY", "s3cret-key");
@@ -309,6 +358,8 @@ private slots:
         QCOMPARE(j["total_output_tokens"].get<int>(), 12);  // the usage the server reported
         QVERIFY(r.out.contains("Failed requests:"));
         QVERIFY(r.err.contains("4 request(s) failed: HTTP 500"));
+        // The server stopped each at 3 tokens of the 8 to 16 asked: said, not only counted in the JSON.
+        QVERIFY2(r.err.contains("4 of 4 completed requests did not get the output length asked for (12 tokens"), qPrintable(r.err));
         int with_error = 0;
         for (const auto& row : kvscope::test::read_jsonl(rows)) with_error += !row.value("error", std::string()).empty();
         QCOMPARE(with_error, 4);
@@ -320,6 +371,18 @@ private slots:
         QCOMPARE(bench(workload(2) + QStringList{"--backend", "openai"}).code, 2);  // no --base-url
         QCOMPARE(bench(workload(2) + QStringList{"--base-url", m_url, "--compare", "naive"}).code, 2);
         QCOMPARE(bench(workload(2) + QStringList{"--base-url", m_url, "--endpoint", "/v1/other"}).code, 2);
+        // The other API's path under --backend: every request would fail.
+        const ProcessResult api = bench(workload(2) + QStringList{"--base-url", m_url, "--backend", "openai", "--endpoint",
+                                                                  "/v1/chat/completions"});
+        QCOMPARE(api.code, 2);
+        QVERIFY2(api.err.contains("--backend openai"), qPrintable(api.err));
+        // The engine's knobs are the server's: refused, not ignored.
+        for (const QStringList& knob : {QStringList{"--max-num-seqs", "4"}, QStringList{"--enable-prefix-caching"},
+                                        QStringList{"--block-size", "32"}, QStringList{"--save-timeline"}}) {
+            const ProcessResult k = bench(workload(2) + QStringList{"--base-url", m_url} + knob);
+            QCOMPARE(k.code, 2);
+            QVERIFY2(k.err.contains(knob.front()), qPrintable(k.err));
+        }
         const ProcessResult t = bench(workload(2) + QStringList{"--base-url", m_url, "--tokenizer", m_dir.filePath("none")});
         QCOMPARE(t.code, 2);
         QVERIFY2(t.err.contains("--tokenizer"), qPrintable(t.err));

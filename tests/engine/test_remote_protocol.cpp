@@ -6,6 +6,7 @@
 #include "remote/http_client.h"
 #include "remote/openai_stream.h"
 #include "remote/prometheus_text.h"
+#include "remote/remote_bench_target.h"
 #include "remote/server_metrics.h"
 #include "remote/sse_parser.h"
 
@@ -159,6 +160,20 @@ private slots:
         QCOMPARE(r.completion_tokens(), 3);
         QCOMPARE(r.finish_reason(), std::string("length"));
         QCOMPARE(r.text(), std::string("Hello you"));  // what a chat pane shows as it streams
+        QCOMPARE(r.cached_tokens(), -1);                 // not reported
+    }
+
+    // llama-server (and vLLM with --enable-prompt-tokens-details) report the prompt tokens it took from its
+    // prefix cache; they become the request's num_cached_tokens.
+    void readerTakesCachedTokens() {
+        OpenAiStreamReader r(OpenAiApi::COMPLETIONS);
+        QVERIFY(r.feed(200, completion_chunk("a", "length"), 1.0));
+        QVERIFY(r.feed(200, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":1,"
+                            "\"prompt_tokens_details\":{\"cached_tokens\":6}}}\n\ndata: [DONE]\n\n", 1.1));
+        RequestMetrics m;
+        QCOMPARE(finish_remote_request(m, r, 200, "", 1.2), std::string());
+        QCOMPARE(m.num_prompt_tokens, 7);
+        QCOMPARE(m.num_cached_tokens, 6);
     }
 
     void chatRoleChunkIsNoToken() {
