@@ -60,6 +60,7 @@ EngineController::EngineController(QObject* parent) : QObject(parent) {
     qRegisterMetaType<RemoteConnection>();
     qRegisterMetaType<RemoteTarget>();
     qRegisterMetaType<ServerSamples>();
+    qRegisterMetaType<ScrapeHealth>();
     m_remoteThread.setObjectName("remote");
     m_remoteWorker = new RemoteWorker;
     m_remoteWorker->moveToThread(&m_remoteThread);
@@ -69,6 +70,7 @@ EngineController::EngineController(QObject* parent) : QObject(parent) {
         m_remote = true;
         m_remoteTarget = t;
         m_serverSamples.clear();
+        m_scrapeHealth = {};
         m_status = EngineStatus{};
         m_status.remote = t.label();
         m_session.clear();
@@ -82,11 +84,13 @@ EngineController::EngineController(QObject* parent) : QObject(parent) {
     connect(m_remoteWorker, &RemoteWorker::updated, this, [this](const EngineUpdate& u) {
         if (m_remote) applyUpdate(u, m_remoteCommandsSent);
     });
-    connect(m_remoteWorker, &RemoteWorker::serverSampled, this, [this](const ServerSamples& samples) {
+    connect(m_remoteWorker, &RemoteWorker::serverSampled, this, [this](const ServerSamples& samples, const ScrapeHealth& health) {
         if (!m_remote) return;
         m_serverSamples.insert(m_serverSamples.end(), samples.begin(), samples.end());
-        const ServerSample& last = m_serverSamples.back();
-        m_status.serverKvUsage = last.kv_cache_usage ? *last.kv_cache_usage : -1;
+        m_scrapeHealth = health;
+        // While scrapes fail the last reading is stale: the status bar says "not reported" rather than keep it.
+        const ServerSample* last = m_serverSamples.empty() || health.failing ? nullptr : &m_serverSamples.back();
+        m_status.serverKvUsage = last && last->kv_cache_usage ? *last->kv_cache_usage : -1;
         emit serverSampled();
     });
     connect(m_remoteWorker, &RemoteWorker::requestRejected, this, [this](const QString& id, const QString& message) {

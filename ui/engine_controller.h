@@ -48,6 +48,7 @@ public:
     const RemoteTarget& remoteTarget() const { return m_remoteTarget; }
     // Every /metrics sample scraped since the connection, times on the requests' clock.
     const ServerSamples& serverSamples() const { return m_serverSamples; }
+    const ScrapeHealth& scrapeHealth() const { return m_scrapeHealth; }
 
 public slots:
     void loadModel(const QString& spec, const kvscope::EngineConfig& config = defaultConfig());
@@ -104,6 +105,7 @@ private:
     bool m_connecting = false;
     RemoteTarget m_remoteTarget;
     ServerSamples m_serverSamples;
+    ScrapeHealth m_scrapeHealth;
     quint64 m_remoteCommandsSent = 0;
 };
 

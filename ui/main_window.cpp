@@ -157,7 +157,10 @@ MainWindow::MainWindow(QWidget* parent)
             QMessageBox::warning(this, tr("Connect to an endpoint"), message);
     });
     connect(m_controller, &EngineController::serverSampled, this,
-            [this] { m_remoteView->setSamples(m_controller->serverSamples()); });
+            [this] {
+                m_remoteView->setSamples(m_controller->serverSamples());
+                m_remoteView->setScrapeHealth(m_controller->scrapeHealth());
+            });
     connect(m_controller, &EngineController::configChanged, m_tuning, &TuningPanel::setConfig);
     connect(m_tuning, &TuningPanel::configEdited, m_controller, &EngineController::reconfigure);
     connect(m_controller, &EngineController::reconfigureRefused, m_tuning, &TuningPanel::showRefusal);
@@ -598,7 +601,10 @@ bool MainWindow::exportSession(const QString& dir, QString* error) {
         ServerSeries series;
         series.engine = ServerEngine::UNKNOWN;
         series.samples = m_controller->serverSamples();
-        series.num_scrapes = int(series.samples.size());
+        const ScrapeHealth& health = m_controller->scrapeHealth();
+        series.num_scrapes = health.scrapes;
+        series.num_failed_scrapes = health.failed;
+        series.last_error = health.lastError.toStdString();
         QJsonObject metrics = toQJsonObject(server_series_to_json(series, 0));
         metrics["engine"] = t.engine;
         in.serverMetrics = metrics;

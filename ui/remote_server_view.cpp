@@ -58,15 +58,44 @@ void RemoteServerView::restyle() {
         m_chart->graph(i)->setPen(pen);
         m_chart->graph(i)->setLineStyle(QCPGraph::lsStepLeft);
     }
+    showNote();  // the error colour is the theme's
     m_chart->replot(QCustomPlot::rpQueuedReplot);
 }
 
 void RemoteServerView::setTarget(const RemoteTarget& target) {
-    m_note->setFullText(target.label());
-    m_note->setToolTip(tr("%1\nA remote engine exposes no block table, so there is no block map: this is what its "
-                          "/metrics reports, scraped every second.")
-                           .arg(target.label()));
+    m_target = target;
+    m_health = {};
+    showNote();
     setSamples({});
+}
+
+void RemoteServerView::setScrapeHealth(const ScrapeHealth& health) {
+    if (health == m_health) return;
+    m_health = health;
+    showNote();
+}
+
+void RemoteServerView::showNote() {
+    const QString about = tr("A remote engine exposes no block table, so there is no block map: this is what its "
+                             "/metrics reports, scraped every second.");
+    if (m_health.failing) {
+        // A server without /metrics (llama-server without --metrics answers 501) or one that stopped
+        // answering: the chart would otherwise just stop, as if nothing ran.
+        // The URL is the target's (in the tooltip): the line keeps the status and the server's reason, whose
+        // end is often the hint ("Start it with `--metrics`"), so it is elided in the middle.
+        QString reason = m_health.lastError;
+        if (const qsizetype at = reason.indexOf("/metrics: "); at >= 0) reason = reason.mid(at + 10);
+        const QString why = tr("/metrics fails (%1 of %2 scrapes): %3").arg(m_health.failed).arg(m_health.scrapes).arg(reason);
+        m_note->setFullText(why);
+        QPalette error = palette();
+        error.setColor(QPalette::WindowText, Theme::errorText());
+        m_note->setPalette(error);
+        m_note->setToolTip(why + "\n" + m_target.label() + "\n" + about);
+    } else {
+        m_note->setFullText(m_target.label());
+        m_note->setPalette(palette());
+        m_note->setToolTip(m_target.label() + "\n" + about);
+    }
 }
 
 void RemoteServerView::setSamples(const ServerSamples& samples) {

@@ -33,9 +33,15 @@ public slots:
     void setTarget(const kvscope::ui::RemoteTarget& target);
     // Every sample so far (the chart is redrawn from them: one per second, cheap).
     void setSamples(const kvscope::ui::ServerSamples& samples);
+    // While the latest scrape failed, the note line says why (in the error colour) instead of the target.
+    void setScrapeHealth(const kvscope::ui::ScrapeHealth& health);
     void restyle();
 
 private:
+    void showNote();
+
+    RemoteTarget m_target;
+    ScrapeHealth m_health;
     ElidedLabel* m_note;
     QProgressBar* m_gauge;
     QCustomPlot* m_chart;

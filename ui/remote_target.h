@@ -40,8 +40,18 @@ RemoteTarget probeEndpoint(const RemoteConnection& connection);
 
 using ServerSamples = std::vector<kvscope::ServerSample>;
 
+// How the scrapes of the server's /metrics went (ServerSeries' counts): the view says when they fail,
+// and the session export carries the counts.
+struct ScrapeHealth {
+    int scrapes = 0, failed = 0;
+    bool failing = false;  // the latest scrape failed
+    QString lastError;
+    bool operator==(const ScrapeHealth&) const = default;
+};
+
 }  // namespace kvscope::ui
 
 Q_DECLARE_METATYPE(kvscope::ui::RemoteConnection)
 Q_DECLARE_METATYPE(kvscope::ui::RemoteTarget)
 Q_DECLARE_METATYPE(kvscope::ui::ServerSamples)
+Q_DECLARE_METATYPE(kvscope::ui::ScrapeHealth)

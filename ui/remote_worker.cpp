@@ -81,6 +81,7 @@ void RemoteWorker::connectEndpoint(const RemoteConnection& c) {
     m_pool = std::make_unique<HttpStreamPool>(m_endpoint);
     m_scraper = std::make_unique<MetricsScraper>(m_endpoint, kScrapeIntervalS, [this] { return now(); });
     m_samplesSent = 0;
+    m_healthSent = {};
     m_scrapeTimer.start(250);
     m_connected = true;
     emit connected(target);
@@ -321,10 +322,13 @@ void RemoteWorker::finishBenchmark(const BenchRun& run, double offset) {
 void RemoteWorker::pollScraper() {
     if (!m_scraper) return;
     const ServerSeries s = m_scraper->series();
-    if (s.samples.size() <= m_samplesSent) return;
+    const ScrapeHealth health{s.num_scrapes, s.num_failed_scrapes, s.last_failed, QString::fromStdString(s.last_error)};
+    // A failing scrape adds no sample, only counts: sent too (once a second at most, the scrape interval).
+    if (s.samples.size() <= m_samplesSent && health == m_healthSent) return;
     ServerSamples fresh(s.samples.begin() + std::ptrdiff_t(m_samplesSent), s.samples.end());
     m_samplesSent = s.samples.size();
-    emit serverSampled(fresh);
+    m_healthSent = health;
+    emit serverSampled(fresh, health);
 }
 
 RequestProgress& RemoteWorker::pendingFor(const QString& id) {

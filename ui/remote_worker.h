@@ -50,8 +50,9 @@ signals:
     void connected(const kvscope::ui::RemoteTarget& target);
     void connectFailed(const QString& message);
     void updated(const kvscope::ui::EngineUpdate& update);
-    // Scraped /metrics samples since the previous signal, times on this worker's clock (the requests').
-    void serverSampled(const kvscope::ui::ServerSamples& samples);
+    // Scraped /metrics samples since the previous signal, times on this worker's clock (the requests'),
+    // and how the scrapes went; sent when either changed.
+    void serverSampled(const kvscope::ui::ServerSamples& samples, const kvscope::ui::ScrapeHealth& health);
     void requestRejected(const QString& requestId, const QString& message);
     void errorOccurred(const QString& message);
     void benchmarkProgressed(int finished, int total);
@@ -79,6 +80,7 @@ private:
     std::unique_ptr<HttpStreamPool> m_pool;
     std::unique_ptr<MetricsScraper> m_scraper;
     size_t m_samplesSent = 0;
+    ScrapeHealth m_healthSent;
     QTimer m_scrapeTimer;
     // Coalesced since the last update (as EngineWorker: at most one every ~16 ms).
     std::map<QString, RequestProgress> m_progress;

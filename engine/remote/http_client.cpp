@@ -1,6 +1,7 @@
 #include "remote/http_client.h"
 
 #include <curl/curl.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <mutex>
@@ -15,7 +16,28 @@ std::string HttpEndpoint::url(const std::string& path) const {
 
 std::string HttpResponse::describe() const {
     if (!error.empty()) return error;
-    return "HTTP " + std::to_string(status) + (body.empty() ? "" : ": " + body_excerpt(body));
+    return http_status_text(status, body);
+}
+
+std::string http_status_text(int status, const std::string& body) {
+    std::string why = body;
+    // The servers' error bodies: OpenAI's {"error": {"message"}} (vLLM, llama-server, kvscope), {"error":
+    // "..."} (TGI), {"detail": "..."} (FastAPI), {"message": "..."}: the message, not the JSON around it.
+    const nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+    if (j.is_object()) {
+        const auto error = j.find("error");
+        if (error != j.end() && error->is_object() && error->contains("message") && (*error)["message"].is_string())
+            why = (*error)["message"];
+        else if (error != j.end() && error->is_string())
+            why = *error;
+        else
+            for (const char* key : {"detail", "message"})
+                if (j.contains(key) && j[key].is_string()) {
+                    why = j[key];
+                    break;
+                }
+    }
+    return "HTTP " + std::to_string(status) + (why.empty() ? "" : ": " + body_excerpt(why));
 }
 
 void set_tls_options(void* curl, const HttpEndpoint& endpoint) {

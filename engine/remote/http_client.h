@@ -38,6 +38,9 @@ void init_curl_once();
 void set_tls_options(void* curl, const HttpEndpoint& endpoint);
 // The base URL as shown and exported: without user:password@ (credentials never go into a result file).
 std::string redacted_url(const std::string& url);
+// "HTTP 404: <the server's error message>" (its JSON error body's message where it has one, else the
+// start of the body), for messages.
+std::string http_status_text(int status, const std::string& body);
 // The part of a response body worth putting in a message: at most `max` bytes, one line.
 std::string body_excerpt(const std::string& body, size_t max = 200);
 

@@ -61,9 +61,11 @@ bool MetricsScraper::scrape(HttpClient& client) {
     ++series_.num_scrapes;
     if (!r.ok()) {
         ++series_.num_failed_scrapes;
+        series_.last_failed = true;
         series_.last_error = client.endpoint().url(path_) + ": " + r.describe();
         return false;
     }
+    series_.last_failed = false;
     const std::vector<PromSample> samples = parse_prometheus_text(r.body);
     if (series_.engine == ServerEngine::UNKNOWN) series_.engine = engine_of_metrics(samples);
     const ServerReading reading = read_server_metrics(series_.engine, samples);

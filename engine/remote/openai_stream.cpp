@@ -116,7 +116,7 @@ bool OpenAiStreamReader::take_event(const std::string& data, double t) {
 void OpenAiStreamReader::finish(int status, const std::string& transport_error) {
     if (!error_.empty()) return;
     if (status != 0 && status != 200) {
-        error_ = "HTTP " + std::to_string(status) + (error_body_.empty() ? "" : ": " + body_excerpt(error_body_));
+        error_ = http_status_text(status, error_body_);
         return;
     }
     if (!transport_error.empty()) {

@@ -53,6 +53,7 @@ struct ServerSeries {
     double interval_s = 1;
     int num_scrapes = 0, num_failed_scrapes = 0;
     std::string last_error;
+    bool last_failed = false;  // the latest scrape failed (the server stopped answering, or has no /metrics)
     std::vector<ServerSample> samples;
 };
 // {"engine", "interval_s", "scrapes", "failed_scrapes", "last_error", "columns", "samples" ([[t - start,

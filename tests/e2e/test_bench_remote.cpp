@@ -9,6 +9,8 @@
 #include "serve_process.h"
 #include "test_support.h"
 
+#include "remote/metrics_scraper.h"
+
 #include <QTcpServer>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -284,6 +286,23 @@ private slots:
         QVERIFY2(r.err.contains("test request") && r.err.contains("HTTP 404"), qPrintable(r.err));
     }
 
+    // The scraper says whether its latest scrape failed (the GUI shows why while it does), and names the URL
+    // once: a server with no /metrics (llama-server without --metrics answers 501), then one that has it.
+    void scraperReportsFailingScrapes() {
+        kvscope::HttpEndpoint none;
+        none.base_url = misbehaving("good").toStdString();
+        kvscope::MetricsScraper failing(none, 0.05, [] { return 0.0; });
+        const kvscope::ServerSeries f = failing.series();
+        QVERIFY(f.last_failed);
+        QVERIFY(f.num_failed_scrapes >= 1);
+        QVERIFY2(f.last_error == none.url("/metrics") + ": HTTP 404", f.last_error.c_str());
+        kvscope::HttpEndpoint served;
+        served.base_url = m_url.toStdString();
+        kvscope::MetricsScraper ok(served, 0.05, [] { return 0.0; });
+        QVERIFY(!ok.series().last_failed);
+        QCOMPARE(ok.series().num_failed_scrapes, 0);
+    }
+
     void unservedModelIsRefused() {
         QStringList args = workload(2) + QStringList{"--base-url", m_url};
         args[args.indexOf("dummy:tiny")] = "no-such-model";
@@ -340,7 +359,7 @@ private slots:
         QVERIFY(!file.readAll().contains("pa55word"));
     }
 
-    void serverError500() { expectAllFailed(misbehaving("err500"), {}, "HTTP 500: {\"error\""); }
+    void serverError500() { expectAllFailed(misbehaving("err500"), {}, "HTTP 500: internal failure"); }
     void hangsMidStream() { expectAllFailed(misbehaving("hang"), {"--request-timeout", "1"}, "timed out"); }
     void malformedSse() { expectAllFailed(misbehaving("malformed"), {}, "malformed SSE"); }
     void closedWithoutDone() { expectAllFailed(misbehaving("nodone"), {}, "without [DONE]"); }
@@ -357,7 +376,7 @@ private slots:
         QCOMPARE(j["failed"].get<int>(), 4);
         QCOMPARE(j["total_output_tokens"].get<int>(), 12);  // the usage the server reported
         QVERIFY(r.out.contains("Failed requests:"));
-        QVERIFY(r.err.contains("4 request(s) failed: HTTP 500"));
+        QVERIFY(r.err.contains("4 request(s) failed: HTTP 500: internal failure"));
         // The server stopped each at 3 tokens of the 8 to 16 asked: said, not only counted in the JSON.
         QVERIFY2(r.err.contains("4 of 4 completed requests did not get the output length asked for (12 tokens"), qPrintable(r.err));
         int with_error = 0;

@@ -194,8 +194,12 @@ private slots:
         QTest::addColumn<QByteArray>("body");
         QTest::addColumn<QString>("transport");
         QTest::addColumn<QString>("expected");
-        QTest::newRow("404") << 404 << QByteArray("{\"detail\":\"Not Found\"}") << "" << "HTTP 404: {\"detail\":\"Not Found\"}";
-        QTest::newRow("401") << 401 << QByteArray("{\"error\":{\"message\":\"incorrect API key\"}}") << "" << "HTTP 401";
+        QTest::newRow("404") << 404 << QByteArray("{\"detail\":\"Not Found\"}") << "" << "HTTP 404: Not Found";
+        QTest::newRow("401") << 401 << QByteArray("{\"error\":{\"message\":\"incorrect API key\"}}") << ""
+                             << "HTTP 401: incorrect API key";  // the message, not the JSON around it
+        QTest::newRow("TGI error") << 422 << QByteArray("{\"error\":\"Input validation error\",\"error_type\":\"validation\"}") << ""
+                                   << "HTTP 422: Input validation error";
+        QTest::newRow("not JSON") << 502 << QByteArray("<html>Bad Gateway</html>") << "" << "HTTP 502: <html>Bad Gateway</html>";
         QTest::newRow("500") << 500 << QByteArray("boom") << "" << "HTTP 500: boom";
         QTest::newRow("not json") << 200 << QByteArray("data: {oops\n\n") << "" << "malformed SSE event";
         QTest::newRow("choices not objects") << 200 << QByteArray("data: {\"choices\":[3]}\n\n") << "" << "malformed SSE event";

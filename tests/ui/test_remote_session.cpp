@@ -9,6 +9,7 @@
 #include "charts_panel.h"
 #include "chat_pane.h"
 #include "connect_dialog.h"
+#include "elided_label.h"
 #include "engine_controller.h"
 #include "engine_status.h"
 #include "main_window.h"
@@ -89,6 +90,26 @@ private slots:
         view.setSamples({a, b});
         QCOMPARE(view.chart()->graph(0)->name(), QString("KV usage %"));
         QVERIFY2(view.gauge()->format().startsWith("KV cache usage 25.0%"), qPrintable(view.gauge()->format()));
+    }
+
+    // While the server's /metrics fails, the note line says why (not the target), so a chart that stopped
+    // is not read as an idle server; it shows the target again once a scrape succeeds.
+    void failingScrapesAreShown() {
+        RemoteServerView view;
+        RemoteTarget t;
+        t.baseUrl = "http://127.0.0.1:1";
+        t.engine = "llama.cpp";
+        t.model = "m";
+        view.setTarget(t);
+        auto* note = view.findChild<ElidedLabel*>("remoteNote");
+        QVERIFY(note);
+        QCOMPARE(note->fullText(), t.label());
+        view.setScrapeHealth({3, 3, true, "http://127.0.0.1:1/metrics: HTTP 501: start it with --metrics"});
+        QVERIFY2(note->fullText().startsWith("/metrics fails (3 of 3 scrapes): HTTP 501") && note->fullText().contains("--metrics"),
+                 qPrintable(note->fullText()));
+        QVERIFY(view.noteText().contains(t.label()));  // the tooltip keeps the target
+        view.setScrapeHealth({4, 3, false, "http://127.0.0.1:1/metrics: HTTP 501"});
+        QCOMPARE(note->fullText(), t.label());
     }
 
     void dialogListsModelsAndNamesFailures_data() {
