@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 
@@ -262,8 +263,13 @@ void check_outputs(const BenchArgs& a) {
         {"--output-json", &a.output_json}, {"--output-csv", &a.output_csv}, {"--output-requests", &a.output_requests}};
     for (const auto& [flag, path] : outputs)
         if (!path->empty()) {
+            // Probed by opening it; a file the probe made is removed again, so that a run that fails or is
+            // interrupted before its report leaves no empty result behind.
+            const bool existed = std::filesystem::exists(*path);
             std::ofstream probe(*path, std::ios::app);
             if (!probe) throw BadInput(std::string(flag) + ": cannot write " + *path);
+            probe.close();
+            if (!existed) std::filesystem::remove(*path);
         }
 }
 

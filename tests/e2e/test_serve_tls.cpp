@@ -72,19 +72,16 @@ private slots:
         QVERIFY(j["connections_opened"].get<int>() < 12);  // kept alive through TLS
     }
 
-    // The server's certificate is not signed by the CA given: every request fails with the reason
-    // recorded, the run still ends with its report, and exits 1 (none completed).
-    void wrongCaIsARecordedError() {
-        const QString out = m_dir.filePath("wrong.json"), requests = m_dir.filePath("wrong.jsonl");
+    // The server's certificate is not signed by the CA given: the run is refused before it starts (the
+    // first call, /v1/models, cannot be made), with libcurl's reason and the URL, exit 1; nothing is
+    // written as if a run had happened.
+    void wrongCaIsRefusedBeforeTheRun() {
+        const QString out = m_dir.filePath("wrong.json");
         const auto r = cli(workload() + QStringList{"--base-url", m_url, "--cacert", m_dir.filePath("other.pem"),
-                                                    "--output-json", out, "--output-requests", requests});
+                                                    "--output-json", out});
         QCOMPARE(r.code, 1);
-        QVERIFY2(r.err.contains("12 request(s) failed") && r.err.contains("certificate"), qPrintable(r.err));
-        const nlohmann::json j = test::read_json(out);
-        QCOMPARE(j["completed"].get<int>(), 0);
-        QCOMPARE(j["failed"].get<int>(), 12);
-        for (const nlohmann::json& row : test::read_jsonl(requests))
-            QVERIFY2(row.value("error", std::string()).find("certificate") != std::string::npos, row.dump().c_str());
+        QVERIFY2(r.err.contains("certificate") && r.err.contains(m_url + "/v1/models"), qPrintable(r.err));
+        QVERIFY(!QFile::exists(out));
     }
 
     // Without --cacert the system store does not know a self-signed certificate; --insecure skips the check.
