@@ -158,7 +158,10 @@ int main(int argc, char** argv) {
             std::fflush(stdout);
         });
         QObject::connect(&runner, &ScriptRunner::finished, &app, [&](bool ok, const QString& message) {
-            std::printf("kvscope: script %s: %s\n", ok ? "finished" : "failed", qPrintable(message));
+            // A failure goes to stderr, where a CI log or a shell looks for errors; progress stays on stdout.
+            if (ok) std::printf("kvscope: script finished: %s\n", qPrintable(message));
+            else std::fprintf(stderr, "kvscope: script failed: %s\n", qPrintable(message));
+            std::fflush(stdout);
             // Let the last updates and the queued replots land before the export grabs the window.
             QTimer::singleShot(300, &app, [&, ok] {
                 const bool exported = writeExport();

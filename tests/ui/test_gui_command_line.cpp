@@ -11,14 +11,16 @@ class TestGuiCommandLine : public QObject {
         int exitCode = -1;
         QString out, err;
     };
-    static Run run(const QStringList& args) {
+    // offscreen: with Qt's offscreen platform (a window, no display) instead of none.
+    static Run run(const QStringList& args, bool offscreen = false) {
         QProcess p;
         QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
         for (const char* name : {"DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"}) env.remove(name);
+        if (offscreen) env.insert("QT_QPA_PLATFORM", "offscreen");
         p.setProcessEnvironment(env);
         p.start(KVSCOPE_GUI_PATH, args);
         Run r;
-        if (!p.waitForFinished(30000) || p.exitStatus() != QProcess::NormalExit) return r;
+        if (!p.waitForFinished(120000) || p.exitStatus() != QProcess::NormalExit) return r;
         r.exitCode = p.exitCode();
         r.out = QString::fromLocal8Bit(p.readAllStandardOutput());
         r.err = QString::fromLocal8Bit(p.readAllStandardError());
@@ -58,6 +60,24 @@ private slots:
         const Run r = run(args);
         QCOMPARE(r.exitCode, 2);
         QVERIFY2(r.err.contains(named), qPrintable(r.err));
+    }
+
+    // A script that fails at run time (here: the engine is still busy when wait_idle's 1 ms is up) exits 1
+    // and says why on stderr, where a CI log or a shell looks for errors.
+    void failedScriptIsReportedOnStderr() {
+        QTemporaryDir dir;
+        QVERIFY(dir.isValid());
+        QFile script(dir.filePath("busy.json"));
+        QVERIFY(script.open(QIODevice::WriteOnly));
+        script.write(R"({"model": "dummy:tiny", "engine": {"max_model_len": 512, "threads": 1},
+                         "actions": [{"action": "open_pane", "max_tokens": 400},
+                                     {"action": "send_all", "prompt": "Once"},
+                                     {"action": "wait_idle", "timeout_ms": 1}]})");
+        script.close();
+        const Run r = run({"--script", script.fileName(), "--quit-when-done"}, true);
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(r.err.contains("kvscope: script failed: ") && r.err.contains("idle"), qPrintable(r.err));
+        QVERIFY2(!r.out.contains("script failed"), qPrintable(r.out));
     }
 };
 
