@@ -229,7 +229,12 @@ int run_remote_bench_command(const BenchArgs& a, const RemoteArgs& r, const Engi
         const long connections_before = remote.connections_opened();
         runs.push_back(kvscope::run_remote_bench(remote, workload, o, label, "remote-" + std::to_string(k) + "-"));
         scraper.stop();
-        const ServerSeries series = scraper.series();
+        ServerSeries series = scraper.series();
+        // A /metrics page that never came tells nothing of the engine: the one /version or /v1/models named.
+        if (series.engine == ServerEngine::UNKNOWN)
+            for (ServerEngine known : {ServerEngine::KVSCOPE, ServerEngine::VLLM, ServerEngine::SGLANG, ServerEngine::TGI,
+                                       ServerEngine::LLAMACPP})
+                if (to_string(known) == engine_name) series.engine = known;
         print_result_table(runs.back());
         print_server_series(series);
         nlohmann::json j = run_to_json(remote_result_run(runs.back()));  // mode "remote", no engine figures

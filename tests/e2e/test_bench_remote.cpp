@@ -35,7 +35,7 @@ class MisbehavingServer {
 public:
     MisbehavingServer() {
         server_.Get(R"(/(\w+)/v1/models)", [](const httplib::Request&, httplib::Response& res) {
-            res.set_content(R"({"object": "list", "data": [{"id": "dummy:tiny", "object": "model"}]})", "application/json");
+            res.set_content(R"({"object": "list", "data": [{"id": "dummy:tiny", "object": "model", "owned_by": "vllm"}]})", "application/json");
         });
         server_.Post(R"(/(\w+)/v1/completions)", [this](const httplib::Request& req, httplib::Response& res) {
             const std::string mode = req.matches[1];
@@ -377,6 +377,10 @@ private slots:
         QCOMPARE(j["total_output_tokens"].get<int>(), 12);  // the usage the server reported
         QVERIFY(r.out.contains("Failed requests:"));
         QVERIFY(r.err.contains("4 request(s) failed: HTTP 500: internal failure"));
+        // It has no /metrics: the series names the engine that /v1/models did, not "unknown".
+        QCOMPARE(j["target"]["engine"].get<std::string>(), std::string("vllm"));
+        QCOMPARE(j["server_metrics"]["engine"].get<std::string>(), std::string("vllm"));
+        QVERIFY(j["server_metrics"]["failed_scrapes"].get<int>() >= 1);
         // The server stopped each at 3 tokens of the 8 to 16 asked: said, not only counted in the JSON.
         QVERIFY2(r.err.contains("4 of 4 completed requests did not get the output length asked for (12 tokens"), qPrintable(r.err));
         int with_error = 0;
