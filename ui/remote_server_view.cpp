@@ -83,9 +83,8 @@ void RemoteServerView::showNote() {
         // answering: the chart would otherwise just stop, as if nothing ran.
         // The URL is the target's (in the tooltip): the line keeps the status and the server's reason, whose
         // end is often the hint ("Start it with `--metrics`"), so it is elided in the middle.
-        QString reason = m_health.lastError;
-        if (const qsizetype at = reason.indexOf("/metrics: "); at >= 0) reason = reason.mid(at + 10);
-        const QString why = tr("/metrics fails (%1 of %2 scrapes): %3").arg(m_health.failed).arg(m_health.scrapes).arg(reason);
+        const QString why =
+            tr("/metrics fails (%1 of %2 scrapes): %3").arg(m_health.failed).arg(m_health.scrapes).arg(m_health.lastError);
         m_note->setFullText(why);
         QPalette error = palette();
         error.setColor(QPalette::WindowText, Theme::errorText());

@@ -28,7 +28,7 @@ RemoteTarget probeEndpoint(const RemoteConnection& c) {
     std::vector<std::string> served;
     t.model = QString::fromStdString(check_served_model(client, c.model.toStdString(), &served));
     for (const std::string& name : served) t.models << QString::fromStdString(name);
-    t.engine = QString::fromStdString(detect_remote_engine(client));
+    t.engine = QString::fromUtf8(to_string(detect_remote_engine(client)));
     return t;
 }
 

@@ -122,7 +122,7 @@ Target resolve_target(const RemoteArgs& r, const EngineOptions& e, bool backend_
     return t;
 }
 
-void print_server_series(const ServerSeries& s) {
+void print_server_series(const ServerSeries& s, const std::string& metrics_url) {
     double peak = -1;
     for (const ServerSample& x : s.samples)
         if (x.kv_cache_usage) peak = std::max(peak, *x.kv_cache_usage);
@@ -130,7 +130,7 @@ void print_server_series(const ServerSeries& s) {
                 s.samples.size(), s.interval_s, s.num_failed_scrapes);
     if (peak >= 0) std::printf(", KV usage peak %.1f%%", 100 * peak);
     std::printf("\n");
-    if (!s.last_error.empty()) std::printf("  last scrape error: %s\n", s.last_error.c_str());
+    if (!s.last_error.empty()) std::printf("  last scrape error: %s: %s\n", metrics_url.c_str(), s.last_error.c_str());
     std::fflush(stdout);
 }
 
@@ -156,7 +156,7 @@ int run_remote_bench_command(const BenchArgs& a, const RemoteArgs& r, const Engi
     // Reachable, the key accepted, the URL without an extra path, and the model served: checked before
     // anything else, by the same call as the GUI's Connect.
     check_served_model(client, e.model);
-    const std::string engine_name = detect_remote_engine(client);
+    const ServerEngine engine = detect_remote_engine(client);
 
     // Prompts: token ids for completions (exact input lengths), text for chat.
     const WorkloadOptions wopts = workload_from(a, e.max_model_len > 0 ? e.max_model_len : 8192);
@@ -166,7 +166,7 @@ int run_remote_bench_command(const BenchArgs& a, const RemoteArgs& r, const Engi
     topts.path = target.path;
     topts.api = target.api;
     topts.model = e.model;
-    topts.min_tokens = engine_takes_min_tokens(engine_name);
+    topts.min_tokens = engine_takes_min_tokens(engine);
     if (!r.tokenizer.empty()) {
         const Tokenizer tok = load_tokenizer(r.tokenizer);
         workload = make_workload(wopts, tok, tok.vocab_size());
@@ -190,7 +190,7 @@ int run_remote_bench_command(const BenchArgs& a, const RemoteArgs& r, const Engi
     result["model_id"] = e.model;
     result["tokenizer_id"] = r.tokenizer.empty() ? "server:/tokenize" : r.tokenizer;
     result["target"] = {{"kind", "remote"}, {"base_url", redacted_url(r.base_url)}, {"endpoint", target.path},
-                        {"engine", engine_name}};
+                        {"engine", std::string(to_string(engine))}};
     if (r.base_url.starts_with("https://"))  // whether the server's certificate was checked, and against what
         result["target"]["tls"] = r.insecure ? "not verified (--insecure)"
                                              : r.cacert.empty() ? "verified (system CA store)" : "verified (--cacert)";
@@ -231,12 +231,9 @@ int run_remote_bench_command(const BenchArgs& a, const RemoteArgs& r, const Engi
         scraper.stop();
         ServerSeries series = scraper.series();
         // A /metrics page that never came tells nothing of the engine: the one /version or /v1/models named.
-        if (series.engine == ServerEngine::UNKNOWN)
-            for (ServerEngine known : {ServerEngine::KVSCOPE, ServerEngine::VLLM, ServerEngine::SGLANG, ServerEngine::TGI,
-                                       ServerEngine::LLAMACPP})
-                if (to_string(known) == engine_name) series.engine = known;
+        if (series.engine == ServerEngine::UNKNOWN) series.engine = engine;
         print_result_table(runs.back());
-        print_server_series(series);
+        print_server_series(series, redacted_url(endpoint.url("/metrics")));
         nlohmann::json j = run_to_json(remote_result_run(runs.back()));  // mode "remote", no engine figures
         j["start_time"] = runs.back().start_time;
         j["output_lengths_exact"] = exact_output_lengths(runs.back(), workload);

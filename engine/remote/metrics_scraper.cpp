@@ -62,7 +62,7 @@ bool MetricsScraper::scrape(HttpClient& client) {
     if (!r.ok()) {
         ++series_.num_failed_scrapes;
         series_.last_failed = true;
-        series_.last_error = client.endpoint().url(path_) + ": " + r.describe();
+        series_.last_error = r.describe();
         return false;
     }
     series_.last_failed = false;

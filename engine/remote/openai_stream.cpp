@@ -25,8 +25,8 @@ const char* default_endpoint(OpenAiApi api) {
     return api == OpenAiApi::CHAT ? "/v1/chat/completions" : "/v1/completions";
 }
 
-bool engine_takes_min_tokens(const std::string& engine) {
-    return engine == "vllm" || engine == "sglang" || engine == "kvscope";
+bool engine_takes_min_tokens(ServerEngine engine) {
+    return engine == ServerEngine::VLLM || engine == ServerEngine::SGLANG || engine == ServerEngine::KVSCOPE;
 }
 
 std::string openai_request_body(const OpenAiRequest& r) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "model/chat_template.h"
+#include "remote/server_metrics.h"
 #include "remote/sse_parser.h"
 
 #include <cstdint>
@@ -52,8 +53,8 @@ std::string openai_request_body(const OpenAiRequest& request);
 // How output lengths are forced, for the report ("output_length_control").
 inline constexpr const char* kOutputLengthControl = "max_tokens + ignore_eos";
 inline constexpr const char* kOutputLengthControlMinTokens = "max_tokens + ignore_eos + min_tokens";
-// Whether an engine (detect_remote_engine's name) takes min_tokens: vLLM, SGLang and kvscope do.
-bool engine_takes_min_tokens(const std::string& engine);
+// Whether an engine (as detect_remote_engine names it) takes min_tokens: vLLM, SGLang and kvscope do.
+bool engine_takes_min_tokens(ServerEngine engine);
 
 class OpenAiStreamReader {
 public:

@@ -23,33 +23,29 @@ json json_of(const HttpResponse& r) {
     return j.is_discarded() ? json() : j;
 }
 
-std::string engine_of_name(std::string s) {
+ServerEngine engine_of_name(std::string s) {
     std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    if (s.find("kvscope") != std::string::npos) return "kvscope";
-    if (s.find("vllm") != std::string::npos) return "vllm";
-    if (s.find("sglang") != std::string::npos) return "sglang";
-    if (s.find("llamacpp") != std::string::npos || s.find("llama.cpp") != std::string::npos) return "llama.cpp";
-    if (s.find("tgi") != std::string::npos || s.find("text-generation") != std::string::npos) return "tgi";
-    return "";
+    if (s.find("kvscope") != std::string::npos) return ServerEngine::KVSCOPE;
+    if (s.find("vllm") != std::string::npos) return ServerEngine::VLLM;
+    if (s.find("sglang") != std::string::npos) return ServerEngine::SGLANG;
+    if (s.find("llamacpp") != std::string::npos || s.find("llama.cpp") != std::string::npos) return ServerEngine::LLAMACPP;
+    if (s.find("tgi") != std::string::npos || s.find("text-generation") != std::string::npos) return ServerEngine::TGI;
+    return ServerEngine::UNKNOWN;
 }
 
 }  // namespace
 
-std::string detect_remote_engine(HttpClient& client) {
+ServerEngine detect_remote_engine(HttpClient& client) {
     const json version = json_of(client.get("/version", kProbeTimeout));
     if (version.is_object() && version.contains("engine") && version["engine"].is_string())
-        if (std::string e = engine_of_name(version["engine"]); !e.empty()) return e;
+        if (ServerEngine e = engine_of_name(version["engine"]); e != ServerEngine::UNKNOWN) return e;
     const json models = json_of(client.get("/v1/models", kProbeTimeout));
     if (models.is_object() && models.contains("data") && models["data"].is_array())
         for (const json& card : models["data"])
             if (card.is_object() && card.contains("owned_by") && card["owned_by"].is_string())
-                if (std::string e = engine_of_name(card["owned_by"]); !e.empty()) return e;
+                if (ServerEngine e = engine_of_name(card["owned_by"]); e != ServerEngine::UNKNOWN) return e;
     const HttpResponse metrics = client.get("/metrics", kProbeTimeout);
-    if (metrics.ok()) {
-        const ServerEngine e = engine_of_metrics(parse_prometheus_text(metrics.body));
-        if (e != ServerEngine::UNKNOWN) return std::string(to_string(e));
-    }
-    return "unknown";
+    return metrics.ok() ? engine_of_metrics(parse_prometheus_text(metrics.body)) : ServerEngine::UNKNOWN;
 }
 
 std::vector<std::string> served_model_names(HttpClient& client) {

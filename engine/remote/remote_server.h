@@ -5,6 +5,7 @@
 #pragma once
 
 #include "remote/http_client.h"
+#include "remote/server_metrics.h"
 
 #include <cstdint>
 #include <string>
@@ -12,9 +13,9 @@
 
 namespace kvscope {
 
-// "kvscope", "vllm", "sglang", "tgi", "llama.cpp" or "unknown": /version's "engine" field, else
-// /v1/models' owned_by, else the metric families of /metrics.
-std::string detect_remote_engine(HttpClient& client);
+// /version's "engine" field, else /v1/models' owned_by, else the metric families of /metrics; UNKNOWN
+// when none names one.
+ServerEngine detect_remote_engine(HttpClient& client);
 
 // The served model names of /v1/models (empty when the server does not answer it).
 std::vector<std::string> served_model_names(HttpClient& client);

@@ -52,7 +52,7 @@ struct ServerSeries {
     ServerEngine engine = ServerEngine::UNKNOWN;
     double interval_s = 1;
     int num_scrapes = 0, num_failed_scrapes = 0;
-    std::string last_error;
+    std::string last_error;    // why the latest failed scrape failed ("HTTP 501: ..."); the URL is the caller's
     bool last_failed = false;  // the latest scrape failed (the server stopped answering, or has no /metrics)
     std::vector<ServerSample> samples;
 };

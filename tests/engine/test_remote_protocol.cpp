@@ -241,8 +241,10 @@ private slots:
         QVERIFY(!h.contains("min_tokens"));  // only for engines known to take it
         q.min_tokens = true;
         QCOMPARE(nlohmann::json::parse(openai_request_body(q))["min_tokens"].get<int>(), 9);
-        QVERIFY(engine_takes_min_tokens("vllm") && engine_takes_min_tokens("sglang") && engine_takes_min_tokens("kvscope"));
-        QVERIFY(!engine_takes_min_tokens("tgi") && !engine_takes_min_tokens("llama.cpp") && !engine_takes_min_tokens("unknown"));
+        QVERIFY(engine_takes_min_tokens(ServerEngine::VLLM) && engine_takes_min_tokens(ServerEngine::SGLANG) &&
+                engine_takes_min_tokens(ServerEngine::KVSCOPE));
+        QVERIFY(!engine_takes_min_tokens(ServerEngine::TGI) && !engine_takes_min_tokens(ServerEngine::LLAMACPP) &&
+                !engine_takes_min_tokens(ServerEngine::UNKNOWN));
         QVERIFY(!h.contains("top_p"));  // 1: the server's default
         // A chat pane's conversation: every turn in order, and the reply ends where the model ends it.
         q.messages = {{"system", "be brief"}, {"user", "hi"}, {"assistant", "hello"}, {"user", "again"}};
