@@ -16,8 +16,6 @@ namespace kvscope {
 
 namespace {
 
-constexpr std::string_view kMetaspace = "\xE2\x96\x81";  // "▁" U+2581
-
 // "<0x0A>" -> 0x0A
 std::optional<uint8_t> parse_byte_piece(std::string_view piece) {
     if (piece.size() != 6 || piece.substr(0, 3) != "<0x" || piece[5] != '>') return std::nullopt;

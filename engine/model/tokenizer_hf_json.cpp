@@ -15,7 +15,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::string_view kMetaspace = "\xE2\x96\x81";
 constexpr int64_t kMaxTokenId = 1 << 21;  // 2M: far above any real vocabulary (256k); guards the allocation
 
 json parse_json(std::string_view text, const std::string& source) {

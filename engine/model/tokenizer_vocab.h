@@ -8,9 +8,13 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kvscope {
+
+// SentencePiece's word boundary, "▁" (U+2581), which its vocabularies hold in place of a space.
+inline constexpr std::string_view kMetaspace = "\xE2\x96\x81";
 
 enum class TokenizerKind { SentencePieceBpe, ByteLevelBpe, Bytes };
 
