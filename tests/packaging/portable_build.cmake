@@ -3,7 +3,7 @@
 # libkvscope-cuda.so, in BUILD_DIR. test_portable_cpu_kernels runs its kvscope-cli under qemu and
 # test_package makes the packages from it, so a native build pays for one portable build, not two.
 # Of its tests only test_backend_ops is built: it checks every CPU kernel set this CPU can run (the native
-# build has one), for test_portable_backend_ops. Without the install-time build of everything
+# build has one), for test_portable_backend_ops_<set>. Without the install-time build of everything
 # (CMAKE_SKIP_INSTALL_ALL_DEPENDENCY): cpack installs only the programs (the tests install nothing).
 # kernels/cuda gets the calling build's architectures, so that ccache has it.
 # -D: SOURCE_DIR, BUILD_DIR, GENERATOR, CUDA (ON or OFF), CUDA_ARCHITECTURES (comma-separated).
