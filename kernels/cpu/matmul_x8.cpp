@@ -1122,6 +1122,13 @@ constexpr bool kHasVnni = false;
 // 2048 x 2048 67 / 68 / 58 -> 77 / 67 / 75, 576 x 3072 51-53 -> 63-70; Q6_K within the noise. The AVX2 set
 // forced on the same machine (4 groups per tile) gained on Q8_0 (2048 x 2048 73-75 -> 78-85) but lost on Q4_K
 // (66-70 -> 57-66 at 4 KiB), so it stays off there until an AVX2 machine says otherwise.
+// Tried later on a Zen 5 reading 78-87 GB/s (2048 x 2048 streamed on 2 threads, GB/s, alternating runs; Q4_K /
+// Q6_K / Q8_0): the T0 hint 66 / 65 / 72 and T1-T2 59-61 / 52-57 / 55-67 against NTA's 68 / 66 / 77; every
+// other line only, 36 / 36 / 59; a prefetch beside each 64-byte load instead of a block's at once (Q4_K)
+// 56-60 against 69-72. Cheaper issue loses too: the burst unrolled, or skipped where a tile goes on from the
+// thread's last, made the cached GEMV (one thread, K = 512) 13-30% faster and the streamed ones 3-18% slower.
+// So a streamed GEMV here is paced by how its prefetches meet the memory system, not by its arithmetic; the
+// bench's "1 core cached" rate includes this loop (about 40% of a cached Q4_K GEMV's samples at K = 512).
 #if defined(__AVX512F__)
 constexpr int kDecodePrefetchBytes = 4096;
 #else
