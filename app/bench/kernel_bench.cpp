@@ -104,13 +104,15 @@ int main(int argc, char** argv) {
             for (size_t c = 0; c < copies; ++c) st.views.push_back(backend.repack_matmul_weight({st.w.data() + c * bytes, dt, N, K}));
         }
         // The arithmetic's own bound: one thread's GEMV over a matrix of at most 512 KiB that stays in its
-        // cache (K = 512), in GB/s of weights, the best of the rounds (a busy neighbour or a slow clock only
-        // lowers it). A type whose threads together compute at little more than the read bandwidth cannot
+        // cache, in GB/s of weights, the best of the rounds (a busy neighbour or a slow clock only lowers it).
+        // Its rows are as long as the streamed ones (K), so that the decode kernels' per-call prefetch burst
+        // (matmul_x8.cpp) is the same share of the work: at K = 512 it spanned past each call's rows and took
+        // about 40% of a cached Q4_K GEMV. A type whose threads together compute at little more than the read bandwidth cannot
         // stream near it: each thread then spends most of its time on arithmetic, with too few reads in
         // flight. "x threads / bw" puts that rate, times the threads, against the median read.
         const std::unique_ptr<Backend> one_thread = make_cpu_backend(1);
         for (Streamed& st : types) {
-            const int Kc = 512;
+            const int Kc = K;
             const size_t row_bytes = dtype_row_bytes(st.dt, Kc);
             const int Nc = static_cast<int>(std::clamp<size_t>((size_t{512} << 10) / row_bytes / 16 * 16, 16, 1024));
             st.cached_w.resize(row_bytes * Nc);
@@ -156,7 +158,7 @@ int main(int argc, char** argv) {
         const double bandwidth = median(references);
         std::printf("decode roofline  single-row GEMV x[1, K] @ w[N, K]^T, K = N = 2048, copies of w streamed (%zu MiB of each "
                     "type), medians of %d rounds; %% bw: of the mean of the reads just before and after it; 1 core cached: "
-                    "one thread, K = 512, at most 512 KiB of weights (GB/s, the best of the rounds)\n",
+                    "one thread, the same K, at most 512 KiB of weights (GB/s, the best of the rounds)\n",
                     kStreamBytes >> 20, rounds);
         std::printf("%-8s | %10s %8s %13s | %14s %16s\n", "weights", "GB/s", "% bw", "% bw, rounds", "1 core cached",
                     "x threads / bw");
