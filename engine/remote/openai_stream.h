@@ -6,7 +6,7 @@
 #pragma once
 
 #include "model/chat_template.h"
-#include "remote/server_metrics.h"
+#include "remote/server_engine.h"
 #include "remote/sse_parser.h"
 
 #include <cstdint>

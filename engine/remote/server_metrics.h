@@ -8,6 +8,7 @@
 #pragma once
 
 #include "remote/prometheus_text.h"
+#include "remote/server_engine.h"
 
 #include <nlohmann/json.hpp>
 
@@ -18,8 +19,6 @@
 
 namespace kvscope {
 
-enum class ServerEngine { UNKNOWN, KVSCOPE, VLLM, SGLANG, TGI, LLAMACPP };
-std::string_view to_string(ServerEngine engine);
 // The engine whose metric families the page holds (UNKNOWN when none is known).
 ServerEngine engine_of_metrics(const std::vector<PromSample>& samples);
 
