@@ -103,22 +103,22 @@ int main(int argc, char** argv) {
             for (size_t c = 1; c < copies; ++c) std::memcpy(st.w.data() + c * bytes, st.w.data(), bytes);
             for (size_t c = 0; c < copies; ++c) st.views.push_back(backend.repack_matmul_weight({st.w.data() + c * bytes, dt, N, K}));
         }
-        // The arithmetic's own bound: one thread's GEMV over a matrix of at most 512 KiB that stays in its
+        // The decode path's own rate: one thread's GEMV over a matrix of at most 512 KiB that stays in its
         // cache, in GB/s of weights, the best of the rounds (a busy neighbour or a slow clock only lowers it).
-        // Its rows are as long as the streamed ones (K), so that the decode kernels' per-call prefetch burst
-        // (matmul_x8.cpp) is the same share of the work: at K = 512 it spanned past each call's rows and took
-        // about 40% of a cached Q4_K GEMV. A type whose threads together compute at little more than the read bandwidth cannot
-        // stream near it: each thread then spends most of its time on arithmetic, with too few reads in
-        // flight. "x threads / bw" puts that rate, times the threads, against the median read.
+        // Its rows are as long as the streamed ones, so that the decode's per-call prefetch burst
+        // (matmul_x8.cpp) is the same share of the work: with rows of 512 the burst ran past each call's
+        // rows and took about 40% of a cached Q4_K GEMV. A type whose threads together compute at little
+        // more than the read bandwidth cannot stream near it: each thread then spends most of its time on
+        // arithmetic, with too few reads in flight. "x threads / bw" puts that rate, times the threads,
+        // against the median read.
         const std::unique_ptr<Backend> one_thread = make_cpu_backend(1);
         for (Streamed& st : types) {
-            const int Kc = K;
-            const size_t row_bytes = dtype_row_bytes(st.dt, Kc);
+            const size_t row_bytes = dtype_row_bytes(st.dt, K);
             const int Nc = static_cast<int>(std::clamp<size_t>((size_t{512} << 10) / row_bytes / 16 * 16, 16, 1024));
             st.cached_w.resize(row_bytes * Nc);
             for (int r = 0; r < Nc; ++r)
-                quantize_row(st.dt, wf.data() + static_cast<size_t>(r) * Kc, st.cached_w.data() + r * row_bytes, Kc);
-            st.cached = one_thread->repack_matmul_weight({st.cached_w.data(), st.dt, Nc, Kc});
+                quantize_row(st.dt, wf.data() + static_cast<size_t>(r) * K, st.cached_w.data() + r * row_bytes, K);
+            st.cached = one_thread->repack_matmul_weight({st.cached_w.data(), st.dt, Nc, K});
             st.cached_bytes = row_bytes * Nc;
         }
         // Rounds of (reference, every GEMV): on a shared machine the bus a neighbour takes changes from one
