@@ -153,7 +153,7 @@ std::vector<int32_t> EngineWorker::conversationPrompt(std::vector<ChatMessage> m
     // reply min(max_tokens, max_model_len / 4) tokens. Without it every message after the limit is rejected.
     const ChatTemplate& tmpl = m_model->chat_template;
     auto encode = [&] {
-        return m_model->tokenizer.encode_with_special_tokens(tmpl.render(messages, true), !tmpl.renders_bos());
+        return m_model->tokenizer.encode(tmpl.render(messages, true), !tmpl.renders_bos());
     };
     std::vector<int32_t> ids = encode();
     const int maxLen = m_engine->config().scheduler.max_model_len;

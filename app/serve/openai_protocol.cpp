@@ -262,7 +262,7 @@ std::vector<int32_t> chat_prompt(const json& body, const Model& model, const Pro
         throw ApiError(400, "the rendered conversation has " + std::to_string(text.size()) + " bytes, more than " +
                                 std::to_string(bounds.max_model_len) + " tokens (max_model_len) can hold (--max-prompt-bytes)",
                        "messages");
-    return model.tokenizer.encode_with_special_tokens(text, !model.chat_template.renders_bos());
+    return model.tokenizer.encode(text, !model.chat_template.renders_bos());
 }
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }

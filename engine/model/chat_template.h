@@ -1,7 +1,7 @@
 // ChatTemplate: turns chat messages into the prompt text a model was trained on. No Jinja engine:
 // the template source (tokenizer_config.json "chat_template" or GGUF tokenizer.chat_template) is
 // only inspected for the markers of a known family, whose output is then written out exactly.
-// Render with Tokenizer::encode_with_special_tokens(text, renders_bos() ? false : true).
+// Render with Tokenizer::encode(text, renders_bos() ? false : true).
 #pragma once
 
 #include <string>

@@ -235,17 +235,9 @@ int32_t Tokenizer::find_piece(std::string_view text) const {
 
 // ---- encoding ----
 
+// The added tokens written in the text (special ones too) as their ids, leftmost longest first; the text
+// between them through the vocab's pre-tokenizer and BPE.
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos) const {
-    return encode_added(text, add_bos, false);
-}
-
-std::vector<int32_t> Tokenizer::encode_with_special_tokens(std::string_view text, bool add_bos) const {
-    return encode_added(text, add_bos, true);
-}
-
-// The added tokens written in the text (special ones too where match_special) as their ids, leftmost
-// longest first; the text between them through the vocab's pre-tokenizer and BPE.
-std::vector<int32_t> Tokenizer::encode_added(std::string_view text, bool add_bos, bool match_special) const {
     std::vector<int32_t> out;
     out.reserve(text.size() / 3 + 2);
     if (add_bos && adds_bos()) out.push_back(vocab_.bos_id);
@@ -255,7 +247,7 @@ std::vector<int32_t> Tokenizer::encode_added(std::string_view text, bool add_bos
         for (uint32_t length : added_lengths_by_first_byte_[static_cast<uint8_t>(text[i])]) {
             if (length > text.size() - i) continue;
             const auto it = added_by_text_.find(text.substr(i, length));
-            if (it == added_by_text_.end() || (!match_special && type_of(it->second) != kTokenUserDefined)) continue;
+            if (it == added_by_text_.end()) continue;
             hit = it->second;
             break;
         }

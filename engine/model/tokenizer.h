@@ -32,16 +32,13 @@ public:
     // dummy: models: ids 0..255 are bytes, 256 = <s> (BOS), 257 = </s> (EOS), the rest decode to "".
     static Tokenizer bytes(int vocab_size);
 
-    // User text: special (control) tokens written in it stay text (a literal "<s>" is encoded as
-    // characters), as llama.cpp's parse_special=false; added tokens that are not special (tokenizer.json
-    // "special": false, GGUF USER_DEFINED: Qwen3's "<think>", Gemma 3's runs of white space, MPT's)
-    // map to their ids, as HF tokenizers and llama.cpp always match them.
+    // Text to ids. Special and added tokens written in the text map to their ids (leftmost-longest
+    // match), as vLLM's HF tokenizers and llama.cpp's server and CLI (parse_special) do for a prompt, so
+    // that a prompt formatted by hand ("<|im_start|>user...") and a rendered chat template read alike; the
+    // text between them goes through the vocab's pre-tokenizer and BPE.
     // BOS is prepended when add_bos is set AND the model adds one (vocab.add_bos, bos_id >= 0), as
     // llama.cpp does; Qwen2-style vocabs never get one.
     std::vector<int32_t> encode(std::string_view text, bool add_bos) const;
-    // Rendered chat templates: special and added tokens written in the text map to their ids
-    // (leftmost-longest match); the text between them is encoded as by encode().
-    std::vector<int32_t> encode_with_special_tokens(std::string_view text, bool add_bos) const;
 
     // Whole-sequence decode, as the HF decoders do: metaspace -> space, byte fallback fused, one
     // leading space stripped (SentencePiece with a space prefix), GPT-2 byte decoder; invalid UTF-8
@@ -70,7 +67,6 @@ private:
     Tokenizer() = default;
     void build(const std::string& source);
     void check_id(int32_t id) const;
-    std::vector<int32_t> encode_added(std::string_view text, bool add_bos, bool match_special) const;
     void encode_segment(std::string_view text, bool at_start, std::vector<int32_t>& out) const;
     void encode_spm(std::string_view text, bool at_start, std::vector<int32_t>& out) const;
     void encode_byte_level(std::string_view text, bool at_start, std::vector<int32_t>& out) const;

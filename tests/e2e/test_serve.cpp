@@ -434,7 +434,7 @@ private slots:
         for (bool generation_prompt : {true, false}) {
             const std::string text = model->chat_template.render({{"user", "Once upon a time"}}, generation_prompt);
             const std::vector<int32_t> want =
-                model->tokenizer.encode_with_special_tokens(text, !model->chat_template.renders_bos());
+                model->tokenizer.encode(text, !model->chat_template.renders_bos());
             const Reply r = post(port_, "/tokenize", {{"messages", messages}, {"add_generation_prompt", generation_prompt}});
             QVERIFY2(r.status == 200, r.body.constData());
             const json j = json::parse(r.body.toStdString());
@@ -459,7 +459,7 @@ private slots:
         std::shared_ptr<const Model> model = load_model(model_path().toStdString());
         const std::string text = model->chat_template.render({{"user", "Once upon a time"}}, true);
         const std::vector<int32_t> ids =
-            model->tokenizer.encode_with_special_tokens(text, !model->chat_template.renders_bos());
+            model->tokenizer.encode(text, !model->chat_template.renders_bos());
         SamplingParams params;
         params.temperature = 0;
         params.max_tokens = 2;

@@ -1,6 +1,6 @@
 // ChatTemplate: family detection from real-looking Jinja sources (and model hints when there is
 // none), the exact text each family renders (hand-written expectations), and the BOS contract
-// with encode_with_special_tokens on the real stories260K tokenizer.
+// with encode on the real stories260K tokenizer.
 #include "model/chat_template.h"
 #include "model/tokenizer.h"
 #include "test_support.h"
@@ -482,7 +482,7 @@ private slots:
         QVERIFY_THROWS_EXCEPTION(kvscope::BadInput, ChatTemplate::of_family("jinja"));
     }
 
-    // Rendered text through encode_with_special_tokens: exactly one BOS either way, and the
+    // Rendered text through encode: exactly one BOS either way, and the
     // template's "</s>" becomes the EOS id, not characters.
     void encode_rendered() {
         const std::string dir = kvscope::test::models_dir();
@@ -490,11 +490,11 @@ private slots:
                                                            dir + "/stories260K-hf/tokenizer_config.json");
         for (const char* family : {"llama2", "zephyr", "plain", "mistral"}) {
             const ChatTemplate t = ChatTemplate::of_family(family);
-            const auto ids = tok.encode_with_special_tokens(t.render(kTurns, true), !t.renders_bos());
+            const auto ids = tok.encode(t.render(kTurns, true), !t.renders_bos());
             QCOMPARE(ids.at(0), 1);
             QVERIFY2(ids.at(1) != 1, family);
         }
-        const auto zephyr = tok.encode_with_special_tokens(ChatTemplate::of_family("zephyr").render(kUser, true), true);
+        const auto zephyr = tok.encode(ChatTemplate::of_family("zephyr").render(kUser, true), true);
         QCOMPARE(std::count(zephyr.begin(), zephyr.end(), 2), 1);
     }
 };

@@ -188,33 +188,25 @@ private slots:
 
     void special_tokens() {
         const std::string text = "<|begin_of_text|>the<|eot_id|><|user_tag|> is";
-        const auto chat = llama3_->encode_with_special_tokens(text, false);
+        const auto chat = llama3_->encode(text, false);
         QCOMPARE(to_qlist(chat), ids_of({kBegin, 't', 257, kEot, kUserTag, ' ', 265}));
-        // User text: the special markers are plain characters; the added token that is not special is
-        // matched anyway, as HF tokenizers and llama.cpp do.
-        const auto plain = llama3_->encode(text, false);
-        for (int32_t id : plain) QVERIFY(id < kBegin || id == kUserTag);
-        QCOMPARE(std::count(plain.begin(), plain.end(), kUserTag), 1);
-        QCOMPARE(llama3_->decode(plain), text);
         // Special tokens are skipped by default, user-defined ones are text.
         QCOMPARE(llama3_->decode(chat), std::string("the<|user_tag|> is"));
         QCOMPARE(llama3_->decode(chat, false), text);
         QVERIFY(llama3_->is_special(kEot));
         QVERIFY(!llama3_->is_special(kUserTag));
         // With add_bos the chat encoding starts with exactly one BOS when the text has none.
-        QCOMPARE(llama3_->encode_with_special_tokens("x", true).front(), kBegin);
+        QCOMPARE(llama3_->encode("x", true).front(), kBegin);
     }
 
-    // Added tokens that share a first byte and nest: the longest written at a position wins, and a
-    // special one there leaves user text to the shorter, non-special ones.
+    // Added tokens that share a first byte and nest: the longest written at a position wins, special or not.
     void nested_added_tokens() {
         json doc = json::parse(tokenizer_json(false));
         doc["added_tokens"] = json::array({{{"id", 270}, {"content", "<a>"}, {"special", false}},
                                            {{"id", 271}, {"content", "<a>b"}, {"special", false}},
                                            {{"id", 272}, {"content", "<a>bc"}, {"special", true}}});
         const Tokenizer t = Tokenizer::from_hf_json(doc.dump(), "", "nested/tokenizer.json");
-        QCOMPARE(to_qlist(t.encode_with_special_tokens("<a>bc<a>b<a>x", false)), ids_of({272, 271, 270, 'x'}));
-        QCOMPARE(to_qlist(t.encode("<a>bc<a>b<a>x", false)), ids_of({271, 'c', 271, 270, 'x'}));
+        QCOMPARE(to_qlist(t.encode("<a>bc<a>b<a>x", false)), ids_of({272, 271, 270, 'x'}));
         QCOMPARE(to_qlist(t.encode("<a", false)), ids_of({'<', 'a'}));
     }
 
@@ -226,7 +218,7 @@ private slots:
         const Tokenizer qwen = Tokenizer::from_hf_json(doc.dump(), "", "qwen/tokenizer.json");
         const std::string decomposed = "e\xCC\x81", composed = "\xC3\xA9";
         QCOMPARE(to_qlist(qwen.encode(decomposed, false)), ids_of({0xC3, 0xA9}));
-        QCOMPARE(to_qlist(qwen.encode_with_special_tokens("<|eot_id|>" + decomposed, false)), ids_of({kEot, 0xC3, 0xA9}));
+        QCOMPARE(to_qlist(qwen.encode("<|eot_id|>" + decomposed, false)), ids_of({kEot, 0xC3, 0xA9}));
         QCOMPARE(to_qlist(gpt2_->encode(decomposed, false)), ids_of({'e', 0xCC, 0x81}));
         QCOMPARE(qwen.decode(qwen.encode(decomposed, false)), composed);
     }
@@ -279,7 +271,7 @@ private slots:
         v.pre_tokenizer = "llama-bpe";
         const Tokenizer l3 = Tokenizer::from_vocab(v);
         QCOMPARE(to_qlist(l3.encode(text, true)), to_qlist(llama3_->encode(text, true)));
-        QCOMPARE(to_qlist(l3.encode_with_special_tokens("<|eot_id|>x", false)), ids_of({kEot, 'x'}));
+        QCOMPARE(to_qlist(l3.encode("<|eot_id|>x", false)), ids_of({kEot, 'x'}));
         v.pre_tokenizer = "gpt2";
         v.add_bos = false;
         QCOMPARE(to_qlist(Tokenizer::from_vocab(v).encode(text, true)), to_qlist(gpt2_->encode(text, true)));

@@ -194,8 +194,7 @@ private slots:
         const Tokenizer t = Tokenizer::bytes(512);
         QCOMPARE(t.vocab_size(), 512);
         QCOMPARE(t.encode("hi", true), (std::vector<int32_t>{256, 'h', 'i'}));
-        QCOMPARE(t.encode_with_special_tokens("<s>hi</s>", false), (std::vector<int32_t>{256, 'h', 'i', 257}));
-        QCOMPARE(t.encode("<s>", false).size(), size_t(3));
+        QCOMPARE(t.encode("<s>hi</s>", false), (std::vector<int32_t>{256, 'h', 'i', 257}));
         QCOMPARE(t.decode(std::vector<int32_t>{256, 'h', 300, 'i', 257}), std::string("hi"));
         QVERIFY(t.is_eos(257) && !t.is_eos(256));
         QCOMPARE(t.eos_ids(), std::vector<int32_t>{257});

@@ -134,10 +134,8 @@ private:
 void exercise(const Tokenizer& t, Fuzzer& f) {
     for (int i = 0; i < 3; ++i) {
         const std::string text = f.random_bytes(64);
-        const auto ids = t.encode(text, true);
-        const auto chat = t.encode_with_special_tokens(text, false);
+        const auto ids = t.encode(text, i % 2 == 0);
         for (int32_t id : ids) QVERIFY(id >= 0 && id < t.vocab_size());
-        for (int32_t id : chat) QVERIFY(id >= 0 && id < t.vocab_size());
         (void)t.decode(ids);
         std::vector<int32_t> random_ids(f.below(20));
         for (auto& id : random_ids) id = static_cast<int32_t>(f.below(static_cast<size_t>(t.vocab_size())));
@@ -202,8 +200,8 @@ private slots:
     void json_tree_mutations() { run_documents(true, 3000); }
     void byte_mutations() { run_documents(false, 2000); }
 
-    // Random bytes through the real tokenizers: never a crash, and decode(encode(s)) keeps every
-    // valid character (invalid bytes become U+FFFD).
+    // Random bytes through the real tokenizers: never a crash, and decode(encode(s)) with the special tokens
+    // kept gives every valid character back (invalid bytes become U+FFFD).
     void random_text_round_trip() {
         Fuzzer f(kvscope::test::test_seed(3003));
         const std::string dir = kvscope::test::models_dir();
@@ -216,12 +214,19 @@ private slots:
                 for (char& c : text) c = static_cast<char>(f.below(256));  // pure noise
             for (const Tokenizer* t : {&spm, &byte_level, &bytes}) {
                 const auto ids = t->encode(text, false);
+                for (int32_t id : ids) QVERIFY(id >= 0 && id < t->vocab_size());
+                // SentencePiece gives the text after a special token its own space prefix ("<s>x" decodes as
+                // "<s> x", as in HF and llama.cpp): no round trip there.
+                if (t == &spm && (text.find("<s>") != std::string::npos || text.find("</s>") != std::string::npos ||
+                                  text.find("<unk>") != std::string::npos))
+                    continue;
                 std::string want = kvscope::utf8_lossy(text);
                 if (t == &spm)  // SentencePiece cannot tell a literal "▁" from a space
                     want = QByteArray::fromStdString(want).replace("\xE2\x96\x81", " ").toStdString();
-                if (t->decode(ids) != want) qWarning("%s: %s", std::string(t->kind_name()).c_str(), QByteArray::fromStdString(text).toHex().constData());
-                QCOMPARE(t->decode(ids), want);
-                (void)t->encode_with_special_tokens(text, true);
+                // Special tokens written in the text are parsed, so they come back only when not skipped.
+                if (t->decode(ids, false) != want) qWarning("%s: %s", std::string(t->kind_name()).c_str(), QByteArray::fromStdString(text).toHex().constData());
+                QCOMPARE(t->decode(ids, false), want);
+                (void)t->encode(text, true);
             }
             if (QTest::currentTestFailed()) return;
         }

@@ -67,7 +67,7 @@ int Workload::chat_prompt_tokens(const json& messages) const {
         list.push_back({m["role"].get<std::string>(), content});
     }
     const std::string text = model_.chat_template.render(list, true);
-    return static_cast<int>(model_.tokenizer.encode_with_special_tokens(text, !model_.chat_template.renders_bos()).size());
+    return static_cast<int>(model_.tokenizer.encode(text, !model_.chat_template.renders_bos()).size());
 }
 
 SoakRequest Workload::make(uint64_t index) const {

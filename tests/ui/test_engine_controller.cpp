@@ -49,7 +49,7 @@ std::string greedyAlone(const Model& model, const std::vector<int32_t>& prompt, 
 
 std::vector<int32_t> chatPrompt(const Model& m, const std::string& user) {
     const std::string text = m.chat_template.render({{"user", user}}, true);
-    return m.tokenizer.encode_with_special_tokens(text, !m.chat_template.renders_bos());
+    return m.tokenizer.encode(text, !m.chat_template.renders_bos());
 }
 
 bool loadInto(EngineController& controller) {
