@@ -1125,7 +1125,7 @@ constexpr bool kHasVnni = false;
 // Tried later on a Zen 5 reading 78-87 GB/s (2048 x 2048 streamed on 2 threads, GB/s, alternating runs; Q4_K /
 // Q6_K / Q8_0): the T0 hint 66 / 65 / 72 and T1-T2 59-61 / 52-57 / 55-67 against NTA's 68 / 66 / 77; every
 // other line only, 36 / 36 / 59; a prefetch beside each 64-byte load instead of a block's at once (Q4_K)
-// 56-60 against 69-72. Cheaper issue loses too: the burst unrolled, or skipped where a tile goes on from the
+// 56-60 against 69-72, a block's lines in two halves (before it and midway) 58-60 against 60-61. Cheaper issue loses too: the burst unrolled, or skipped where a tile goes on from the
 // thread's last, made the cached GEMV (one thread, K = 512) 13-30% faster and the streamed ones 3-18% slower.
 // So a streamed GEMV here is paced by how its prefetches meet the memory system, not by its arithmetic; the
 // bench's "1 core cached" rate includes this loop (about 40% of a cached Q4_K GEMV's samples at K = 512).
