@@ -191,22 +191,37 @@ std::vector<int32_t> encode_bounded(const std::string& text, const std::string& 
     return model.tokenizer.encode(text, true);
 }
 
-// prompt: a string, a list of token ids, a list of strings, or a list of token id lists.
-std::vector<std::vector<int32_t>> completion_prompts(const json& body, const Model& model, const PromptBounds& bounds) {
+// prompt: a string, a list of token ids, a list of strings, or a list of token id lists. texts: each prompt's
+// string, or nullopt for ids.
+std::vector<std::vector<int32_t>> completion_prompts(const json& body, const Model& model, const PromptBounds& bounds,
+                                                     std::vector<std::optional<std::string>>& texts) {
     const json* p = field(body, "prompt");
     if (!p) throw ApiError(400, "prompt is required", "prompt");
     const size_t max_ids = static_cast<size_t>(bounds.max_model_len);
-    if (p->is_string()) return {encode_bounded(p->get_ref<const std::string&>(), "prompt", model, bounds)};
+    if (p->is_string()) {
+        texts = {p->get<std::string>()};
+        return {encode_bounded(*texts[0], "prompt", model, bounds)};
+    }
     if (!p->is_array() || p->empty())
         throw ApiError(400, "prompt must be a string, a list of token ids, or a non-empty list of those", "prompt");
-    if ((*p)[0].is_number()) return {token_ids(*p, "prompt", model, max_ids)};
+    if ((*p)[0].is_number()) {
+        texts = {std::nullopt};
+        return {token_ids(*p, "prompt", model, max_ids)};
+    }
     std::vector<std::vector<int32_t>> prompts;
+    texts.clear();
     for (size_t i = 0; i < p->size(); ++i) {
         const json& item = (*p)[i];
         const std::string at = "prompt[" + std::to_string(i) + "]";
-        if (item.is_string()) prompts.push_back(encode_bounded(item.get_ref<const std::string&>(), at, model, bounds));
-        else if (item.is_array()) prompts.push_back(token_ids(item, at, model, max_ids));
-        else throw ApiError(400, at + " must be a string or a list of token ids", "prompt");
+        if (item.is_string()) {
+            prompts.push_back(encode_bounded(item.get_ref<const std::string&>(), at, model, bounds));
+            texts.push_back(item.get<std::string>());
+        } else if (item.is_array()) {
+            prompts.push_back(token_ids(item, at, model, max_ids));
+            texts.push_back(std::nullopt);
+        } else {
+            throw ApiError(400, at + " must be a string or a list of token ids", "prompt");
+        }
     }
     return prompts;
 }
@@ -371,7 +386,7 @@ GenerationJob parse_generation_request(Endpoint endpoint, const json& body, cons
 
     const PromptBounds bounds{max_model_len, prompt_byte_cap};
     if (chat) job.prompts.push_back(chat_prompt(body, model, bounds, true));
-    else job.prompts = completion_prompts(body, model, bounds);
+    else job.prompts = completion_prompts(body, model, bounds, job.prompt_texts);
     const char* prompt_field = chat ? "messages" : "prompt";
     size_t longest = 0;
     for (const auto& prompt : job.prompts) {
@@ -490,7 +505,8 @@ ResponseShape response_shape(const GenerationJob& job) {
 }
 
 EchoedPrompt echo_prompt(const Tokenizer& tokenizer, std::span<const int32_t> prompt,
-                         std::span<const TokenLogprobs> prompt_logprobs, std::optional<int> num_top) {
+                         std::span<const TokenLogprobs> prompt_logprobs, std::optional<int> num_top,
+                         const std::optional<std::string>& prompt_text) {
     EchoedPrompt out;
     IncrementalDetokenizer detokenizer(tokenizer);
     json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(), offsets = json::array();
@@ -509,6 +525,7 @@ EchoedPrompt echo_prompt(const Tokenizer& tokenizer, std::span<const int32_t> pr
                                               std::span(l.top).first(std::min(l.top.size(), static_cast<size_t>(*num_top)))));
     }
     out.text += detokenizer.flush();
+    if (prompt_text) out.text = *prompt_text;
     out.text_offset_end = text_offset_length(out.text);
     if (num_top)
         out.logprobs = {{"tokens", std::move(tokens)},
@@ -555,7 +572,7 @@ json generation_response(Endpoint endpoint, const ResponseHead& head, const std:
         if (chat) choice["message"] = {{"role", "assistant"}, {"content", c.text}};
         json logprobs = nullptr;
         if (shape.echo && !chat) {
-            EchoedPrompt echo = echo_prompt(tokenizer, c.prompt_token_ids, c.prompt_logprobs, shape.logprobs);
+            EchoedPrompt echo = echo_prompt(tokenizer, c.prompt_token_ids, c.prompt_logprobs, shape.logprobs, c.prompt_text);
             choice["text"] = echo.text + c.text;
             logprobs = std::move(echo.logprobs);
             if (shape.logprobs)

@@ -36,6 +36,8 @@ struct GenerationJob {
     Endpoint endpoint = Endpoint::COMPLETIONS;
     std::string model;  // as requested; "" when absent
     std::vector<std::vector<int32_t>> prompts;  // completions may batch several; chat has one
+    // Completions: each prompt's string as sent (nullopt where it came as token ids), which echo repeats.
+    std::vector<std::optional<std::string>> prompt_texts;
     SamplingParams params;
     int priority = 0;
     std::string cache_salt;  // "" = none
@@ -93,6 +95,7 @@ struct ChoiceState {
     int num_tokens = 0;
     std::vector<TokenLogprobs> logprobs;  // every generated token's, when the request asked
     std::vector<int32_t> prompt_token_ids;  // for echo and prompt_logprobs
+    std::optional<std::string> prompt_text;  // for echo: the prompt as sent, where it came as text
     std::vector<TokenLogprobs> prompt_logprobs;  // prompt tokens 1.. (with the first output, when asked)
     bool finished = false;
     FinishReason finish_reason = FinishReason::NONE;
@@ -117,7 +120,8 @@ nlohmann::json logprobs_json(Endpoint endpoint, const Tokenizer& tokenizer, std:
                              int64_t text_offset = 0);
 // Completions with echo: the prompt's text and, with logprobs, its part of "logprobs" (null for its first
 // token, which nothing predicts, as at OpenAI; null too where an entry has not come), each offset where
-// the token's text begins in that text (special tokens add none, nor SentencePiece's leading space).
+// the token's text begins in the detokenized prompt (special tokens add none, nor SentencePiece's leading
+// space). The text is the prompt as sent where it came as text (vLLM's echo), else the detokenized ids.
 struct EchoedPrompt {
     std::string text;
     nlohmann::json logprobs;       // completions' shape; null without num_top
@@ -127,7 +131,8 @@ struct EchoedPrompt {
 // token), each invalid or cut UTF-8 subpart counting one (the U+FFFD it is sent as).
 int64_t text_offset_length(std::string_view text);
 EchoedPrompt echo_prompt(const Tokenizer& tokenizer, std::span<const int32_t> prompt,
-                         std::span<const TokenLogprobs> prompt_logprobs, std::optional<int> num_top);
+                         std::span<const TokenLogprobs> prompt_logprobs, std::optional<int> num_top,
+                         const std::optional<std::string>& prompt_text = std::nullopt);
 // The generated part after it: every list of `more` appended to those of `into`.
 void append_logprobs(nlohmann::json& into, const nlohmann::json& more);
 // vLLM's "prompt_logprobs" of a choice: [null, {"token id": {"logprob", "rank", "decoded_token"}}, ...],

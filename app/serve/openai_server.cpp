@@ -190,7 +190,10 @@ void OpenAiServer::generate(Endpoint endpoint, const httplib::Request& req, http
         }
     gen->choices.resize(gen->ids.size());
     if (gen->shape.echo || gen->shape.prompt_logprobs)
-        for (size_t i = 0; i < gen->choices.size(); ++i) gen->choices[i].prompt_token_ids = job.prompts[prompt_of[i]];
+        for (size_t i = 0; i < gen->choices.size(); ++i) {
+            gen->choices[i].prompt_token_ids = job.prompts[prompt_of[i]];
+            if (prompt_of[i] < job.prompt_texts.size()) gen->choices[i].prompt_text = job.prompt_texts[prompt_of[i]];
+        }
     gen->token_chars.resize(gen->ids.size());
     gen->streamed.resize(gen->ids.size());
     gen->remaining = gen->choices.size();
@@ -234,7 +237,7 @@ void OpenAiServer::generate(Endpoint endpoint, const httplib::Request& req, http
             gen->streamed[i] = true;
             const Tokenizer& tokenizer = model_.tokenizer;
             EchoedPrompt echoed;
-            if (echo) echoed = echo_prompt(tokenizer, c.prompt_token_ids, c.prompt_logprobs, shape.logprobs);
+            if (echo) echoed = echo_prompt(tokenizer, c.prompt_token_ids, c.prompt_logprobs, shape.logprobs, c.prompt_text);
             json logprobs = nullptr;
             if (shape.logprobs) {
                 // Offsets continue from the characters of the choice's earlier tokens.

@@ -415,6 +415,19 @@ private slots:
         // echo without logprobs: the text only.
         const Reply e = post(port_, "/v1/completions", {{"prompt", prompt}, {"max_tokens", 3}, {"temperature", 0}, {"echo", true}});
         QCOMPARE(json::parse(e.body.toStdString())["choices"][0]["text"].get<std::string>(), prompt + out_text);
+        // A text prompt is echoed as sent (vLLM), special tokens written in it included, though they are
+        // ids to the model; a prompt of ids is echoed detokenized.
+        const std::string with_specials = "<s>Once upon</s> a time";
+        const Reply sp = post(port_, "/v1/completions", {{"prompt", json::array({with_specials, ids})}, {"max_tokens", 1},
+                                                         {"temperature", 0}, {"echo", true}});
+        QVERIFY2(sp.status == 200, sp.body.constData());
+        const json echoed = json::parse(sp.body.toStdString());
+        QCOMPARE(echoed["choices"].size(), size_t(2));
+        for (const json& choice : echoed["choices"]) {
+            const std::string text = choice["text"].get<std::string>();
+            const std::string& sent = choice["index"].get<int>() == 0 ? with_specials : prompt;
+            QVERIFY2(text.size() > sent.size() && text.compare(0, sent.size(), sent) == 0, text.c_str());
+        }
 
         // Bad values: 400 naming the field; -1 is off.
         for (const json& bad : {json(-2), json(21), json("2")}) {
