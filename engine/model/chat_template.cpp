@@ -133,7 +133,7 @@ std::string chatml_default_system(std::string_view source) {
 
 // Llama 3 / 3.1+: turns "<|start_header_id|>role<|end_header_id|>\n\n" + trimmed content + "<|eot_id|>".
 // 3.1+ (dated_system) always open with a system turn that dates the knowledge cut-off and today, then the
-// trimmed system prompt, if any.
+// trimmed system prompt, if any. Llama 3's first template writes the generation prompt whether asked or not.
 std::string render_llama3(const std::vector<ChatMessage>& messages, bool gen, bool dated_system, const std::string& date) {
     std::string out = "<|begin_of_text|>";
     size_t first = 0;
@@ -173,19 +173,41 @@ std::string render_chatml(const std::vector<ChatMessage>& messages, bool gen, co
 // Qwen3: ChatML without a default system prompt; an earlier assistant turn is sent without its
 // reasoning (after a "</think>" the template keeps what follows it, left-stripped of newlines). The
 // generation prompt leaves thinking on (enable_thinking's default): no empty think block. QwQ and Qwen3.5
-// open the reasoning in the generation prompt ("<think>\n"); Qwen3.5 trims every message.
-std::string render_qwen3(const std::vector<ChatMessage>& messages, bool gen, bool think_prompt, bool trim) {
+// open the reasoning in the generation prompt ("<think>\n"); Qwen3.5 trims every message. Qwen3 and Qwen3.5
+// (their templates' last_query_index) keep the reasoning of answers after the last user turn, in a think
+// block: Qwen3 where the answer is the chat's last or has reasoning, Qwen3.5 always. QwQ sends the chat's
+// last message whole.
+std::string render_qwen3(const std::vector<ChatMessage>& messages, bool gen, bool think_prompt, bool trim,
+                         bool think_after_query, bool last_answer_whole) {
+    size_t last_query = messages.size();
+    for (size_t i = 0; i < messages.size(); ++i)
+        if (messages[i].role == "user") last_query = i;
+    auto strip_newlines = [](std::string s, bool left, bool right) {  // Python's str.lstrip('\n') / rstrip('\n')
+        if (left) s.erase(0, std::min(s.find_first_not_of('\n'), s.size()));
+        if (right) s.erase(s.find_last_not_of('\n') + 1);
+        return s;
+    };
     std::string out;
-    for (const ChatMessage& m : messages) {
+    for (size_t i = 0; i < messages.size(); ++i) {
+        const ChatMessage& m = messages[i];
         std::string content = trim ? strip(m.content) : m.content;
-        if (m.role == "assistant") {
-            if (const size_t end = content.rfind("</think>"); end != std::string::npos) {
-                content = content.substr(end + 8);
-                const size_t text = content.find_first_not_of('\n');
-                content.erase(0, text == std::string::npos ? content.size() : text);
-            }
+        if (m.role != "assistant") {
+            out += "<|im_start|>" + m.role + "\n" + content + "<|im_end|>\n";
+            continue;
         }
-        out += "<|im_start|>" + m.role + "\n" + (trim ? strip(content) : content) + "<|im_end|>\n";
+        std::string reasoning;
+        if (const size_t end = content.rfind("</think>"); end != std::string::npos && !(last_answer_whole && i + 1 == messages.size())) {
+            // content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n')
+            const std::string before = strip_newlines(content.substr(0, content.find("</think>")), false, true);
+            const size_t open = before.rfind("<think>");
+            reasoning = strip_newlines(open == std::string::npos ? before : before.substr(open + 7), true, false);
+            content = strip_newlines(content.substr(end + 8), true, false);
+        }
+        const bool after_query = last_query == messages.size() || i > last_query;
+        if (think_after_query && after_query && (trim || i + 1 == messages.size() || !reasoning.empty()))
+            content = "<think>\n" + (trim ? strip(reasoning) : strip_newlines(reasoning, true, true)) + "\n</think>\n\n" +
+                      strip_newlines(content, true, false);
+        out += "<|im_start|>assistant\n" + content + "<|im_end|>\n";
     }
     if (gen) out += think_prompt ? "<|im_start|>assistant\n<think>\n" : "<|im_start|>assistant\n";
     return out;
@@ -213,14 +235,16 @@ std::string render_gemma(const std::vector<ChatMessage>& messages, bool gen) {
     return out;
 }
 
-// Phi-3 / Phi-3.5: "<|role|>\n" + content + "<|end|>\n"; the generation prompt "<|assistant|>\n".
-std::string render_phi3(const std::vector<ChatMessage>& messages, bool gen) {
+// Phi-3 / Phi-3.5: "<|role|>\n" + content + "<|end|>\n"; the generation prompt "<|assistant|>\n", else (in
+// the published templates) EOS, "<|endoftext|>".
+std::string render_phi3(const std::vector<ChatMessage>& messages, bool gen, bool eos_without_prompt) {
     std::string out;
     for (const ChatMessage& m : messages) {
         if (m.role == "system" && m.content.empty()) continue;
         out += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
     }
     if (gen) out += "<|assistant|>\n";
+    else if (eos_without_prompt) out += "<|endoftext|>";
     return out;
 }
 
@@ -269,7 +293,7 @@ std::string render_llama2(const std::vector<ChatMessage>& messages) {
 std::string render_mistral(const std::vector<ChatMessage>& messages, bool open_space, bool close_space,
                            bool system_on_last_user) {
     std::string out = "<s>";
-    std::string system;
+    std::optional<std::string> system;
     for (const ChatMessage& m : messages)
         if (m.role == "system") system = m.content;
     bool system_used = false;
@@ -277,8 +301,9 @@ std::string render_mistral(const std::vector<ChatMessage>& messages, bool open_s
         const ChatMessage& m = messages[i];
         if (m.role == "user") {
             std::string content = m.content;
-            const bool here = system_on_last_user ? i + 1 == messages.size() : !system_used;
-            if (!system.empty() && here) content = system + "\n\n" + content;
+            // v0.3 / Nemo test `system_message is defined`: an empty one still leaves its blank line.
+            const bool here = system_on_last_user ? i + 1 == messages.size() : !system_used && system && !system->empty();
+            if (system && here) content = *system + "\n\n" + content;
             system_used = true;
             out += std::string(open_space ? "[INST] " : "[INST]") + content + (close_space ? " [/INST]" : "[/INST]");
         } else if (m.role == "assistant") {
@@ -288,32 +313,36 @@ std::string render_mistral(const std::vector<ChatMessage>& messages, bool open_s
     return out;
 }
 
-// DeepSeek V3 / R1: BOS, the system prompts joined by blank lines, then "<｜User｜>" + content and
-// "<｜Assistant｜>" + content + "<｜end▁of▁sentence｜>"; the generation prompt "<｜Assistant｜>" (R1's opens
-// its reasoning: "<think>\n"). R1 sends earlier answers without their reasoning (what follows "</think>").
+// DeepSeek V3 / R1 / V3.1: BOS, the system prompts joined by blank lines (R1's first template keeps the
+// last one), then "<｜User｜>" + content and "<｜Assistant｜>" + content + "<｜end▁of▁sentence｜>"; the
+// generation prompt "<｜Assistant｜>" (R1's later template opens its reasoning: "<think>\n"). R1 and V3.1
+// send earlier answers without their reasoning (R1 what follows the last "</think>", V3.1 the first).
+// V3.1 without thinking (its default) closes the think block after each "<｜Assistant｜>": "</think>".
 // DeepSeek's markers: fullwidth bars (U+FF5C) and U+2581 for the spaces.
 constexpr std::string_view kDeepSeekBos = "<\xEF\xBD\x9C" "begin\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>";
 constexpr std::string_view kDeepSeekEos = "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>";
 constexpr std::string_view kDeepSeekUser = "<\xEF\xBD\x9CUser\xEF\xBD\x9C>";
 constexpr std::string_view kDeepSeekAssistant = "<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C>";
 
-std::string render_deepseek(const std::vector<ChatMessage>& messages, bool gen, bool think_prompt) {
+std::string render_deepseek(const std::vector<ChatMessage>& messages, bool gen, bool think_prompt, bool drop_reasoning,
+                            bool think_closed, bool last_system_only) {
     std::string out(kDeepSeekBos);
     std::string system;
     for (const ChatMessage& m : messages)
-        if (m.role == "system") system += (system.empty() ? "" : "\n\n") + m.content;
+        if (m.role == "system") system = last_system_only ? m.content : system + (system.empty() ? "" : "\n\n") + m.content;
     out += system;
+    const std::string assistant = std::string(kDeepSeekAssistant) + (think_closed ? "</think>" : "");
     for (const ChatMessage& m : messages) {
         if (m.role == "user") {
             out.append(kDeepSeekUser).append(m.content);
         } else if (m.role == "assistant") {
             std::string content = m.content;
-            if (think_prompt)
-                if (const size_t end = content.rfind("</think>"); end != std::string::npos) content = content.substr(end + 8);
-            out.append(kDeepSeekAssistant).append(content).append(kDeepSeekEos);
+            const size_t end = think_closed ? content.find("</think>") : content.rfind("</think>");
+            if (drop_reasoning && end != std::string::npos) content = content.substr(end + 8);
+            out.append(assistant).append(content).append(kDeepSeekEos);
         }
     }
-    if (gen) out.append(kDeepSeekAssistant).append(think_prompt ? "<think>\n" : "");
+    if (gen) out.append(assistant).append(think_prompt ? "<think>\n" : "");
     return out;
 }
 
@@ -369,19 +398,21 @@ std::string render_gpt_oss(const std::vector<ChatMessage>& messages, bool gen, c
 }
 
 // IBM Granite 3.x / 4: "<|start_of_role|>" + role + "<|end_of_role|>" + content + "<|end_of_text|>\n", a
-// system turn first (the chat's, else the template's default); the generation prompt opens the assistant's.
-std::string render_granite(const std::vector<ChatMessage>& messages, bool gen, const std::string& default_system) {
+// system turn first (the chat's, else the template's default; Granite 4's also where the chat's is empty);
+// the generation prompt opens the assistant's.
+std::string render_granite(const std::vector<ChatMessage>& messages, bool gen, const std::string& default_system,
+                           bool empty_system_default) {
     std::string out;
     auto turn = [&](const std::string& role, const std::string& content) {
         out += "<|start_of_role|>" + role + "<|end_of_role|>" + content + "<|end_of_text|>\n";
     };
     size_t first = 0;
+    std::string system = default_system;
     if (!messages.empty() && messages[0].role == "system") {
-        turn("system", messages[0].content);
         first = 1;
-    } else if (!default_system.empty()) {
-        turn("system", default_system);
+        if (!messages[0].content.empty() || !empty_system_default) system = messages[0].content;
     }
+    if (first == 1 || !system.empty()) turn("system", system);
     for (size_t i = first; i < messages.size(); ++i) turn(messages[i].role, messages[i].content);
     if (gen) out += "<|start_of_role|>assistant<|end_of_role|>";
     return out;
@@ -439,6 +470,7 @@ ChatTemplate ChatTemplate::detect(std::string_view source, std::string_view mode
         ChatTemplate t("llama3");
         t.dated_system_ = has(source, "Cutting Knowledge Date");
         t.date_from_clock_ = has(source, "strftime_now");
+        t.always_prompt_ = !has(source, "add_generation_prompt");
         return t;
     }
     if (has(source, "<|header_start|>") && has(source, "<|header_end|>")) return ChatTemplate("llama4");
@@ -448,11 +480,15 @@ ChatTemplate ChatTemplate::detect(std::string_view source, std::string_view mode
     if (has(source, "<|start_of_role|>")) {
         ChatTemplate t("granite");
         t.source_ = source;
+        t.empty_system_default_ = has(source, "if ns.system_message %}");
         return t;
     }
     if (has(source, kDeepSeekUser)) {
         ChatTemplate t("deepseek");
         t.think_prompt_ = has(source, std::string(kDeepSeekAssistant) + "<think>\\n");
+        t.drop_reasoning_ = has(source, "</think>");
+        t.think_closed_ = has(source, "{{'</think>'}}");
+        t.last_system_only_ = has(source, "set ns.system_prompt = message['content']");
         return t;
     }
     if (has(source, "<|im_sep|>")) return ChatTemplate("phi4");
@@ -463,6 +499,8 @@ ChatTemplate ChatTemplate::detect(std::string_view source, std::string_view mode
         ChatTemplate t("qwen3");
         t.think_prompt_ = has(source, "'<think>\\n'") || has(source, "assistant\\n<think>\\n'");
         t.trim_ = has(source, "|trim");
+        t.think_after_query_ = has(source, "last_query_index");
+        t.last_answer_whole_ = !t.think_after_query_ && has(source, "if not loop.last %}");
         return t;
     }
     if (has(source, "[SYSTEM_PROMPT]")) {
@@ -479,7 +517,11 @@ ChatTemplate ChatTemplate::detect(std::string_view source, std::string_view mode
         t.system_on_last_user_ = has(source, "loop.last and system_message");
         return t;
     }
-    if (has(source, "<|user|>") && has(source, "<|end|>")) return ChatTemplate("phi3");
+    if (has(source, "<|user|>") && has(source, "<|end|>")) {
+        ChatTemplate t("phi3");
+        t.eos_without_prompt_ = has(source, "eos_token");
+        return t;
+    }
     if (has(source, "'<|' + message['role'] + '|>' + message['content']") && has(source, "<|end|>"))
         return ChatTemplate("phi4-mini");
     if (has(source, "<|user|>") && (has(source, "</s>") || has(source, "eos_token") || has(source, "<|assistant|>")))
@@ -489,15 +531,20 @@ ChatTemplate ChatTemplate::detect(std::string_view source, std::string_view mode
     const std::string hint = lower(model_hint);
     if (has(hint, "llama-3") || has(hint, "llama3")) return ChatTemplate("llama3");
     if (has(hint, "gemma")) return ChatTemplate("gemma");
-    if (has(hint, "phi-3") || has(hint, "phi3")) return ChatTemplate("phi3");
+    if (has(hint, "phi-3") || has(hint, "phi3")) return of_family("phi3");
     // Phi-4-mini has a template of its own ("<|user|>" without the newline): not phi4's.
     if ((has(hint, "phi-4") || has(hint, "phi4")) && has(hint, "mini")) return ChatTemplate("phi4-mini");
     if (has(hint, "phi-4") || has(hint, "phi4")) return ChatTemplate("phi4");
-    if (has(hint, "qwen3")) return ChatTemplate("qwen3");
+    if (has(hint, "qwen3")) return of_family("qwen3");
     if (has(hint, "qwen") || has(hint, "smollm")) return ChatTemplate("chatml");
     if (has(hint, "tinyllama") || has(hint, "zephyr")) return ChatTemplate("zephyr");
     if (has(hint, "mistral")) return ChatTemplate("mistral");
-    if (has(hint, "deepseek-v3") || has(hint, "deepseek-r1")) return ChatTemplate("deepseek");
+    if (has(hint, "deepseek-v3")) return ChatTemplate("deepseek");
+    if (has(hint, "deepseek-r1")) {
+        ChatTemplate t("deepseek");
+        t.drop_reasoning_ = true;
+        return t;
+    }
     if (has(hint, "llama-2") && has(hint, "chat")) return ChatTemplate("llama2");
     return ChatTemplate("plain");
 }
@@ -511,12 +558,16 @@ ChatTemplate ChatTemplate::unrecognized_plain() {
 ChatTemplate ChatTemplate::of_family(std::string_view family) {
     constexpr std::string_view kFamilies[] = {"llama2", "llama3", "llama4", "chatml", "qwen3", "gemma", "gemma4", "phi3", "phi4", "phi4-mini", "zephyr",
                                               "mistral", "mistral-v7", "deepseek", "gpt-oss", "granite", "plain"};
-    std::string names;
-    for (std::string_view f : kFamilies) {
-        if (f == family) return ChatTemplate(std::string(family));
-        names += (names.empty() ? "" : ", ") + std::string(f);
+    if (std::find(std::begin(kFamilies), std::end(kFamilies), family) == std::end(kFamilies)) {
+        std::string names;
+        for (std::string_view f : kFamilies) names += (names.empty() ? "" : ", ") + std::string(f);
+        throw BadInput("chat template family '" + std::string(family) + "' is unknown (" + names + ")");
     }
-    throw BadInput("chat template family '" + std::string(family) + "' is unknown (" + names + ")");
+    // Rendered as the family's current published template is.
+    ChatTemplate t{std::string(family)};
+    t.think_after_query_ = family == "qwen3";
+    t.eos_without_prompt_ = family == "phi3";
+    return t;
 }
 
 bool ChatTemplate::renders_bos() const {
@@ -526,21 +577,21 @@ bool ChatTemplate::renders_bos() const {
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
     if (family_ == "llama3")
-        return render_llama3(messages, add_generation_prompt, dated_system_, date_from_clock_ ? local_time_string("%d %b %Y") : "26 Jul 2024");
+        return render_llama3(messages, add_generation_prompt || always_prompt_, dated_system_, date_from_clock_ ? local_time_string("%d %b %Y") : "26 Jul 2024");
     if (family_ == "llama4") return render_llama4(messages, add_generation_prompt);
     if (family_ == "chatml") return render_chatml(messages, add_generation_prompt, default_system_);
-    if (family_ == "qwen3") return render_qwen3(messages, add_generation_prompt, think_prompt_, trim_);
+    if (family_ == "qwen3") return render_qwen3(messages, add_generation_prompt, think_prompt_, trim_, think_after_query_, last_answer_whole_);
     if (family_ == "gemma") return render_gemma(messages, add_generation_prompt);
     if (family_ == "gemma4") return render_gemma4(messages, add_generation_prompt);
-    if (family_ == "phi3") return render_phi3(messages, add_generation_prompt);
+    if (family_ == "phi3") return render_phi3(messages, add_generation_prompt, eos_without_prompt_);
     if (family_ == "phi4") return render_phi4(messages, add_generation_prompt);
     if (family_ == "phi4-mini") return render_phi4_mini(messages, add_generation_prompt);
     if (family_ == "llama2") return render_llama2(messages);
     if (family_ == "mistral") return render_mistral(messages, inst_open_space_, inst_close_space_, system_on_last_user_);
     if (family_ == "mistral-v7") return render_mistral_v7(messages, template_default_system(source_), inst_open_space_);
-    if (family_ == "deepseek") return render_deepseek(messages, add_generation_prompt, think_prompt_);
+    if (family_ == "deepseek") return render_deepseek(messages, add_generation_prompt, think_prompt_, drop_reasoning_, think_closed_, last_system_only_);
     if (family_ == "gpt-oss") return render_gpt_oss(messages, add_generation_prompt, local_time_string("%Y-%m-%d"));
-    if (family_ == "granite") return render_granite(messages, add_generation_prompt, template_default_system(source_));
+    if (family_ == "granite") return render_granite(messages, add_generation_prompt, template_default_system(source_), empty_system_default_);
     if (family_ == "zephyr") return render_zephyr(messages, add_generation_prompt);
     return render_plain(messages, add_generation_prompt);
 }

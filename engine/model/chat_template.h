@@ -45,12 +45,20 @@ private:
     bool unrecognized_ = false;
     // Variants within a family, read from the template source:
     bool dated_system_ = false;   // llama3: Llama 3.1+'s system turn ("Cutting Knowledge Date", "Today Date")
+    bool always_prompt_ = false;  // llama3: Llama 3's first template has no add_generation_prompt test
     bool date_from_clock_ = false;  // llama3: Llama 3.2+ dates it today (strftime_now), 3.1 "26 Jul 2024"
     bool inst_open_space_ = true, inst_close_space_ = true;  // mistral: "[INST] " / " [/INST]" (v0.1) or none (Nemo);
                                                              // mistral-v7: "[INST] " (Large 2411) or "[INST]"
     bool system_on_last_user_ = false;  // mistral v0.3 / Nemo: the system prompt joins the last user turn
     bool think_prompt_ = false;   // deepseek (R1), qwen3 (QwQ, Qwen3.5): the generation prompt opens "<think>\n"
     bool trim_ = false;           // qwen3: Qwen3.5 trims every message
+    bool think_after_query_ = false;  // qwen3: Qwen3 / 3.5 keep the reasoning of answers after the last user turn
+    bool last_answer_whole_ = false;  // qwen3: QwQ keeps the reasoning of an answer that ends the chat
+    bool drop_reasoning_ = false;     // deepseek (R1, V3.1): earlier answers lose their reasoning ("...</think>")
+    bool last_system_only_ = false;  // deepseek: the first R1 template keeps only the last system prompt
+    bool think_closed_ = false;       // deepseek: V3.1 without thinking writes "</think>" after each "<｜Assistant｜>"
+    bool empty_system_default_ = false;  // granite: Granite 4 gives an empty system message the default one
+    bool eos_without_prompt_ = false;  // phi3: without a generation prompt the chat ends with EOS ("<|endoftext|>")
 };
 
 }  // namespace kvscope

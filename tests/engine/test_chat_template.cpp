@@ -209,6 +209,67 @@ const char* kPhi4MiniSource =
     "{{ '<|' + message['role'] + '|>' + message['content'] + '<|tool|>' + message['tools'] + '<|/tool|>' + '<|end|>' }}{% else %}"
     "{{ '<|' + message['role'] + '|>' + message['content'] + '<|end|>' }}{% endif %}{% endfor %}{% if add_generation_prompt %}"
     "{{ '<|assistant|>' }}{% else %}{{ eos_token }}{% endif %}";
+// Variants that a differential check against Jinja2 (set up as HF transformers does) on the published
+// templates turned up, abridged: Llama 3's first template (a generation prompt always), Qwen3's reasoning
+// after the last user turn, QwQ's last answer kept whole, DeepSeek-R1's first template, DeepSeek V3.1
+// without thinking, Granite 4's default for an empty system message.
+const char* kLlama3FirstSource =
+    "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + m"
+    "essage['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 "
+    "%}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{{ '<|start_header_id|>assistant<"
+    "|end_header_id|>\\n\\n' }}";
+const char* kQwen3LastQuerySource =
+    "{%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}{%- for message in messag"
+    "es[::-1] %}{%- set index = (messages|length - 1) - loop.index0 %}{%- if ns.multi_step_tool and message.role =="
+    " \"user\" %}{%- set ns.multi_step_tool = false %}{%- set ns.last_query_index = index %}{%- endif %}{%- endfor "
+    "%}{%- for message in messages %}{%- if message.role == \"user\" or message.role == \"system\" %}{{- '<|im_star"
+    "t|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}{%- elif message.role == \"assistant\" "
+    "%}{%- set content = message.content %}{%- set reasoning_content = '' %}{%- if '</think>' in message.content %}"
+    "{%- set content = message.content.split('</think>')[-1].lstrip('\\n') %}{%- set reasoning_content = message.co"
+    "ntent.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') %}{%- endif %}{%- if loop.index0 >"
+    " ns.last_query_index %}{%- if loop.last or (not loop.last and reasoning_content) %}{{- '<|im_start|>' + messag"
+    "e.role + '\\n<think>\\n' + reasoning_content.strip('\\n') + '\\n</think>\\n\\n' + content.lstrip('\\n') }}{%- "
+    "else %}{{- '<|im_start|>' + message.role + '\\n' + content }}{%- endif %}{%- else %}{{- '<|im_start|>' + messa"
+    "ge.role + '\\n' + content }}{%- endif %}{{- '<|im_end|>\\n' }}{%- endif %}{%- endfor %}{%- if add_generation_p"
+    "rompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
+const char* kQwQSource =
+    "{%- for message in messages %}{%- if (message.role == \"user\") or (message.role == \"system\") %}{{- '<|im_st"
+    "art|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}{%- elif message.role == \"assistant"
+    "\" %}{%- set content = message.content %}{%- if not loop.last %}{%- set content = message.content.split('</thi"
+    "nk>')[-1].lstrip('\\n') %}{%- endif %}{{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>' + '\\"
+    "n' }}{%- endif %}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n<think>\\n' }}{%- en"
+    "dif %}";
+const char* kDeepSeekR1FirstSource =
+    "{% set ns = namespace(system_prompt='') %}{%- for message in messages %}{%- if message['role'] == 'system' %}{"
+    "% set ns.system_prompt = message['content'] %}{%- endif %}{%- endfor %}{{bos_token}}{{ns.system_prompt}}{%- fo"
+    "r message in messages %}{%- if message['role'] == 'user' %}{{'<\xEF\xBD\x9CUser\xEF\xBD\x9C>' + message['conte"
+    "nt']}}{%- endif %}{%- if message['role'] == 'assistant' %}{% set content = message['content'] %}{% if '</think"
+    ">' in content %}{% set content = content.split('</think>')[-1] %}{% endif %}{{'<\xEF\xBD\x9C" "Assistant"
+    "\xEF\xBD\x9C>' + content + '<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>'}}{%- endif %}{"
+    "%- endfor -%}{% if add_generation_prompt %}{{'<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C>'}}{% endif %}";
+const char* kDeepSeekV31Source =
+    "{% if not thinking is defined %}{% set thinking = false %}{% endif %}{% set ns = namespace(system_prompt='', i"
+    "s_first_sp=true, is_last_user=false) %}{%- for message in messages %}{%- if message['role'] == 'system' %}{%- "
+    "if ns.is_first_sp %}{% set ns.system_prompt = ns.system_prompt + message['content'] %}{% set ns.is_first_sp = "
+    "false %}{%- else %}{% set ns.system_prompt = ns.system_prompt + '\\n\\n' + message['content'] %}{%- endif %}{%"
+    "- endif %}{%- endfor %}{{ bos_token }}{{ ns.system_prompt }}{%- for message in messages %}{%- if message['role"
+    "'] == 'user' %}{%- set ns.is_last_user = true -%}{{'<\xEF\xBD\x9CUser\xEF\xBD\x9C>' + message['content']}}{%- "
+    "endif %}{%- if message['role'] == 'assistant' %}{%- if ns.is_last_user %}{{'<\xEF\xBD\x9C" "Assistant"
+    "\xEF\xBD\x9C>'}}{%- if message['prefix'] is defined and message['prefix'] and thinking %}{{'<think>'}}{%- else"
+    " %}{{'</think>'}}{%- endif %}{%- endif %}{%- set ns.is_last_user = false -%}{%- set content = message['content"
+    "'] -%}{%- if '</think>' in content %}{%- set content = content.split('</think>', 1)[1] -%}{%- endif %}{{conten"
+    "t + '<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>'}}{%- endif %}{%- endfor -%}{%- if add"
+    "_generation_prompt and ns.is_last_user %}{{'<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C>'}}{%- if not thinking %}{{'"
+    "</think>'}}{%- else %}{{'<think>'}}{%- endif %}{% endif %}";
+const char* kGranite4EmptySystemSource =
+    "{%- set g4_default_system_message = 'You are a helpful assistant. Please ensure responses are professional, ac"
+    "curate, and safe.' %}{%- set ns = namespace(default_system_message=g4_default_system_message, system_message='"
+    "') %}{%- if messages[0].role == 'system' %}{%- set ns.system_message = messages[0].content %}{%- endif %}{%- i"
+    "f ns.system_message %}{{- '<|start_of_role|>system<|end_of_role|>' + ns.system_message + '<|end_of_text|>\\n' "
+    "}}{%- else %}{{- '<|start_of_role|>system<|end_of_role|>' + ns.default_system_message + '<|end_of_text|>\\n' }"
+    "}{%- endif %}{%- for message in messages %}{%- if message.role != 'system' or not loop.first %}{{- '<|start_of"
+    "_role|>' + message.role + '<|end_of_role|>' + message.content + '<|end_of_text|>\\n' }}{%- endif %}{%- endfor "
+    "%}{%- if add_generation_prompt %}{{- '<|start_of_role|>assistant<|end_of_role|>' }}{%- endif %}";
 const char* kUnknownSource = "{% for message in messages %}### {{ message['role'] }}: {{ message['content'] }}\n{% endfor %}";
 
 const std::vector<ChatMessage> kSystemUser = {{"system", "You are helpful."}, {"user", "Hi!"}};
@@ -216,6 +277,10 @@ const std::vector<ChatMessage> kUser = {{"user", "Hi!"}};
 // A Qwen3 conversation whose first answer kept its reasoning: the template drops it.
 const std::vector<ChatMessage> kThinkingTurns = {{"user", "Hi!"}, {"assistant", "<think>\nThe user greets.\n</think>\n\nHello."}, {"user", "Bye"}};
 const std::vector<ChatMessage> kTurns = {{"system", "You are helpful."}, {"user", "Hi!"}, {"assistant", "Hello."}, {"user", "Bye"}};
+// Chats that end with the answer (a continuation or a scored transcript), with reasoning and without.
+const std::vector<ChatMessage> kAnsweredThinking = {{"user", "Hi!"}, {"assistant", "<think>\nThe user greets.\n</think>\n\nHello."}};
+const std::vector<ChatMessage> kAnswered = {{"user", "Hi!"}, {"assistant", "Hello."}};
+const std::vector<ChatMessage> kEmptySystem = {{"system", ""}, {"user", "Hi!"}};
 
 }  // namespace
 
@@ -278,7 +343,9 @@ private slots:
 
     void render_data() {
         QTest::addColumn<QByteArray>("source");
-        QTest::addColumn<int>("conversation");  // 0 system+user, 1 user, 2 turns, 3 turns with reasoning
+        // 0 system+user, 1 user, 2 turns, 3 turns with reasoning, 4 / 5 ending with an answer with / without
+        // reasoning, 6 an empty system message
+        QTest::addColumn<int>("conversation");
         QTest::addColumn<bool>("generation_prompt");
         QTest::addColumn<QByteArray>("expected");
         QTest::newRow("llama3") << QByteArray(kLlama3Source) << 0 << true
@@ -420,6 +487,54 @@ private slots:
         QTest::newRow("kQwen35Source 3 gen") << QByteArray(kQwen35Source) << 3 << true
             << QByteArray("<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\nHello.<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n<|i"
                 "m_start|>assistant\n<think>\n");
+        QTest::newRow("kLlama3FirstSource 5") << QByteArray(kLlama3FirstSource) << 5 << false
+            << QByteArray(
+                "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|><|start_header_id|>assistant<|end_he"
+                "ader_id|>\n\nHello.<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+        QTest::newRow("kQwen3LastQuerySource 3 gen") << QByteArray(kQwen3LastQuerySource) << 3 << true
+            << QByteArray(
+                "<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\nHello.<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n<|i"
+                "m_start|>assistant\n");
+        QTest::newRow("kQwen3LastQuerySource 4") << QByteArray(kQwen3LastQuerySource) << 4 << false
+            << QByteArray(
+                "<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\n<think>\nThe user greets.\n</think>\n\nHello.<|im_end|"
+                ">\n");
+        QTest::newRow("kQwen3LastQuerySource 5") << QByteArray(kQwen3LastQuerySource) << 5 << false
+            << QByteArray(
+                "<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nHello.<|im_end|>\n");
+        QTest::newRow("kQwQSource 3 gen") << QByteArray(kQwQSource) << 3 << true
+            << QByteArray(
+                "<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\nHello.<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n<|i"
+                "m_start|>assistant\n<think>\n");
+        QTest::newRow("kQwQSource 4") << QByteArray(kQwQSource) << 4 << false
+            << QByteArray(
+                "<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\n<think>\nThe user greets.\n</think>\n\nHello.<|im_end|"
+                ">\n");
+        QTest::newRow("kDeepSeekR1FirstSource 3 gen") << QByteArray(kDeepSeekR1FirstSource) << 3 << true
+            << QByteArray(
+                "<\xEF\xBD\x9C" "begin\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C><\xEF\xBD\x9CUser\xEF\xBD\x9C>Hi!<"
+                "\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C>\n\nHello.<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence"
+                "\xEF\xBD\x9C><\xEF\xBD\x9CUser\xEF\xBD\x9C>Bye<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C>");
+        QTest::newRow("kDeepSeekV31Source 2 gen") << QByteArray(kDeepSeekV31Source) << 2 << true
+            << QByteArray(
+                "<\xEF\xBD\x9C" "begin\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>You are helpful.<\xEF\xBD\x9CUser"
+                "\xEF\xBD\x9C>Hi!<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C></think>Hello.<\xEF\xBD\x9C" "end\xE2\x96\x81of"
+                "\xE2\x96\x81sentence\xEF\xBD\x9C><\xEF\xBD\x9CUser\xEF\xBD\x9C>Bye<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C></thin"
+                "k>");
+        QTest::newRow("kDeepSeekV31Source 3 gen") << QByteArray(kDeepSeekV31Source) << 3 << true
+            << QByteArray(
+                "<\xEF\xBD\x9C" "begin\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C><\xEF\xBD\x9CUser\xEF\xBD\x9C>Hi!<"
+                "\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C></think>\n\nHello.<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence"
+                "\xEF\xBD\x9C><\xEF\xBD\x9CUser\xEF\xBD\x9C>Bye<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C></think>");
+        QTest::newRow("kGranite4EmptySystemSource 6 gen") << QByteArray(kGranite4EmptySystemSource) << 6 << true
+            << QByteArray(
+                "<|start_of_role|>system<|end_of_role|>You are a helpful assistant. Please ensure responses are professional, a"
+                "ccurate, and safe.<|end_of_text|>\n<|start_of_role|>user<|end_of_role|>Hi!<|end_of_text|>\n<|start_of_role|>as"
+                "sistant<|end_of_role|>");
+        QTest::newRow("phi3 no prompt") << QByteArray(kPhi3Source) << 2 << false
+                                        << QByteArray("<|system|>\nYou are helpful.<|end|>\n<|user|>\nHi!<|end|>\n<|assistant|>\n"
+                                                      "Hello.<|end|>\n<|user|>\nBye<|end|>\n<|endoftext|>");
+        QTest::newRow("mistral nemo empty system") << QByteArray(kNemoSource) << 6 << true << QByteArray("<s>[INST]\n\nHi![/INST]");
     }
 
     void render() {
@@ -434,7 +549,9 @@ private slots:
             want.replace(open, close - open + 1, today);
             open += today.size();
         }
-        const auto& messages = conversation == 0 ? kSystemUser : conversation == 1 ? kUser : conversation == 2 ? kTurns : kThinkingTurns;
+        const std::vector<ChatMessage>* const conversations[] = {&kSystemUser, &kUser, &kTurns, &kThinkingTurns,
+                                                                 &kAnsweredThinking, &kAnswered, &kEmptySystem};
+        const auto& messages = *conversations[conversation];
         const ChatTemplate t = ChatTemplate::detect(source.toStdString());
         QCOMPARE(t.render(messages, generation_prompt), want);
     }
