@@ -281,6 +281,7 @@ std::vector<int32_t> chat_prompt(const json& body, const Model& model, const Pro
 }
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string dump(const ResponseJson& j) { return j.dump(-1, ' ', false, ResponseJson::error_handler_t::replace); }
 
 json parse_json_body(std::string_view body, int max_depth) {
     struct TooDeep {};
@@ -312,12 +313,12 @@ int64_t max_prompt_bytes(const RequestLimits& limits, const Tokenizer& tokenizer
 }
 
 std::string openai_error_body(int status, std::string_view message, std::string_view param, std::string_view code) {
-    json e;
+    ResponseJson e;  // OpenAI's order
     e["message"] = message;
     e["type"] = status >= 500 ? "server_error" : "invalid_request_error";
-    e["param"] = param.empty() ? json(nullptr) : json(param);
-    e["code"] = code.empty() ? json(status) : json(code);
-    return dump(json{{"error", e}});
+    e["param"] = param.empty() ? ResponseJson(nullptr) : ResponseJson(param);
+    e["code"] = code.empty() ? ResponseJson(status) : ResponseJson(code);
+    return dump(ResponseJson{{"error", e}});
 }
 
 GenerationJob parse_generation_request(Endpoint endpoint, const json& body, const Model& model, int max_model_len,
@@ -427,12 +428,12 @@ GenerationJob parse_generation_request(Endpoint endpoint, const json& body, cons
     return job;
 }
 
-json finish_reason_json(const ChoiceState& choice) {
+ResponseJson finish_reason_json(const ChoiceState& choice) {
     if (!choice.finished) return nullptr;
     return std::string(to_string(choice.finish_reason));
 }
 
-json usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
+ResponseJson usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
     return {{"prompt_tokens", prompt_tokens},
             {"completion_tokens", completion_tokens},
             {"total_tokens", prompt_tokens + completion_tokens}};
@@ -443,16 +444,18 @@ namespace {
 // JSON numbers have no -inf: a banned token's log-probability goes out as the lowest float (vLLM's choice).
 float logprob_number(float lp) { return std::isfinite(lp) ? lp : std::numeric_limits<float>::lowest(); }
 
-// A completions top_logprobs entry as vLLM makes it: the top K, and the token itself where it is not among
-// them (so K + 1 entries; logprobs 0 gives the token alone).
-json completion_top(const Tokenizer& tokenizer, int32_t token, float logprob, std::span<const std::pair<int32_t, float>> top) {
-    json out = json::object();
-    for (const auto& [id, lp] : top) out[tokenizer.token_to_bytes(id)] = logprob_number(lp);
-    if (!out.contains(tokenizer.token_to_bytes(token))) out[tokenizer.token_to_bytes(token)] = logprob_number(logprob);
+// A completions top_logprobs entry as vLLM makes it: the token itself, then the top K best first (so K + 1
+// entries where the token is not among them; logprobs 0 gives the token alone).
+ResponseJson completion_top(const Tokenizer& tokenizer, int32_t token, float logprob,
+                            std::span<const std::pair<int32_t, float>> top) {
+    ResponseJson out = ResponseJson::object();
+    out[tokenizer.token_to_bytes(token)] = logprob_number(logprob);
+    for (const auto& [id, lp] : top)
+        if (const std::string& key = tokenizer.token_to_bytes(id); !out.contains(key)) out[key] = logprob_number(lp);
     return out;
 }
 
-json head_json(const ResponseHead& head, const char* object) {
+ResponseJson head_json(const ResponseHead& head, const char* object) {
     return {{"id", head.id}, {"object", object}, {"created", head.created}, {"model", head.model}};
 }
 
@@ -464,19 +467,19 @@ int64_t text_offset_length(std::string_view text) {
     return n;
 }
 
-json logprobs_json(Endpoint endpoint, const Tokenizer& tokenizer, std::span<const TokenLogprobs> logprobs,
+ResponseJson logprobs_json(Endpoint endpoint, const Tokenizer& tokenizer, std::span<const TokenLogprobs> logprobs,
                    int64_t text_offset) {
     auto bytes = [](const std::string& b) {
-        json a = json::array();
+        ResponseJson a = ResponseJson::array();
         for (unsigned char c : b) a.push_back(static_cast<int>(c));
         return a;
     };
     auto number = logprob_number;
     if (endpoint == Endpoint::CHAT) {
-        json content = json::array();
+        ResponseJson content = ResponseJson::array();
         for (const TokenLogprobs& l : logprobs) {
             const std::string& b = tokenizer.token_to_bytes(l.token_id);
-            json top = json::array();
+            ResponseJson top = ResponseJson::array();
             for (const auto& [id, lp] : l.top) {
                 const std::string& tb = tokenizer.token_to_bytes(id);
                 top.push_back({{"token", tb}, {"logprob", number(lp)}, {"bytes", bytes(tb)}});
@@ -485,7 +488,7 @@ json logprobs_json(Endpoint endpoint, const Tokenizer& tokenizer, std::span<cons
         }
         return {{"content", std::move(content)}, {"refusal", nullptr}};
     }
-    json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(), offsets = json::array();
+    ResponseJson tokens = ResponseJson::array(), token_logprobs = ResponseJson::array(), top_logprobs = ResponseJson::array(), offsets = ResponseJson::array();
     for (const TokenLogprobs& l : logprobs) {
         const std::string& b = tokenizer.token_to_bytes(l.token_id);
         tokens.push_back(b);
@@ -509,7 +512,7 @@ EchoedPrompt echo_prompt(const Tokenizer& tokenizer, std::span<const int32_t> pr
                          const std::optional<std::string>& prompt_text) {
     EchoedPrompt out;
     IncrementalDetokenizer detokenizer(tokenizer);
-    json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(), offsets = json::array();
+    ResponseJson tokens = ResponseJson::array(), token_logprobs = ResponseJson::array(), top_logprobs = ResponseJson::array(), offsets = ResponseJson::array();
     for (size_t j = 0; j < prompt.size(); ++j) {
         tokens.push_back(tokenizer.token_to_bytes(prompt[j]));
         offsets.push_back(text_offset_length(out.text));  // characters of the text so far
@@ -535,15 +538,15 @@ EchoedPrompt echo_prompt(const Tokenizer& tokenizer, std::span<const int32_t> pr
     return out;
 }
 
-void append_logprobs(json& into, const json& more) {
+void append_logprobs(ResponseJson& into, const ResponseJson& more) {
     for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
-        for (const json& v : more.at(key)) into[key].push_back(v);
+        for (const ResponseJson& v : more.at(key)) into[key].push_back(v);
 }
 
-json prompt_logprobs_json(const Tokenizer& tokenizer, std::span<const TokenLogprobs> prompt_logprobs, int num_top) {
-    json out = json::array({nullptr});
+ResponseJson prompt_logprobs_json(const Tokenizer& tokenizer, std::span<const TokenLogprobs> prompt_logprobs, int num_top) {
+    ResponseJson out = ResponseJson::array({nullptr});
     for (const TokenLogprobs& l : prompt_logprobs) {
-        json entry = json::object();
+        ResponseJson entry = ResponseJson::object();
         auto add = [&](int32_t id, float lp, int rank) {
             entry[std::to_string(id)] = {{"logprob", logprob_number(lp)}, {"rank", rank},
                                          {"decoded_token", tokenizer.token_to_bytes(id)}};
@@ -556,21 +559,21 @@ json prompt_logprobs_json(const Tokenizer& tokenizer, std::span<const TokenLogpr
     return out;
 }
 
-json& prompt_logprobs_place(Endpoint endpoint, json& response, json& choice) {
+ResponseJson& prompt_logprobs_place(Endpoint endpoint, ResponseJson& response, ResponseJson& choice) {
     return endpoint == Endpoint::CHAT ? response["prompt_logprobs"] : choice["prompt_logprobs"];
 }
 
-json generation_response(Endpoint endpoint, const ResponseHead& head, const std::vector<ChoiceState>& choices,
+ResponseJson generation_response(Endpoint endpoint, const ResponseHead& head, const std::vector<ChoiceState>& choices,
                          int64_t prompt_tokens, const Tokenizer& tokenizer, const ResponseShape& shape) {
     const bool chat = endpoint == Endpoint::CHAT;
-    json out = head_json(head, chat ? "chat.completion" : "text_completion");
-    json list = json::array();
+    ResponseJson out = head_json(head, chat ? "chat.completion" : "text_completion");
+    ResponseJson list = ResponseJson::array();
     int64_t completion_tokens = 0;
     for (size_t i = 0; i < choices.size(); ++i) {
         const ChoiceState& c = choices[i];
-        json choice = {{"index", i}};
+        ResponseJson choice = {{"index", i}};
         if (chat) choice["message"] = {{"role", "assistant"}, {"content", c.text}};
-        json logprobs = nullptr;
+        ResponseJson logprobs = nullptr;
         if (shape.echo && !chat) {
             EchoedPrompt echo = echo_prompt(tokenizer, c.prompt_token_ids, c.prompt_logprobs, shape.logprobs, c.prompt_text);
             choice["text"] = echo.text + c.text;
@@ -595,13 +598,13 @@ json generation_response(Endpoint endpoint, const ResponseHead& head, const std:
     return out;
 }
 
-json stream_chunk(Endpoint endpoint, const ResponseHead& head, size_t index, const std::string& delta,
-                  const ChoiceState& choice, bool role_only, json logprobs) {
+ResponseJson stream_chunk(Endpoint endpoint, const ResponseHead& head, size_t index, const std::string& delta,
+                  const ChoiceState& choice, bool role_only, ResponseJson logprobs) {
     const bool chat = endpoint == Endpoint::CHAT;
-    json out = head_json(head, chat ? "chat.completion.chunk" : "text_completion");
-    json c = {{"index", index}};
+    ResponseJson out = head_json(head, chat ? "chat.completion.chunk" : "text_completion");
+    ResponseJson c = {{"index", index}};
     if (chat) {
-        json d = json::object();
+        ResponseJson d = ResponseJson::object();
         if (role_only) {
             d["role"] = "assistant";
             d["content"] = "";
@@ -613,15 +616,15 @@ json stream_chunk(Endpoint endpoint, const ResponseHead& head, size_t index, con
         c["text"] = delta;
     }
     c["logprobs"] = std::move(logprobs);
-    c["finish_reason"] = role_only ? json(nullptr) : finish_reason_json(choice);
+    c["finish_reason"] = role_only ? ResponseJson(nullptr) : finish_reason_json(choice);
     if (!role_only && choice.finished) c["stop_reason"] = choice.stop_reason;
-    out["choices"] = json::array({std::move(c)});
+    out["choices"] = ResponseJson::array({std::move(c)});
     return out;
 }
 
-json stream_usage_chunk(Endpoint endpoint, const ResponseHead& head, int64_t prompt_tokens, int64_t completion_tokens) {
-    json out = head_json(head, endpoint == Endpoint::CHAT ? "chat.completion.chunk" : "text_completion");
-    out["choices"] = json::array();
+ResponseJson stream_usage_chunk(Endpoint endpoint, const ResponseHead& head, int64_t prompt_tokens, int64_t completion_tokens) {
+    ResponseJson out = head_json(head, endpoint == Endpoint::CHAT ? "chat.completion.chunk" : "text_completion");
+    out["choices"] = ResponseJson::array();
     out["usage"] = usage_json(prompt_tokens, completion_tokens);
     return out;
 }

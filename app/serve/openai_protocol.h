@@ -22,6 +22,11 @@
 
 namespace kvscope::cli {
 
+// Responses keep their keys in the order written: OpenAI's field order, and a completions top_logprobs
+// object in vLLM's order (the sampled token, then the others best first). JSON objects are unordered,
+// but Python's and JavaScript's clients keep the order they are sent in.
+using ResponseJson = nlohmann::ordered_json;
+
 struct ApiError : std::runtime_error {
     ApiError(int status, const std::string& message, std::string param = {})
         : std::runtime_error(message), status(status), param(std::move(param)) {}
@@ -99,11 +104,11 @@ struct ChoiceState {
     std::vector<TokenLogprobs> prompt_logprobs;  // prompt tokens 1.. (with the first output, when asked)
     bool finished = false;
     FinishReason finish_reason = FinishReason::NONE;
-    nlohmann::json stop_reason;  // vLLM's: the stop string or stop token id that ended it; null otherwise
+    ResponseJson stop_reason;  // vLLM's: the stop string or stop token id that ended it; null otherwise
 };
 
 // OpenAI's finish_reason: "stop", "length", "abort" (vLLM's word), "error"; null while unfinished.
-nlohmann::json finish_reason_json(const ChoiceState& choice);
+ResponseJson finish_reason_json(const ChoiceState& choice);
 
 struct ResponseHead {
     std::string id;  // cmpl-... / chatcmpl-...
@@ -111,12 +116,12 @@ struct ResponseHead {
     std::string model;
 };
 
-nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
+ResponseJson usage_json(int64_t prompt_tokens, int64_t completion_tokens);
 // A choice's "logprobs" for these tokens (null when the request asked for none). Chat:
 // {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}]};
 // completions: {"tokens", "token_logprobs", "top_logprobs": [{token: logprob}], "text_offset"}, the
 // offsets counted from text_offset (the bytes of the choice's tokens before these).
-nlohmann::json logprobs_json(Endpoint endpoint, const Tokenizer& tokenizer, std::span<const TokenLogprobs> logprobs,
+ResponseJson logprobs_json(Endpoint endpoint, const Tokenizer& tokenizer, std::span<const TokenLogprobs> logprobs,
                              int64_t text_offset = 0);
 // Completions with echo: the prompt's text and, with logprobs, its part of "logprobs" (null for its first
 // token, which nothing predicts, as at OpenAI; null too where an entry has not come), each offset where
@@ -124,7 +129,7 @@ nlohmann::json logprobs_json(Endpoint endpoint, const Tokenizer& tokenizer, std:
 // space). The text is the prompt as sent where it came as text (vLLM's echo), else the detokenized ids.
 struct EchoedPrompt {
     std::string text;
-    nlohmann::json logprobs;       // completions' shape; null without num_top
+    ResponseJson logprobs;       // completions' shape; null without num_top
     int64_t text_offset_end = 0;   // text_offset_length(text): where the generated tokens' offsets start
 };
 // What a completions text_offset advances by over text: its characters (as vLLM's len() of the decoded
@@ -134,27 +139,28 @@ EchoedPrompt echo_prompt(const Tokenizer& tokenizer, std::span<const int32_t> pr
                          std::span<const TokenLogprobs> prompt_logprobs, std::optional<int> num_top,
                          const std::optional<std::string>& prompt_text = std::nullopt);
 // The generated part after it: every list of `more` appended to those of `into`.
-void append_logprobs(nlohmann::json& into, const nlohmann::json& more);
+void append_logprobs(ResponseJson& into, const ResponseJson& more);
 // vLLM's "prompt_logprobs" of a choice: [null, {"token id": {"logprob", "rank", "decoded_token"}}, ...],
 // each holding the prompt token and the num_top most likely there.
-nlohmann::json prompt_logprobs_json(const Tokenizer& tokenizer, std::span<const TokenLogprobs> prompt_logprobs,
+ResponseJson prompt_logprobs_json(const Tokenizer& tokenizer, std::span<const TokenLogprobs> prompt_logprobs,
                                     int num_top);
 // Where vLLM puts "prompt_logprobs": in the choice for completions, at the top level of the response (or
 // stream chunk) for chat, whose choices share one prompt.
-nlohmann::json& prompt_logprobs_place(Endpoint endpoint, nlohmann::json& response, nlohmann::json& choice);
+ResponseJson& prompt_logprobs_place(Endpoint endpoint, ResponseJson& response, ResponseJson& choice);
 // The whole non-streaming response.
-nlohmann::json generation_response(Endpoint endpoint, const ResponseHead& head, const std::vector<ChoiceState>& choices,
+ResponseJson generation_response(Endpoint endpoint, const ResponseHead& head, const std::vector<ChoiceState>& choices,
                                    int64_t prompt_tokens, const Tokenizer& tokenizer, const ResponseShape& shape);
 // One stream chunk for choice `index`: text delta, the logprobs of its tokens (logprobs_json) and, once
 // finished, the finish reason. For chat, role_only makes the opening chunk {"role": "assistant", "content": ""}.
-nlohmann::json stream_chunk(Endpoint endpoint, const ResponseHead& head, size_t index, const std::string& delta,
+ResponseJson stream_chunk(Endpoint endpoint, const ResponseHead& head, size_t index, const std::string& delta,
                             const ChoiceState& choice, bool role_only = false,
-                            nlohmann::json logprobs = nullptr);
+                            ResponseJson logprobs = nullptr);
 // The last chunk with stream_options.include_usage: no choices, the usage.
-nlohmann::json stream_usage_chunk(Endpoint endpoint, const ResponseHead& head, int64_t prompt_tokens,
+ResponseJson stream_usage_chunk(Endpoint endpoint, const ResponseHead& head, int64_t prompt_tokens,
                                   int64_t completion_tokens);
 
 // JSON text with invalid UTF-8 replaced (the engine streams only whole characters; this is a guard).
 std::string dump(const nlohmann::json& j);
+std::string dump(const ResponseJson& j);
 
 }  // namespace kvscope::cli

@@ -19,7 +19,7 @@ using nlohmann::json;
 // How long a request thread waits for outputs before it looks whether its client is still there.
 constexpr std::chrono::milliseconds kPollInterval{50};
 
-void send_json(httplib::Response& res, int status, const json& body) {
+void send_json(httplib::Response& res, int status, const ResponseJson& body) {
     res.status = status;
     res.set_content(dump(body), "application/json");
 }
@@ -217,7 +217,7 @@ void OpenAiServer::generate(Endpoint endpoint, const httplib::Request& req, http
     res.set_header("X-Accel-Buffering", "no");  // proxies: pass events on as they come
     auto opened = std::make_shared<bool>(false);
     httplib::ContentProviderWithoutLength events = [this, gen, opened](size_t, httplib::DataSink& sink) {
-        auto write = [&](const json& chunk) {
+        auto write = [&](const ResponseJson& chunk) {
             const std::string event = sse(dump(chunk));
             return sink.write(event.data(), event.size());
         };
@@ -238,7 +238,7 @@ void OpenAiServer::generate(Endpoint endpoint, const httplib::Request& req, http
             const Tokenizer& tokenizer = model_.tokenizer;
             EchoedPrompt echoed;
             if (echo) echoed = echo_prompt(tokenizer, c.prompt_token_ids, c.prompt_logprobs, shape.logprobs, c.prompt_text);
-            json logprobs = nullptr;
+            ResponseJson logprobs = nullptr;
             if (shape.logprobs) {
                 // Offsets continue from the characters of the choice's earlier tokens.
                 int64_t& offset = gen->token_chars[i];
@@ -251,7 +251,7 @@ void OpenAiServer::generate(Endpoint endpoint, const httplib::Request& req, http
                 for (const TokenLogprobs& l : o.logprobs) offset += text_offset_length(tokenizer.token_to_bytes(l.token_id));
             }
             const std::string delta = echo ? echoed.text + o.text_delta : o.text_delta;
-            json chunk = stream_chunk(gen->endpoint, gen->head, i, delta, c, false, std::move(logprobs));
+            ResponseJson chunk = stream_chunk(gen->endpoint, gen->head, i, delta, c, false, std::move(logprobs));
             if (o.prompt_logprobs && shape.prompt_logprobs)
                 prompt_logprobs_place(gen->endpoint, chunk, chunk["choices"][0]) =
                     prompt_logprobs_json(tokenizer, *o.prompt_logprobs, *shape.prompt_logprobs);

@@ -305,6 +305,31 @@ private slots:
             QCOMPARE(zlp["top_logprobs"][t][zlp["tokens"][t].get<std::string>()], zlp["token_logprobs"][t]);
         }
 
+        // Sampled hot, read in the order sent: OpenAI's field order, and each top_logprobs object in vLLM's
+        // (the sampled token first, then the top 3 best first: 4 entries where it is not among them).
+        const Reply hot = post(port_, "/v1/completions", {{"prompt", prompt}, {"max_tokens", 24}, {"temperature", 2.0},
+                                                          {"seed", 7}, {"logprobs", 3}});
+        QVERIFY2(hot.status == 200, hot.body.constData());
+        const nlohmann::ordered_json sent = nlohmann::ordered_json::parse(hot.body.toStdString());
+        std::vector<std::string> keys;
+        for (const auto& [key, value] : sent.items()) keys.push_back(key);
+        QCOMPARE(keys, (std::vector<std::string>{"id", "object", "created", "model", "choices", "usage"}));
+        const auto& hlp = sent["choices"][0]["logprobs"];
+        int outside_top = 0;
+        for (size_t t = 0; t < hlp["tokens"].size(); ++t) {
+            const auto& top = hlp["top_logprobs"][t];
+            QCOMPARE(top.begin().key(), hlp["tokens"][t].get<std::string>());
+            const bool among = top.size() == 3;
+            QVERIFY(among || top.size() == 4);
+            outside_top += !among;
+            double last = 0;
+            for (auto it = std::next(top.begin()); it != top.end(); ++it) {
+                QVERIFY(it == std::next(top.begin()) || it.value().get<double>() <= last);
+                last = it.value().get<double>();
+            }
+        }
+        QVERIFY2(outside_top > 0, "no sampled token outside the top 3: the seed no longer tests the order");
+
         // Chat, streamed: each chunk carries its tokens' logprobs.
         const json body = {{"messages", json::array({{{"role", "user"}, {"content", "Who is Lily?"}}})},
                            {"max_tokens", 6}, {"temperature", 0}, {"stream", true}, {"logprobs", true}, {"top_logprobs", 2}};
