@@ -69,18 +69,20 @@ int32_t Sampler::sample(std::span<float> logits, const SamplingParams& p, std::s
         const float floor = p.min_p * candidates_.front().first;
         while (candidates_.size() > 1 && candidates_.back().first < floor) candidates_.pop_back();
     }
-    // top_p: the smallest prefix whose mass reaches top_p.
+    double total = 0;
+    for (const auto& c : candidates_) total += c.first;
+    // top_p: the smallest prefix whose mass reaches top_p of what top-k and min-p left (vLLM renormalizes
+    // over those survivors before its nucleus).
     if (p.top_p < 1.0f) {
         double mass = 0;
         size_t n = 0;
         while (n < candidates_.size()) {
             mass += candidates_[n++].first;
-            if (mass >= p.top_p) break;
+            if (mass >= p.top_p * total) break;
         }
         candidates_.resize(std::max<size_t>(n, 1));
+        total = mass;
     }
-    double total = 0;
-    for (const auto& c : candidates_) total += c.first;
     const double u = std::uniform_real_distribution<double>(0.0, total)(rng);
     double acc = 0;
     for (const auto& c : candidates_) {

@@ -1,5 +1,5 @@
-// Chooses the next token of a request from its logits row: penalties, temperature, top-k, top-p, min-p,
-// then a draw from the request's own generator (seeded per request, so its text does not depend on
+// Chooses the next token of a request from its logits row: penalties, temperature, top-k, min-p, top-p
+// (over what top-k and min-p left, as vLLM), then a draw from the request's own generator (seeded per request, so its text does not depend on
 // what else is in the batch). temperature 0 is greedy argmax (lowest index on ties).
 // device_sampling_row() says when a backend's device sampler can choose instead (Backend::sample: the
 // same filters, its own counter-based draw), so only token ids need to come back.

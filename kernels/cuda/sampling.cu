@@ -6,7 +6,8 @@
 // prefix of the sorted row" are the keys at or above a threshold.
 //   top-k: the k-th largest key by radix select (8 bits per pass, early exit; integer histograms).
 //   min-p: keep e^(z - max) >= min_p (the host's p >= min_p * p_max).
-//   top-p: the nucleus is the shortest sorted prefix whose mass reaches top_p x the top-k set's mass.
+//   top-p: the nucleus is the shortest sorted prefix whose mass reaches top_p x the mass of the top-k set
+//   that min-p left (vLLM's nucleus over the survivors).
 // Draw. Gumbel-max (argmax of z + Gumbel noise over the candidates) draws from softmax(z) restricted to
 // them, in one pass and with no prefix sums. The noise of token i is Philox4x32-10 of the counter
 // (i / 4, round, offset) under the key seed: a function of the request alone, not of its batch row.
@@ -132,12 +133,13 @@ static __global__ void __launch_bounds__(kThreads)
     // Candidates: keys >= floor_key (the top-k set, later raised by rejections) with e^(z - m) >= min_p.
     uint64_t floor_key = p.top_k > 1 && p.top_k < vocab ? kth_largest_key(row, vocab, t, p.top_k) : 0;
     const bool top_p = p.top_p < 1.0f;
-    float target = 0.0f;  // top_p x the top-k set's mass (the host normalizes over that set)
+    float target = 0.0f;  // top_p x the candidates' mass (the host normalizes over them)
     if (top_p) {
         float s = 0.0f;
         for (int i = threadIdx.x; i < vocab; i += kThreads) {
             const float z = scaled_logit(row, i, t);
-            if (order_key(z, i) >= floor_key) s += expf(z - m);
+            const float w = expf(z - m);
+            if (order_key(z, i) >= floor_key && !(p.min_p > 0.0f && w < p.min_p)) s += w;
         }
         target = p.top_p * block_sum<kThreads>(s);
     }

@@ -37,12 +37,14 @@ inline std::vector<double> filtered_probs(const float* logits, int vocab, const 
     size_t keep = c.size();
     if (p.min_p > 0)
         while (keep > 1 && w[keep - 1] < p.min_p * w[0] * (1 - slack)) --keep;
-    if (p.top_p < 1) {
+    if (p.top_p < 1) {  // of the mass that top-k and min-p left
+        double left = 0;
+        for (size_t i = 0; i < keep; ++i) left += w[i];
         double mass = 0;
         size_t n = 0;
         while (n < keep) {
             mass += w[n++];
-            if (mass >= p.top_p + slack) break;
+            if (mass >= (p.top_p + slack) * left) break;
         }
         keep = std::max<size_t>(n, 1);
     }
