@@ -40,18 +40,20 @@ RequestOutput OutputProcessor::process_token(const Request& r, int32_t token) {
     return o;
 }
 
-// Stop strings cut the text where they begin, or where they end with include_stop_str_in_output.
+// Stop strings cut the text where they begin, or where they end with include_stop_str_in_output. As in
+// vLLM, they count only once more than min_tokens tokens are out (EOS and stop tokens from min_tokens on).
 std::optional<FinishReason> OutputProcessor::check_stop(const Request& r, State& st, int32_t token, RequestOutput& o) const {
     const SamplingParams& p = r.sampling_params;
-    for (const auto& s : p.stop) {
-        const size_t from = st.emitted > s.size() ? st.emitted - s.size() : 0;
-        if (size_t pos = st.text.find(s, from); pos != std::string::npos) {
-            st.text.resize(pos + (p.include_stop_str_in_output ? s.size() : 0));
-            o.stop_string = s;
-            o.stop_token.reset();
-            return FinishReason::STOP;
+    if (r.num_output_tokens() > p.min_tokens)
+        for (const auto& s : p.stop) {
+            const size_t from = st.emitted > s.size() ? st.emitted - s.size() : 0;
+            if (size_t pos = st.text.find(s, from); pos != std::string::npos) {
+                st.text.resize(pos + (p.include_stop_str_in_output ? s.size() : 0));
+                o.stop_string = s;
+                o.stop_token.reset();
+                return FinishReason::STOP;
+            }
         }
-    }
     if (token < 0) return std::nullopt;
     if (r.num_output_tokens() >= p.min_tokens) {
         if (!p.ignore_eos && tokenizer_.is_eos(token)) return FinishReason::STOP;

@@ -505,6 +505,15 @@ private slots:
             for (const auto& o : engine.step()) text += o.text_delta;
         QCOMPARE(engine.request_info("s")->finish_reason, FinishReason::STOP);
         QCOMPARE(text, std::string(", there was a little girl named "));
+
+        // Within min_tokens a stop string does not stop it (vLLM checks them only past min_tokens).
+        p.min_tokens = 20;
+        engine.add_request({"m", model_prompt(), p, 0, ""});
+        std::string held;
+        while (engine.has_unfinished_requests())
+            for (const auto& o : engine.step()) held += o.text_delta;
+        QVERIFY2(held.starts_with(", there was a little girl named Lily"), held.c_str());
+        QVERIFY(engine.request_metrics("m")->num_output_tokens >= 20);
     }
 
 private:
