@@ -374,6 +374,8 @@ GenerationJob parse_generation_request(Endpoint endpoint, const json& body, cons
     job.stream = get_bool(body, "stream", false);
     if (const json* so = field(body, "stream_options")) {
         if (!so->is_object()) throw ApiError(400, "stream_options must be an object", "stream_options");
+        // As OpenAI and vLLM refuse it: the options say how to stream, so without a stream they are a mistake.
+        if (!job.stream) throw ApiError(400, "stream_options can only be set with \"stream\": true", "stream_options");
         job.include_usage = get_bool(*so, "include_usage", false);
     }
 

@@ -226,6 +226,9 @@ private slots:
         QTest::newRow("priority under fcfs") << QByteArray("/v1/completions")
                                              << QByteArray(R"({"prompt": "Once", "priority": 1})")
                                              << QByteArray("priority scheduling is not enabled");
+        QTest::newRow("stream_options without stream") << QByteArray("/v1/completions")
+                                                       << QByteArray(R"({"prompt": "Once", "stream_options": {"include_usage": true}})")
+                                                       << QByteArray("stream_options");
         QTest::newRow("prompt too long") << QByteArray("/v1/completions")
                                          << QByteArray(R"({"prompt": "Once", "max_tokens": 100000})")
                                          << QByteArray("max_tokens");
