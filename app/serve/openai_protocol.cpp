@@ -228,8 +228,18 @@ std::vector<std::vector<int32_t>> completion_prompts(const json& body, const Mod
 
 }  // namespace
 
-std::vector<int32_t> chat_prompt(const json& body, const Model& model, const PromptBounds& bounds,
-                                 bool add_generation_prompt) {
+std::vector<int32_t> chat_prompt(const json& body, const Model& model, const PromptBounds& bounds) {
+    ChatRenderOptions options;
+    options.add_generation_prompt = get_bool(body, "add_generation_prompt", true);
+    options.continue_final_message = get_bool(body, "continue_final_message", false);
+    if (options.continue_final_message && options.add_generation_prompt)
+        throw ApiError(400, "continue_final_message needs \"add_generation_prompt\": false (both cannot be true)",
+                       "continue_final_message");
+    // Other template variables are ignored, as by templates that do not read them.
+    if (const json* kwargs = field(body, "chat_template_kwargs")) {
+        if (!kwargs->is_object()) throw ApiError(400, "chat_template_kwargs must be an object", "chat_template_kwargs");
+        if (field(*kwargs, "enable_thinking")) options.enable_thinking = get_bool(*kwargs, "enable_thinking", true);
+    }
     const json* m = field(body, "messages");
     if (!m || !m->is_array() || m->empty()) throw ApiError(400, "messages must be a non-empty list", "messages");
     std::vector<ChatMessage> messages;
@@ -272,7 +282,12 @@ std::vector<int32_t> chat_prompt(const json& body, const Model& model, const Pro
                            "messages");
         messages.push_back({r, std::move(content)});
     }
-    const std::string text = model.chat_template.render(messages, add_generation_prompt);
+    std::string text;
+    try {
+        text = model.chat_template.render(messages, options);
+    } catch (const BadInput& e) {
+        throw ApiError(400, e.what(), "continue_final_message");
+    }
     if (static_cast<int64_t>(text.size()) > bounds.max_prompt_bytes)
         throw ApiError(400, "the rendered conversation has " + std::to_string(text.size()) + " bytes, more than " +
                                 std::to_string(bounds.max_model_len) + " tokens (max_model_len) can hold (--max-prompt-bytes)",
@@ -388,7 +403,7 @@ GenerationJob parse_generation_request(Endpoint endpoint, const json& body, cons
                                 " exceeds " + std::to_string(limits.max_choices) + " (--max-choices)", "n");
 
     const PromptBounds bounds{max_model_len, prompt_byte_cap};
-    if (chat) job.prompts.push_back(chat_prompt(body, model, bounds, true));
+    if (chat) job.prompts.push_back(chat_prompt(body, model, bounds));
     else job.prompts = completion_prompts(body, model, bounds, job.prompt_texts);
     const char* prompt_field = chat ? "messages" : "prompt";
     size_t longest = 0;

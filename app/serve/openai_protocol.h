@@ -81,9 +81,9 @@ struct PromptBounds {
 };
 
 // A chat request's "messages" rendered by the model's chat template and tokenized: the prompt that
-// /v1/chat/completions runs and /tokenize counts. Throws ApiError naming the message at fault.
-std::vector<int32_t> chat_prompt(const nlohmann::json& body, const Model& model, const PromptBounds& bounds,
-                                 bool add_generation_prompt);
+// /v1/chat/completions runs and /tokenize counts, with vLLM's add_generation_prompt (default true),
+// continue_final_message and chat_template_kwargs.enable_thinking. Throws ApiError naming the field at fault.
+std::vector<int32_t> chat_prompt(const nlohmann::json& body, const Model& model, const PromptBounds& bounds);
 
 // body: the parsed JSON body. max_model_len bounds prompt + max_tokens. Throws ApiError.
 GenerationJob parse_generation_request(Endpoint endpoint, const nlohmann::json& body, const Model& model,

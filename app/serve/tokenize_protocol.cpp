@@ -11,14 +11,7 @@ using nlohmann::json;
 json tokenize_response(const json& body, const Model& model, int max_model_len, int64_t max_prompt_bytes) {
     if (!body.is_object()) throw ApiError(400, "the body must be a JSON object");
     if (body.contains("messages")) {  // vLLM's chat form: the ids /v1/chat/completions would run
-        bool add_generation_prompt = true;
-        if (body.contains("add_generation_prompt")) {
-            if (!body["add_generation_prompt"].is_boolean())
-                throw ApiError(400, "add_generation_prompt must be true or false", "add_generation_prompt");
-            add_generation_prompt = body["add_generation_prompt"].get<bool>();
-        }
-        const std::vector<int32_t> ids =
-            chat_prompt(body, model, PromptBounds{max_model_len, max_prompt_bytes}, add_generation_prompt);
+        const std::vector<int32_t> ids = chat_prompt(body, model, PromptBounds{max_model_len, max_prompt_bytes});
         return {{"count", ids.size()}, {"max_model_len", max_model_len}, {"tokens", ids}, {"token_strs", nullptr}};
     }
     const char* key = body.contains("prompt") ? "prompt" : "content";

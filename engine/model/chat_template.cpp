@@ -176,9 +176,10 @@ std::string render_chatml(const std::vector<ChatMessage>& messages, bool gen, co
 // open the reasoning in the generation prompt ("<think>\n"); Qwen3.5 trims every message. Qwen3 and Qwen3.5
 // (their templates' last_query_index) keep the reasoning of answers after the last user turn, in a think
 // block: Qwen3 where the answer is the chat's last or has reasoning, Qwen3.5 always. QwQ sends the chat's
-// last message whole.
+// last message whole. enable_thinking false (Qwen3, Qwen3.5) closes an empty think block in the generation
+// prompt.
 std::string render_qwen3(const std::vector<ChatMessage>& messages, bool gen, bool think_prompt, bool trim,
-                         bool think_after_query, bool last_answer_whole) {
+                         bool think_after_query, bool last_answer_whole, bool thinking_off) {
     size_t last_query = messages.size();
     for (size_t i = 0; i < messages.size(); ++i)
         if (messages[i].role == "user") last_query = i;
@@ -209,7 +210,7 @@ std::string render_qwen3(const std::vector<ChatMessage>& messages, bool gen, boo
                       strip_newlines(content, true, false);
         out += "<|im_start|>assistant\n" + content + "<|im_end|>\n";
     }
-    if (gen) out += think_prompt ? "<|im_start|>assistant\n<think>\n" : "<|im_start|>assistant\n";
+    if (gen) out += "<|im_start|>assistant\n" + std::string(thinking_off ? "<think>\n\n</think>\n\n" : think_prompt ? "<think>\n" : "");
     return out;
 }
 
@@ -500,6 +501,7 @@ ChatTemplate ChatTemplate::detect(std::string_view source, std::string_view mode
         t.think_prompt_ = has(source, "'<think>\\n'") || has(source, "assistant\\n<think>\\n'");
         t.trim_ = has(source, "|trim");
         t.think_after_query_ = has(source, "last_query_index");
+        t.thinking_switch_ = has(source, "enable_thinking");
         t.last_answer_whole_ = !t.think_after_query_ && has(source, "if not loop.last %}");
         return t;
     }
@@ -565,7 +567,7 @@ ChatTemplate ChatTemplate::of_family(std::string_view family) {
     }
     // Rendered as the family's current published template is.
     ChatTemplate t{std::string(family)};
-    t.think_after_query_ = family == "qwen3";
+    t.think_after_query_ = t.thinking_switch_ = family == "qwen3";
     t.eos_without_prompt_ = family == "phi3";
     return t;
 }
@@ -575,12 +577,33 @@ bool ChatTemplate::renders_bos() const {
            family_ == "gemma4" || family_ == "deepseek";
 }
 
-std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
+std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, const ChatRenderOptions& options) const {
+    if (!options.continue_final_message) return render_family(messages, options.add_generation_prompt, options.enable_thinking);
+    if (options.add_generation_prompt)
+        throw BadInput("continue_final_message and add_generation_prompt cannot both be true");
+    if (messages.empty()) throw BadInput("continue_final_message needs a final message");
+    // HF's apply_chat_template: cut after the last place the final message's content stands, with its
+    // leading white space or without its trailing white space as the template wrote it.
+    std::string text = render_family(messages, false, options.enable_thinking);
+    const std::string& final_message = messages.back().content;
+    const std::string stripped = strip(final_message);
+    const size_t at = text.rfind(stripped);
+    if (at == std::string::npos)
+        throw BadInput("continue_final_message: the final message's content is not in the chat as the template renders it");
+    const std::string_view lstripped =
+        std::string_view(final_message).substr(std::min(final_message.find_first_not_of(" \t\n\r\f\v"), final_message.size()));
+    text.resize(at + (std::string_view(text).substr(at, lstripped.size()) == lstripped ? lstripped.size() : stripped.size()));
+    return text;
+}
+
+std::string ChatTemplate::render_family(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                                        std::optional<bool> enable_thinking) const {
     if (family_ == "llama3")
         return render_llama3(messages, add_generation_prompt || always_prompt_, dated_system_, date_from_clock_ ? local_time_string("%d %b %Y") : "26 Jul 2024");
     if (family_ == "llama4") return render_llama4(messages, add_generation_prompt);
     if (family_ == "chatml") return render_chatml(messages, add_generation_prompt, default_system_);
-    if (family_ == "qwen3") return render_qwen3(messages, add_generation_prompt, think_prompt_, trim_, think_after_query_, last_answer_whole_);
+    if (family_ == "qwen3") return render_qwen3(messages, add_generation_prompt, think_prompt_, trim_, think_after_query_, last_answer_whole_,
+                                                    thinking_switch_ && enable_thinking == false);
     if (family_ == "gemma") return render_gemma(messages, add_generation_prompt);
     if (family_ == "gemma4") return render_gemma4(messages, add_generation_prompt);
     if (family_ == "phi3") return render_phi3(messages, add_generation_prompt, eos_without_prompt_);

@@ -4,6 +4,7 @@
 // Render with Tokenizer::encode(text, renders_bos() ? false : true).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,6 +14,17 @@ namespace kvscope {
 struct ChatMessage {
     std::string role;  // "system", "user", "assistant"
     std::string content;
+};
+
+// How a chat is rendered besides its messages: vLLM's chat request fields.
+struct ChatRenderOptions {
+    bool add_generation_prompt = true;
+    // The last message left open for the model to go on with (HF's continue_final_message): the text ends
+    // where that message's content does. Needs add_generation_prompt false.
+    bool continue_final_message = false;
+    // chat_template_kwargs.enable_thinking, where the template reads it (Qwen3, Qwen3.5: false closes an
+    // empty think block in the generation prompt); unset: the template's default.
+    std::optional<bool> enable_thinking;
 };
 
 class ChatTemplate {
@@ -31,12 +43,21 @@ public:
     // True when render() writes the BOS text itself ("<|begin_of_text|>", "<s>"): then the caller
     // must encode without adding BOS. zephyr, chatml and plain leave BOS to the caller.
     bool renders_bos() const;
-    std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
+    std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
+        ChatRenderOptions options;
+        options.add_generation_prompt = add_generation_prompt;
+        return render(messages, options);
+    }
+    // Throws BadInput for continue_final_message with a generation prompt, or where the final message's
+    // content is not in the rendered text.
+    std::string render(const std::vector<ChatMessage>& messages, const ChatRenderOptions& options) const;
 
 private:
     explicit ChatTemplate(std::string family, std::string default_system = {})
         : family_(std::move(family)), default_system_(std::move(default_system)) {}
     static ChatTemplate unrecognized_plain();  // plain, flagged unrecognized
+    std::string render_family(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                              std::optional<bool> enable_thinking) const;
     std::string family_;
     std::string default_system_;  // chatml: the system prompt the template adds when none is given
     // mistral-v7, granite: the template text, whose default system prompt is read at each render (it may
@@ -52,6 +73,7 @@ private:
     bool system_on_last_user_ = false;  // mistral v0.3 / Nemo: the system prompt joins the last user turn
     bool think_prompt_ = false;   // deepseek (R1), qwen3 (QwQ, Qwen3.5): the generation prompt opens "<think>\n"
     bool trim_ = false;           // qwen3: Qwen3.5 trims every message
+    bool thinking_switch_ = false;    // qwen3: Qwen3 / 3.5 read enable_thinking
     bool think_after_query_ = false;  // qwen3: Qwen3 / 3.5 keep the reasoning of answers after the last user turn
     bool last_answer_whole_ = false;  // qwen3: QwQ keeps the reasoning of an answer that ends the chat
     bool drop_reasoning_ = false;     // deepseek (R1, V3.1): earlier answers lose their reasoning ("...</think>")

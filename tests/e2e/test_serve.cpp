@@ -492,6 +492,32 @@ private slots:
         QCOMPARE(json::parse(bad.body.toStdString())["error"]["param"].get<std::string>(), std::string("add_generation_prompt"));
         const Reply role = post(port_, "/tokenize", {{"messages", json::array({{{"role", "tool"}, {"content", "x"}}})}});
         QCOMPARE(role.status, 400);
+
+        // continue_final_message (vLLM's, HF's rendering): the text ends where the final message's content
+        // does, so the model goes on with it; the chat endpoint runs the same prompt.
+        const json opened = json::array({{{"role", "user"}, {"content", "Tell me a story"}},
+                                          {{"role", "assistant"}, {"content", "Once upon a time "}}});
+        const std::string full = model->chat_template.render({{"user", "Tell me a story"}, {"assistant", "Once upon a time "}}, false);
+        const std::string prefix = full.substr(0, full.rfind("Once upon a time") + std::string("Once upon a time ").size());
+        QVERIFY2(prefix.size() < full.size(), full.c_str());  // the template closes the turn after it
+        const json go_on = {{"messages", opened}, {"add_generation_prompt", false}, {"continue_final_message", true}};
+        const Reply cont = post(port_, "/tokenize", go_on);
+        QVERIFY2(cont.status == 200, cont.body.constData());
+        QCOMPARE(json::parse(cont.body.toStdString())["tokens"].get<std::vector<int32_t>>(),
+                 model->tokenizer.encode(prefix, !model->chat_template.renders_bos()));
+        json go_on_chat = go_on;
+        go_on_chat["max_tokens"] = 1;
+        const Reply continued = post(port_, "/v1/chat/completions", go_on_chat);
+        QVERIFY2(continued.status == 200, continued.body.constData());
+        QCOMPARE(json::parse(continued.body.toStdString())["usage"]["prompt_tokens"],
+                 json::parse(cont.body.toStdString())["count"]);
+        // Both at once is refused, as vLLM refuses it (add_generation_prompt defaults to true).
+        const Reply both = post(port_, "/v1/chat/completions", {{"messages", opened}, {"continue_final_message", true}});
+        QCOMPARE(both.status, 400);
+        QCOMPARE(json::parse(both.body.toStdString())["error"]["param"].get<std::string>(), std::string("continue_final_message"));
+        const Reply kwargs = post(port_, "/tokenize", {{"messages", messages}, {"chat_template_kwargs", {{"enable_thinking", 1}}}});
+        QCOMPARE(kwargs.status, 400);
+        QCOMPARE(json::parse(kwargs.body.toStdString())["error"]["param"].get<std::string>(), std::string("enable_thinking"));
     }
 
     // Chat's prompt_logprobs (vLLM accepts them there too): of the rendered template's token ids, once at

@@ -579,6 +579,35 @@ private slots:
         QCOMPARE(t.render({{"user", "Hi!"}}, false), std::string("<bos><start_of_turn>user\nHi!<end_of_turn>\n"));
     }
 
+    // vLLM's chat request fields: enable_thinking where the template reads it, continue_final_message.
+    void renderOptions() {
+        kvscope::ChatRenderOptions off;
+        off.enable_thinking = false;
+        QCOMPARE(ChatTemplate::detect(kQwen3Source).render(kUser, off),
+                 std::string("<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+        QCOMPARE(ChatTemplate::detect(kQwen35Source).render(kUser, off),
+                 std::string("<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+        kvscope::ChatRenderOptions on;
+        on.enable_thinking = true;
+        QCOMPARE(ChatTemplate::detect(kQwen3Source).render(kUser, on), ChatTemplate::detect(kQwen3Source).render(kUser, true));
+        QCOMPARE(ChatTemplate::detect(kQwQSource).render(kUser, off), ChatTemplate::detect(kQwQSource).render(kUser, true));
+        // continue_final_message: cut after the final content, its leading white space kept as written, its
+        // trailing white space only where the template kept it (HF's apply_chat_template).
+        kvscope::ChatRenderOptions go_on;
+        go_on.add_generation_prompt = false;
+        go_on.continue_final_message = true;
+        QCOMPARE(ChatTemplate::detect(kLlama3Source).render({{"user", "Hi!"}, {"assistant", "  Well, "}}, go_on),
+                 std::string("<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>"
+                             "<|start_header_id|>assistant<|end_header_id|>\n\nWell,"));
+        QCOMPARE(ChatTemplate::detect(kChatMlSource).render({{"user", "Hi!"}, {"assistant", "Well, "}}, go_on),
+                 std::string("<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\nWell, "));
+        QVERIFY_THROWS_EXCEPTION(kvscope::BadInput, ChatTemplate::detect(kChatMlSource).render(kUser, [] {
+            kvscope::ChatRenderOptions both;
+            both.continue_final_message = true;
+            return both;
+        }()));
+    }
+
     void bos_contract() {
         QVERIFY(ChatTemplate::of_family("llama3").renders_bos());
         QVERIFY(ChatTemplate::of_family("llama2").renders_bos());
