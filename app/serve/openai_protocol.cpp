@@ -226,6 +226,23 @@ std::vector<std::vector<int32_t>> completion_prompts(const json& body, const Mod
     return prompts;
 }
 
+// A message's content: a string, or text parts joined by newlines as vLLM joins them. `at` names the
+// message in errors.
+std::string message_text(const json& c, const std::string& at) {
+    if (c.is_string()) return c.get<std::string>();
+    if (!c.is_array()) throw ApiError(400, at + ".content must be a string or a list of text parts", at + ".content");
+    std::string content;
+    for (size_t j = 0; j < c.size(); ++j) {
+        const json& part = c[j];
+        const std::string pat = at + ".content[" + std::to_string(j) + "]";
+        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+            throw ApiError(400, pat + " must be {\"type\": \"text\", \"text\": ...}; other parts are not supported", pat);
+        if (j) content += "\n";
+        content += part["text"].get<std::string>();
+    }
+    return content;
+}
+
 }  // namespace
 
 std::vector<int32_t> chat_prompt(const json& body, const Model& model, const PromptBounds& bounds) {
@@ -254,27 +271,9 @@ std::vector<int32_t> chat_prompt(const json& body, const Model& model, const Pro
         if (r == "developer") r = "system";
         if (r != "system" && r != "user" && r != "assistant")
             throw ApiError(400, at + ".role " + shown(*role) + " is not supported (system, user, assistant)", at + ".role");
-        std::string content;
-        if (const json* c = field(msg, "content")) {
-            if (c->is_string()) {
-                content = c->get<std::string>();
-            } else if (c->is_array()) {  // content parts: text only, joined by newlines as vLLM does
-                for (size_t j = 0; j < c->size(); ++j) {
-                    const json& part = (*c)[j];
-                    const std::string pat = at + ".content[" + std::to_string(j) + "]";
-                    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-                        !part["text"].is_string())
-                        throw ApiError(400, pat + " must be {\"type\": \"text\", \"text\": ...}; other parts are not supported",
-                                       pat);
-                    if (j) content += "\n";
-                    content += part["text"].get<std::string>();
-                }
-            } else {
-                throw ApiError(400, at + ".content must be a string or a list of text parts", at + ".content");
-            }
-        } else if (r != "assistant") {
-            throw ApiError(400, at + ".content is required", at + ".content");
-        }
+        const json* c = field(msg, "content");
+        if (!c && r != "assistant") throw ApiError(400, at + ".content is required", at + ".content");
+        std::string content = c ? message_text(*c, at) : std::string();
         content_bytes += static_cast<int64_t>(content.size());
         if (content_bytes > bounds.max_prompt_bytes)  // before the template copies it all again
             throw ApiError(400, "messages have more than " + std::to_string(bounds.max_prompt_bytes) + " bytes of content, more than " +
@@ -373,10 +372,8 @@ GenerationJob parse_generation_request(Endpoint endpoint, const json& body, cons
     if (const auto k = get_integer(body, "prompt_logprobs"); k && *k != -1)  // -1: off
         job.prompt_logprobs = static_cast<int>(std::clamp<int64_t>(*k, INT_MIN, INT_MAX));
     p.prompt_logprobs = job.prompt_logprobs;
-    if (!chat) {
-        job.echo = get_bool(body, "echo", false);
-        if (job.echo && p.logprobs) p.prompt_logprobs = std::max(p.prompt_logprobs.value_or(0), *p.logprobs);
-    }
+    job.echo = get_bool(body, "echo", false);
+    if (!chat && job.echo && p.logprobs) p.prompt_logprobs = std::max(p.prompt_logprobs.value_or(0), *p.logprobs);
     job.priority = get_int(body, "priority", 0);
     // vLLM's cache_salt: requests share prefix-cache blocks only with requests of the same salt.
     if (const json* salt = field(body, "cache_salt"); salt && !salt->is_null()) {
@@ -403,8 +400,17 @@ GenerationJob parse_generation_request(Endpoint endpoint, const json& body, cons
                                 " exceeds " + std::to_string(limits.max_choices) + " (--max-choices)", "n");
 
     const PromptBounds bounds{max_model_len, prompt_byte_cap};
-    if (chat) job.prompts.push_back(chat_prompt(body, model, bounds));
-    else job.prompts = completion_prompts(body, model, bounds, job.prompt_texts);
+    if (chat) {
+        job.prompts.push_back(chat_prompt(body, model, bounds));
+        // vLLM's chat echo: an answer opens with the last message where that is the assistant's (the one
+        // continue_final_message goes on with).
+        const json& last = body["messages"].back();
+        const json* content = field(last, "content");
+        if (job.echo && last["role"] == "assistant" && content)
+            job.prompt_texts.push_back(message_text(*content, "messages[" + std::to_string(body["messages"].size() - 1) + "]"));
+    } else {
+        job.prompts = completion_prompts(body, model, bounds, job.prompt_texts);
+    }
     const char* prompt_field = chat ? "messages" : "prompt";
     size_t longest = 0;
     for (const auto& prompt : job.prompts) {
@@ -589,7 +595,7 @@ ResponseJson generation_response(Endpoint endpoint, const ResponseHead& head, co
     for (size_t i = 0; i < choices.size(); ++i) {
         const ChoiceState& c = choices[i];
         ResponseJson choice = {{"index", i}};
-        if (chat) choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+        if (chat) choice["message"] = {{"role", "assistant"}, {"content", (shape.echo ? c.prompt_text.value_or("") : "") + c.text}};
         ResponseJson logprobs = nullptr;
         if (shape.echo && !chat) {
             EchoedPrompt echo = echo_prompt(tokenizer, c.prompt_token_ids, c.prompt_logprobs, shape.logprobs, c.prompt_text);

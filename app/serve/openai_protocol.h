@@ -41,14 +41,15 @@ struct GenerationJob {
     Endpoint endpoint = Endpoint::COMPLETIONS;
     std::string model;  // as requested; "" when absent
     std::vector<std::vector<int32_t>> prompts;  // completions may batch several; chat has one
-    // Completions: each prompt's string as sent (nullopt where it came as token ids), which echo repeats.
+    // What echo repeats. Completions: each prompt's string as sent (nullopt where it came as token ids);
+    // chat: the last message where it is the assistant's (vLLM's chat echo), else none.
     std::vector<std::optional<std::string>> prompt_texts;
     SamplingParams params;
     int priority = 0;
     std::string cache_salt;  // "" = none
     bool stream = false;
     bool include_usage = false;  // stream_options.include_usage
-    bool echo = false;           // completions: the prompt comes first in the text (and in logprobs)
+    bool echo = false;           // completions: the prompt comes first in the text (and in logprobs); chat: see above
     // vLLM's extension, as asked (chat: of the rendered template's tokens). params.prompt_logprobs is the
     // larger of this and, with echo, logprobs: echo's log-probabilities of the prompt come from the same
     // computation.

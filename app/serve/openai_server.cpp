@@ -237,14 +237,16 @@ void OpenAiServer::generate(Endpoint endpoint, const httplib::Request& req, http
             gen->streamed[i] = true;
             const Tokenizer& tokenizer = model_.tokenizer;
             EchoedPrompt echoed;
-            if (echo) echoed = echo_prompt(tokenizer, c.prompt_token_ids, c.prompt_logprobs, shape.logprobs, c.prompt_text);
+            if (echo && gen->endpoint == Endpoint::CHAT) echoed.text = c.prompt_text.value_or("");  // the text alone
+            else if (echo) echoed = echo_prompt(tokenizer, c.prompt_token_ids, c.prompt_logprobs, shape.logprobs, c.prompt_text);
             ResponseJson logprobs = nullptr;
             if (shape.logprobs) {
                 // Offsets continue from the characters of the choice's earlier tokens.
                 int64_t& offset = gen->token_chars[i];
-                if (echo) offset = echoed.text_offset_end;
+                const bool echo_logprobs = echo && gen->endpoint == Endpoint::COMPLETIONS;  // chat echoes text only
+                if (echo_logprobs) offset = echoed.text_offset_end;
                 logprobs = logprobs_json(gen->endpoint, tokenizer, o.logprobs, offset);
-                if (echo) {  // the prompt's entries first
+                if (echo_logprobs) {  // the prompt's entries first
                     append_logprobs(echoed.logprobs, logprobs);
                     logprobs = std::move(echoed.logprobs);
                 }

@@ -520,6 +520,31 @@ private slots:
         QCOMPARE(json::parse(kwargs.body.toStdString())["error"]["param"].get<std::string>(), std::string("enable_thinking"));
     }
 
+    // vLLM's chat echo: the answer opens with the last message where that is the assistant's (as
+    // continue_final_message goes on with it), streamed or not; a last user message is not repeated.
+    void chatEchoOpensWithTheLastAssistantMessage() {
+        const json opened = json::array({{{"role", "user"}, {"content", "Tell me a story"}},
+                                          {{"role", "assistant"}, {"content", "Once upon a time"}}});
+        json body = {{"messages", opened},         {"add_generation_prompt", false}, {"continue_final_message", true},
+                     {"echo", true},               {"max_tokens", 4},               {"temperature", 0}};
+        const Reply r = post(port_, "/v1/chat/completions", body);
+        QVERIFY2(r.status == 200, r.body.constData());
+        const std::string content = json::parse(r.body.toStdString())["choices"][0]["message"]["content"];
+        QVERIFY2(content.starts_with("Once upon a time") && content.size() > 16, content.c_str());
+        body["stream"] = true;
+        const Reply s = post(port_, "/v1/chat/completions", body);
+        QCOMPARE(s.status, 200);
+        std::string streamed;
+        for (const QByteArray& e : sse_events(s.body))
+            if (e != "[DONE]") streamed += json::parse(e.toStdString())["choices"][0]["delta"].value("content", "");
+        QCOMPARE(streamed, content);
+        const Reply user_last = post(port_, "/v1/chat/completions", {{"messages", json::array({opened[0]})}, {"echo", true},
+                                                                     {"max_tokens", 2}, {"temperature", 0}});
+        QVERIFY2(user_last.status == 200, user_last.body.constData());
+        const std::string answer = json::parse(user_last.body.toStdString())["choices"][0]["message"]["content"];
+        QVERIFY2(!answer.starts_with("Tell me"), answer.c_str());
+    }
+
     // Chat's prompt_logprobs (vLLM accepts them there too): of the rendered template's token ids, once at
     // the top level of the response, or of the stream chunk that carries the first token.
     void chatPromptLogprobs() {
