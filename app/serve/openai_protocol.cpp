@@ -430,6 +430,12 @@ GenerationJob parse_generation_request(Endpoint endpoint, const json& body, cons
         max_tokens = get_integer(body, "max_completion_tokens");
     }
     if (!max_tokens) max_tokens = chat ? max_model_len - static_cast<int64_t>(longest) : 16;
+    // vLLM's prompt scoring (lm-eval's loglikelihood asks it so): completions with echo and max_tokens 0
+    // return the prompt alone, with its logprobs; one token is generated and not shown.
+    if (!chat && job.echo && *max_tokens == 0) {
+        job.echo_only = true;
+        max_tokens = 1;
+    }
     if (*max_tokens < 1) throw ApiError(400, std::string(max_field) + " must be >= 1, got " + std::to_string(*max_tokens), max_field);
     if (static_cast<int64_t>(longest) + *max_tokens > max_model_len)
         throw ApiError(400, "this model's maximum context length is " + std::to_string(max_model_len) + " tokens, but " +
@@ -527,7 +533,7 @@ ResponseJson logprobs_json(Endpoint endpoint, const Tokenizer& tokenizer, std::s
 }
 
 ResponseShape response_shape(const GenerationJob& job) {
-    return {job.params.logprobs, job.prompt_logprobs, job.echo};
+    return {job.params.logprobs, job.prompt_logprobs, job.echo, job.echo_only};
 }
 
 EchoedPrompt echo_prompt(const Tokenizer& tokenizer, std::span<const int32_t> prompt,
@@ -599,9 +605,9 @@ ResponseJson generation_response(Endpoint endpoint, const ResponseHead& head, co
         ResponseJson logprobs = nullptr;
         if (shape.echo && !chat) {
             EchoedPrompt echo = echo_prompt(tokenizer, c.prompt_token_ids, c.prompt_logprobs, shape.logprobs, c.prompt_text);
-            choice["text"] = echo.text + c.text;
+            choice["text"] = echo.text + (shape.echo_only ? "" : c.text);
             logprobs = std::move(echo.logprobs);
-            if (shape.logprobs)
+            if (shape.logprobs && !shape.echo_only)
                 append_logprobs(logprobs, logprobs_json(endpoint, tokenizer, c.logprobs, echo.text_offset_end));
         } else {
             if (!chat) choice["text"] = c.text;

@@ -50,6 +50,7 @@ struct GenerationJob {
     bool stream = false;
     bool include_usage = false;  // stream_options.include_usage
     bool echo = false;           // completions: the prompt comes first in the text (and in logprobs); chat: see above
+    bool echo_only = false;      // completions, echo with max_tokens 0: the prompt alone (its one token is not shown)
     // vLLM's extension, as asked (chat: of the rendered template's tokens). params.prompt_logprobs is the
     // larger of this and, with echo, logprobs: echo's log-probabilities of the prompt come from the same
     // computation.
@@ -61,6 +62,7 @@ struct ResponseShape {
     std::optional<int> logprobs;
     std::optional<int> prompt_logprobs;
     bool echo = false;
+    bool echo_only = false;  // GenerationJob::echo_only
 };
 ResponseShape response_shape(const GenerationJob& job);
 

@@ -233,7 +233,11 @@ void OpenAiServer::generate(Endpoint endpoint, const httplib::Request& req, http
             const ResponseShape& shape = gen->shape;
             const ChoiceState& c = gen->choices[i];
             const bool echo = shape.echo && !gen->streamed[i];
-            if (!ok || (!echo && o.text_delta.empty() && !o.finished && o.logprobs.empty() && !o.prompt_logprobs)) return;
+            // Echo with max_tokens 0: the prompt alone; the one generated token is neither text nor logprobs.
+            const std::string_view text_delta = shape.echo_only ? std::string_view() : std::string_view(o.text_delta);
+            const std::span<const TokenLogprobs> token_logprobs =
+                shape.echo_only ? std::span<const TokenLogprobs>() : std::span<const TokenLogprobs>(o.logprobs);
+            if (!ok || (!echo && text_delta.empty() && !o.finished && token_logprobs.empty() && !o.prompt_logprobs)) return;
             gen->streamed[i] = true;
             const Tokenizer& tokenizer = model_.tokenizer;
             EchoedPrompt echoed;
@@ -245,14 +249,14 @@ void OpenAiServer::generate(Endpoint endpoint, const httplib::Request& req, http
                 int64_t& offset = gen->token_chars[i];
                 const bool echo_logprobs = echo && gen->endpoint == Endpoint::COMPLETIONS;  // chat echoes text only
                 if (echo_logprobs) offset = echoed.text_offset_end;
-                logprobs = logprobs_json(gen->endpoint, tokenizer, o.logprobs, offset);
+                logprobs = logprobs_json(gen->endpoint, tokenizer, token_logprobs, offset);
                 if (echo_logprobs) {  // the prompt's entries first
                     append_logprobs(echoed.logprobs, logprobs);
                     logprobs = std::move(echoed.logprobs);
                 }
-                for (const TokenLogprobs& l : o.logprobs) offset += text_offset_length(tokenizer.token_to_bytes(l.token_id));
+                for (const TokenLogprobs& l : token_logprobs) offset += text_offset_length(tokenizer.token_to_bytes(l.token_id));
             }
-            const std::string delta = echo ? echoed.text + o.text_delta : o.text_delta;
+            const std::string delta = (echo ? echoed.text : std::string()) + std::string(text_delta);
             ResponseJson chunk = stream_chunk(gen->endpoint, gen->head, i, delta, c, false, std::move(logprobs));
             if (o.prompt_logprobs && shape.prompt_logprobs)
                 prompt_logprobs_place(gen->endpoint, chunk, chunk["choices"][0]) =

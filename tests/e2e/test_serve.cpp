@@ -520,6 +520,39 @@ private slots:
         QCOMPARE(json::parse(kwargs.body.toStdString())["error"]["param"].get<std::string>(), std::string("enable_thinking"));
     }
 
+    // vLLM's prompt scoring, as lm-eval's loglikelihood asks for it: echo with max_tokens 0 returns the
+    // prompt alone, its logprobs those of the same request that generates, streamed or not.
+    void echoWithoutGenerationScoresThePrompt() {
+        const json scored = {{"prompt", "Once upon a time there"}, {"echo", true}, {"max_tokens", 0}, {"logprobs", 2}, {"temperature", 0}};
+        const Reply r = post(port_, "/v1/completions", scored);
+        QVERIFY2(r.status == 200, r.body.constData());
+        const json choice = json::parse(r.body.toStdString())["choices"][0];
+        QCOMPARE(choice["text"].get<std::string>(), std::string("Once upon a time there"));
+        json generating = scored;
+        generating["max_tokens"] = 3;
+        const json full = json::parse(post(port_, "/v1/completions", generating).body.toStdString())["choices"][0]["logprobs"];
+        const size_t n = choice["logprobs"]["tokens"].size();
+        QCOMPARE(full["tokens"].size(), n + 3);
+        for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
+            for (size_t t = 0; t < n; ++t) QCOMPARE(choice["logprobs"][key][t], full[key][t]);
+        json streamed = scored;
+        streamed["stream"] = true;
+        const Reply s = post(port_, "/v1/completions", streamed);
+        QCOMPARE(s.status, 200);
+        std::string text;
+        size_t tokens = 0;
+        for (const QByteArray& e : sse_events(s.body)) {
+            if (e == "[DONE]") continue;
+            const json c = json::parse(e.toStdString())["choices"][0];
+            text += c["text"].get<std::string>();
+            if (!c["logprobs"].is_null()) tokens += c["logprobs"]["tokens"].size();
+        }
+        QCOMPARE(text, std::string("Once upon a time there"));
+        QCOMPARE(tokens, n);
+        // Without echo, max_tokens 0 is still refused.
+        QCOMPARE(post(port_, "/v1/completions", {{"prompt", "Once"}, {"max_tokens", 0}}).status, 400);
+    }
+
     // vLLM's chat echo: the answer opens with the last message where that is the assistant's (as
     // continue_final_message goes on with it), streamed or not; a last user message is not repeated.
     void chatEchoOpensWithTheLastAssistantMessage() {
