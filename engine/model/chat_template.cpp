@@ -21,12 +21,14 @@ std::string lower(std::string_view s) {
     return out;
 }
 
-// Jinja's |trim and Python's str.strip(): ASCII whitespace at both ends.
+// The white space that Jinja's |trim and Python's str.strip() remove (ASCII here).
+constexpr std::string_view kSpace = " \t\n\r\f\v";
+
+// Jinja's |trim and Python's str.strip(): white space at both ends.
 std::string strip(std::string_view s) {
-    const char* ws = " \t\n\r\f\v";
-    const size_t b = s.find_first_not_of(ws);
+    const size_t b = s.find_first_not_of(kSpace);
     if (b == std::string_view::npos) return {};
-    return std::string(s.substr(b, s.find_last_not_of(ws) - b + 1));
+    return std::string(s.substr(b, s.find_last_not_of(kSpace) - b + 1));
 }
 
 // The text of the Jinja string expression at source[pos]: quoted literals ('...' or "...", with \n, \t and
@@ -591,7 +593,7 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, const
     if (at == std::string::npos)
         throw BadInput("continue_final_message: the final message's content is not in the chat as the template renders it");
     const std::string_view lstripped =
-        std::string_view(final_message).substr(std::min(final_message.find_first_not_of(" \t\n\r\f\v"), final_message.size()));
+        std::string_view(final_message).substr(std::min(final_message.find_first_not_of(kSpace), final_message.size()));
     text.resize(at + (std::string_view(text).substr(at, lstripped.size()) == lstripped ? lstripped.size() : stripped.size()));
     return text;
 }
