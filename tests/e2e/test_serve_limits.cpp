@@ -111,6 +111,29 @@ private slots:
         expectServing();
     }
 
+    // Brackets inside strings are text, escaped quotes included: a prompt of 300 brackets is no nesting.
+    void bracketsInStringsAreNotNesting() {
+        const std::string brackets = std::string(150, '[') + "\\\"" + std::string(150, '{');
+        const QByteArray body = QByteArray::fromStdString(R"({"prompt": ")" + brackets + R"(", "max_tokens": 2})");
+        const Reply r = http(port_, "POST", "/v1/completions", body, kAuth);
+        QVERIFY2(r.status == 200, r.body.constData());
+    }
+
+    // 400,000 small objects in one 2.4 MB body are read in one pass. nlohmann's parse callback, which
+    // checked the depth before, made this quadratic: about 25 s of a core, against well under one.
+    // The bound is 40 times the linear time on a busy 2-core machine, and below the quadratic one.
+    void manySmallObjectsParseInLinearTime() {
+        QByteArray body = R"({"prompt": "Once", "max_tokens": 2, "user_data": [)";
+        for (int i = 0; i < 400000; ++i) body += i ? ",{}" : "{}";
+        body += "]}";
+        const auto t0 = std::chrono::steady_clock::now();
+        const Reply r = http(port_, "POST", "/v1/completions", body, kAuth);
+        const double s = seconds_since(t0);
+        QVERIFY2(r.status == 200, r.body.constData());
+        QVERIFY2(s < 8, qPrintable(QString("%1 s").arg(s)));
+        expectServing();
+    }
+
     // 1,000 idle sockets and 100 that send their head one byte a second hold no worker thread: /health
     // and a 16-token completion take no more than a second longer than without them.
     void idleAndSlowClientsDoNotDelayOthers() {
