@@ -153,15 +153,27 @@ void reject_unsupported(const json& body, Endpoint endpoint) {
     auto unsupported = [](const char* name) {
         throw ApiError(400, std::string(name) + " is not supported by kvscope serve", name);
     };
+    // A field that asks for a shape of output (JSON, a choice, a grammar) is refused rather than ignored: the
+    // answer would look fine and not be what was asked. vLLM's names as well as OpenAI's.
+    if (const json* f = field(body, "response_format"); f && !(f->is_object() && f->value("type", "") == "text"))
+        unsupported("response_format");
+    for (const char* name : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs"})
+        if (const json* f = field(body, name); f && !f->is_null()) unsupported(name);
     if (endpoint == Endpoint::COMPLETIONS) {
         if (const json* f = field(body, "suffix"); f && !(f->is_string() && f->get<std::string>().empty()))
             unsupported("suffix");
         if (const auto best_of = get_integer(body, "best_of"); best_of && *best_of != get_int(body, "n", 1))
             unsupported("best_of");
     } else {
-        if (const json* f = field(body, "tools"); f && !(f->is_array() && f->empty())) unsupported("tools");
-        if (const json* f = field(body, "response_format"); f && !(f->is_object() && f->value("type", "") == "text"))
-            unsupported("response_format");
+        for (const char* name : {"tools", "functions"})
+            if (const json* f = field(body, name); f && !(f->is_array() && f->empty())) unsupported(name);
+        // Without tools, "none" and "auto" both mean a plain answer; "required" or a named function cannot be met.
+        for (const char* name : {"tool_choice", "function_call"})
+            if (const json* f = field(body, name); f && !f->is_null() && !(f->is_string() && (*f == "none" || *f == "auto")))
+                throw ApiError(400, std::string(name) + " asks for a tool call, and kvscope serve supports no tools", name);
+        // vLLM too refuses a template sent with the request unless its server trusts them.
+        if (const json* f = field(body, "chat_template"); f && !f->is_null())
+            throw ApiError(400, "chat_template in a request is not supported: the model's own template is used", "chat_template");
     }
 }
 

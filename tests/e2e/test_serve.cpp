@@ -229,6 +229,19 @@ private slots:
         QTest::newRow("stream_options without stream") << QByteArray("/v1/completions")
                                                        << QByteArray(R"({"prompt": "Once", "stream_options": {"include_usage": true}})")
                                                        << QByteArray("stream_options");
+        // Fields asking for a shape of output or a tool call are refused, not ignored.
+        QTest::newRow("response_format json") << QByteArray("/v1/completions")
+                                              << QByteArray(R"({"prompt": "Once", "response_format": {"type": "json_object"}})")
+                                              << QByteArray("response_format is not supported");
+        QTest::newRow("guided_choice") << QByteArray("/v1/completions")
+                                       << QByteArray(R"({"prompt": "Once", "guided_choice": ["yes", "no"]})")
+                                       << QByteArray("guided_choice is not supported");
+        QTest::newRow("tool_choice required") << QByteArray("/v1/chat/completions")
+                                              << QByteArray(R"({"messages": [{"role": "user", "content": "Hi"}], "tool_choice": "required"})")
+                                              << QByteArray("tool_choice asks for a tool call");
+        QTest::newRow("request chat_template") << QByteArray("/v1/chat/completions")
+                                               << QByteArray(R"({"messages": [{"role": "user", "content": "Hi"}], "chat_template": "{{ messages }}"})")
+                                               << QByteArray("chat_template in a request is not supported");
         QTest::newRow("prompt too long") << QByteArray("/v1/completions")
                                          << QByteArray(R"({"prompt": "Once", "max_tokens": 100000})")
                                          << QByteArray("max_tokens");
