@@ -158,6 +158,7 @@ HttpConnectionStream::HttpConnectionStream(HttpConnection& conn, const HttpLimit
 
 void HttpConnectionStream::begin_request() {
     budget_ = limits_.max_header_bytes + limits_.max_body_bytes + kFramingSlack;
+    over_budget_ = false;
     body_deadline_ = http_deadline(limits_.body_timeout_s);
 }
 
@@ -197,7 +198,7 @@ ssize_t HttpConnectionStream::read(char* ptr, size_t size) {
     if (failed_) return -1;
     if (conn_.num_buffered() == 0) {
         if (budget_ == 0) {  // a body past every limit (a chunked one has no length to refuse up front)
-            failed_ = true;
+            over_budget_ = true;  // not failed: the client is there to read its 413
             return -1;
         }
         conn_.compact();

@@ -67,6 +67,10 @@ struct HttpConnection {
     HttpClock::time_point deadline{};   // while held by the gate: when to give up on it
     bool head_started = false;          // the gate saw a byte of the next request
     bool body_started = false;          // the gate has the head and waits for the body
+    // Answered and closing with the client's bytes perhaps unread (a refused body): our end is shut and the
+    // gate drops what still arrives until the client closes, so that the socket ends with a FIN, not a
+    // reset that could discard the answer at the client (a lingering close, as Apache and nginx do).
+    bool lingering = false;
     SSL* ssl = nullptr;                 // the TLS session, or null for plain HTTP
     std::string tls_error;              // why the TLS session failed (logged once)
 };
@@ -79,6 +83,9 @@ public:
     void begin_request();
     // A read or write failed (deadline, budget, peer gone): the connection must be closed.
     bool failed() const { return failed_; }
+    // The request's body ran past its budget (a chunked one, which declares no length to refuse up front):
+    // the read failed, and the client can still be answered 413.
+    bool over_budget() const { return over_budget_; }
     // Without blocking: false once the client closed its end (a half-close counts) or the socket failed.
     bool peer_connected() const;
 
@@ -99,6 +106,7 @@ private:
     size_t budget_ = 0;                  // bytes this request may still read
     HttpClock::time_point body_deadline_{};
     bool failed_ = false;
+    bool over_budget_ = false;
 };
 
 }  // namespace kvscope::cli

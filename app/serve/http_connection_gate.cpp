@@ -15,6 +15,9 @@ namespace {
 
 // How often held connections are checked against their deadlines.
 constexpr int kSweepMs = 200;
+// How long an answered connection that closes is drained (see HttpConnection::lingering): the client's
+// bytes in flight arrive in a round trip or two, and a client that goes on sending is not waited for.
+constexpr double kLingerSeconds = 2.0;
 
 }  // namespace
 
@@ -91,6 +94,12 @@ void HttpConnectionGate::admit_incoming() {
         batch.swap(incoming_);
     }
     for (auto& conn : batch) {
+        if (conn->lingering) {
+            ::shutdown(conn->fd, SHUT_WR);  // the answer is out: the client sees its end, and closes
+            conn->deadline = http_deadline(kLingerSeconds);
+            watch(std::move(conn));
+            continue;
+        }
         // TLS may hold a pipelined request's bytes already decrypted, which epoll cannot see.
         if (conn->has_pending()) conn->receive_available(limits_.max_header_bytes + 1);
         if (const size_t need = conn->request_bytes(gate_body_bytes()); need && conn->num_buffered() >= need) {
@@ -102,23 +111,35 @@ void HttpConnectionGate::admit_incoming() {
         conn->deadline = http_deadline(conn->body_started   ? limits_.body_timeout_s
                                        : conn->head_started ? limits_.header_timeout_s
                                                             : limits_.keep_alive_timeout_s);
-        const int fd = conn->fd;
-        epoll_event ev{};
-        ev.events = EPOLLIN | EPOLLRDHUP;
-        ev.data.fd = fd;
-        if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
-            std::fprintf(stderr, "kvscope serve: cannot watch a connection: %s\n", std::strerror(errno));
-            continue;  // closes it
-        }
-        held_.emplace(fd, std::move(conn));
-        num_held_ = static_cast<int>(held_.size());
+        watch(std::move(conn));
     }
+}
+
+void HttpConnectionGate::watch(std::unique_ptr<HttpConnection> conn) {
+    const int fd = conn->fd;
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.fd = fd;
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        std::fprintf(stderr, "kvscope serve: cannot watch a connection: %s\n", std::strerror(errno));
+        return;  // closes it
+    }
+    held_.emplace(fd, std::move(conn));
+    num_held_ = static_cast<int>(held_.size());
 }
 
 void HttpConnectionGate::on_readable(int fd) {
     auto it = held_.find(fd);
     if (it == held_.end()) return;
     HttpConnection& conn = *it->second;
+    if (conn.lingering) {  // what the client still sends is dropped; its close (or an error) ends it
+        char scrap[16 * 1024];
+        ssize_t n;
+        while ((n = ::recv(fd, scrap, sizeof scrap, 0)) > 0) {
+        }
+        if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) release(fd);
+        return;
+    }
     // One byte past the limit tells "too large" from "exactly full". With a whole head, what the request
     // declares: its body is read here too, so a client that sends a head and then trickles (or never
     // sends) its body holds a socket, never a generation worker (520 such clients stalled every
@@ -164,7 +185,8 @@ void HttpConnectionGate::expire() {
     for (const auto& [fd, conn] : held_)
         if (conn->deadline <= now) late.push_back(fd);
     for (int fd : late) {
-        if (held_.at(fd)->head_started || held_.at(fd)->body_started) reject(fd, "408 Request Timeout",
+        if (held_.at(fd)->lingering) release(fd);
+        else if (held_.at(fd)->head_started || held_.at(fd)->body_started) reject(fd, "408 Request Timeout",
                    held_.at(fd)->body_started ? "the request body did not arrive within --body-timeout"
                                               : "the request head did not arrive within --header-timeout");
         else release(fd);  // an idle keep-alive connection: close it quietly
@@ -182,16 +204,20 @@ void HttpConnectionGate::reject(int fd, const char* status, const char* message)
     // thread.
     char body[256];
     const int b = std::snprintf(body, sizeof body,
-                                "{\"error\":{\"code\":%.3s,\"message\":\"%s\",\"param\":null,\"type\":\"invalid_request_error\"}}",
-                                status, message);
+                                "{\"error\":{\"message\":\"%s\",\"type\":\"%s\",\"param\":null,\"code\":%.3s}}", message,
+                                status[0] == '5' ? "server_error" : "invalid_request_error", status);
     char response[512];
     const int n = std::snprintf(response, sizeof response,
                                 "HTTP/1.1 %s\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
                                 status, b, body);
     bool want_read = false;
-    if (auto it = held_.find(fd); it != held_.end()) (void)it->second->send_some(response, static_cast<size_t>(n), want_read);
-    ::shutdown(fd, SHUT_WR);
-    release(fd);
+    auto it = held_.find(fd);
+    if (it == held_.end()) return;
+    (void)it->second->send_some(response, static_cast<size_t>(n), want_read);
+    if (it->second->ssl) return release(fd);
+    ::shutdown(fd, SHUT_WR);  // then drained a while, as a worker's refusals are (HttpConnection::lingering)
+    it->second->lingering = true;
+    it->second->deadline = http_deadline(kLingerSeconds);
 }
 
 }  // namespace kvscope::cli

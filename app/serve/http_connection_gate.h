@@ -5,7 +5,8 @@
 // connection that sends nothing for keep_alive_timeout_s, whose head takes longer than header_timeout_s
 // or grows past max_header_bytes, or whose body takes longer than body_timeout_s, is answered (408 / 431)
 // and closed. So idle and one-byte-a-second clients cost a socket and the bytes they sent, never a worker
-// thread: they cannot starve /health or generation.
+// thread: they cannot starve /health or generation. Connections answered and closing with the client's
+// bytes perhaps unread come back here to be drained a moment (HttpConnection::lingering).
 #pragma once
 
 #include "http_connection.h"
@@ -44,8 +45,9 @@ private:
     void admit_incoming();
     void on_readable(int fd);
     void expire();
+    void watch(std::unique_ptr<HttpConnection> conn);  // hold it, and wake on its bytes
     void release(int fd);                     // stop watching and close
-    void reject(int fd, const char* status, const char* message);  // a canned error response, then release
+    void reject(int fd, const char* status, const char* message);  // a canned error response, then a lingering close
     // Bodies up to this size are read by the gate before a worker gets the request (larger and chunked ones
     // by the worker, under --body-timeout): what one held connection may buffer.
     size_t gate_body_bytes() const { return std::min<size_t>(limits_.max_body_bytes, 1 << 20); }

@@ -96,62 +96,12 @@ HttpFrontend::HttpFrontend(HttpLimits limits)
     // a web page can call the API: every response names the origin, and a preflight is answered here,
     // before the API key check (a browser sends no Authorization with it).
     s.set_default_headers({{"Access-Control-Allow-Origin", "*"}});
-    // Before the body is read: refuse what would cost memory or time for nothing.
-    s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-        if (req.method == "OPTIONS") {
-            res.status = 204;
-            res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-            const std::string& asked = req.get_header_value("Access-Control-Request-Headers");
-            res.set_header("Access-Control-Allow-Headers", asked.empty() ? "*" : asked.substr(0, 1024));
-            res.set_header("Access-Control-Max-Age", "600");
-            return httplib::Server::HandlerResponse::Handled;
-        }
-        // Range is ignored, as vLLM's server ignores it: httplib would answer a POST with a slice of its
-        // JSON, and 1024 ranges of /metrics with a 29 MB multipart reply that a client never reading it
-        // holds a control worker with (eight such clients starved /health). req is the object httplib's
-        // process_request owns and routes, non-const there.
-        const_cast<httplib::Request&>(req).ranges.clear();
-        // Framing as RFC 9112 section 6 asks of a server, refused before the body is read: a body is either
-        // chunked or of one Content-Length, never both, and a method that carries a body says which (without
-        // either, httplib read until the client closed, and answered nothing for --body-timeout seconds).
-        // Behind a proxy that frames differently, any leniency here lets one request smuggle another.
-        const size_t lengths = req.get_header_value_count("Content-Length");
-        const size_t codings = req.get_header_value_count("Transfer-Encoding");
-        if (codings > 0) {
-            std::string coding = req.get_header_value("Transfer-Encoding");
-            std::transform(coding.begin(), coding.end(), coding.begin(), [](unsigned char c) { return std::tolower(c); });
-            if (codings > 1) return refuse(res, 400, "a request may carry one Transfer-Encoding header");
-            if (coding != "chunked")
-                return refuse(res, 501, "Transfer-Encoding '" + coding.substr(0, 32) + "' is not accepted (chunked only)");
-            if (lengths > 0) return refuse(res, 400, "a request may not carry both Content-Length and Transfer-Encoding");
-        } else if (lengths == 0 && (req.method == "POST" || req.method == "PUT" || req.method == "PATCH")) {
-            return refuse(res, 411, "a " + req.method + " request needs Content-Length (or Transfer-Encoding: chunked)");
-        }
-        if (lengths > 1) return refuse(res, 400, "a request may carry one Content-Length header");
-        if (lengths == 1) {
-            const std::string& value = req.get_header_value("Content-Length");
-            char* end = nullptr;
-            errno = 0;
-            const unsigned long long length = std::strtoull(value.c_str(), &end, 10);
-            if (value.empty() || *end != '\0' || errno == ERANGE ||
-                !std::all_of(value.begin(), value.end(), [](unsigned char c) { return std::isdigit(c); }))
-                return refuse(res, 400, "invalid Content-Length");
-            if (length > limits_.max_body_bytes)
-                return refuse(res, 413, "the request body has " + std::to_string(length) +
-                                            " bytes; this server takes at most " + std::to_string(limits_.max_body_bytes) +
-                                            " (--max-request-bytes)");
-        }
-        if (const std::string& enc = req.get_header_value("Content-Encoding"); !enc.empty() && enc != "identity") {
-            // A compressed body can inflate past every limit; clients of OpenAI APIs do not send one.
-            return refuse(res, 415, "Content-Encoding '" + enc.substr(0, 32) + "' is not accepted; send the body uncompressed");
-        }
-        if (authorizer_) {
-            if (std::string refusal = authorizer_(req); !refusal.empty()) {
-                res.set_header("WWW-Authenticate", "Bearer");
-                return refuse(res, 401, refusal, "invalid_api_key");
-            }
-        }
-        return httplib::Server::HandlerResponse::Unhandled;
+    // Before the body is read: refuse what would cost memory or time for nothing. A client that waits for
+    // a 100 Continue before sending its body hears the refusal instead (httplib sends the 100 before
+    // routing): told 413 up front, curl never uploads the gigabyte.
+    s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) { return screen(req, res); });
+    s.set_expect_100_continue_handler([this](const httplib::Request& req, httplib::Response& res) {
+        return screen(req, res) == httplib::Server::HandlerResponse::Handled ? res.status : 100;
     });
     // Errors without a body of their own (no route, a malformed request) get OpenAI's error shape.
     s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
@@ -161,6 +111,10 @@ HttpFrontend::HttpFrontend(HttpLimits limits)
             res.set_header("Allow", control_paths_.count(req.path) ? "GET, HEAD" : "POST");  // RFC 9110: a 405 says which
         } else if (res.status == 404) {
             set_error(res, 404, "no route for " + req.method.substr(0, 16) + " " + req.path.substr(0, 200));
+        } else if (t_stream && t_stream->over_budget()) {
+            set_error(res, 413, "the request body is larger than this server takes (" + std::to_string(limits_.max_body_bytes) +
+                                    " bytes, --max-request-bytes)");
+            res.set_header("Connection", "close");  // the rest of the body is unread
         } else {
             set_error(res, res.status, "the request could not be read (HTTP " + std::to_string(res.status) + ")");
         }
@@ -183,6 +137,63 @@ HttpFrontend::~HttpFrontend() {
     gate_.stop();
     shutdown();
     if (tls_) SSL_CTX_free(tls_);  // the sessions (each holds a reference) are gone with the connections
+}
+
+httplib::Server::HandlerResponse HttpFrontend::screen(const httplib::Request& req, httplib::Response& res) const {
+    if (req.method == "OPTIONS") {
+        res.status = 204;
+        res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        const std::string& asked = req.get_header_value("Access-Control-Request-Headers");
+        res.set_header("Access-Control-Allow-Headers", asked.empty() ? "*" : asked.substr(0, 1024));
+        res.set_header("Access-Control-Max-Age", "600");
+        return httplib::Server::HandlerResponse::Handled;
+    }
+    // Range is ignored, as vLLM's server ignores it: httplib would answer a POST with a slice of its
+    // JSON, and 1024 ranges of /metrics with a 29 MB multipart reply that a client never reading it
+    // holds a control worker with (eight such clients starved /health). req is the object httplib's
+    // process_request owns and routes, non-const there.
+    const_cast<httplib::Request&>(req).ranges.clear();
+    // Framing as RFC 9112 section 6 asks of a server, refused before the body is read: a body is either
+    // chunked or of one Content-Length, never both, and a method that carries a body says which (without
+    // either, httplib read until the client closed, and answered nothing for --body-timeout seconds).
+    // Behind a proxy that frames differently, any leniency here lets one request smuggle another.
+    const size_t lengths = req.get_header_value_count("Content-Length");
+    const size_t codings = req.get_header_value_count("Transfer-Encoding");
+    if (codings > 0) {
+        std::string coding = req.get_header_value("Transfer-Encoding");
+        std::transform(coding.begin(), coding.end(), coding.begin(), [](unsigned char c) { return std::tolower(c); });
+        if (codings > 1) return refuse(res, 400, "a request may carry one Transfer-Encoding header");
+        if (coding != "chunked")
+            return refuse(res, 501, "Transfer-Encoding '" + coding.substr(0, 32) + "' is not accepted (chunked only)");
+        if (lengths > 0) return refuse(res, 400, "a request may not carry both Content-Length and Transfer-Encoding");
+    } else if (lengths == 0 && (req.method == "POST" || req.method == "PUT" || req.method == "PATCH")) {
+        return refuse(res, 411, "a " + req.method + " request needs Content-Length (or Transfer-Encoding: chunked)");
+    }
+    if (lengths > 1) return refuse(res, 400, "a request may carry one Content-Length header");
+    if (lengths == 1) {
+        const std::string& value = req.get_header_value("Content-Length");
+        char* end = nullptr;
+        errno = 0;
+        const unsigned long long length = std::strtoull(value.c_str(), &end, 10);
+        if (value.empty() || *end != '\0' || errno == ERANGE ||
+            !std::all_of(value.begin(), value.end(), [](unsigned char c) { return std::isdigit(c); }))
+            return refuse(res, 400, "invalid Content-Length");
+        if (length > limits_.max_body_bytes)
+            return refuse(res, 413, "the request body has " + std::to_string(length) +
+                                        " bytes; this server takes at most " + std::to_string(limits_.max_body_bytes) +
+                                        " (--max-request-bytes)");
+    }
+    if (const std::string& enc = req.get_header_value("Content-Encoding"); !enc.empty() && enc != "identity") {
+        // A compressed body can inflate past every limit; clients of OpenAI APIs do not send one.
+        return refuse(res, 415, "Content-Encoding '" + enc.substr(0, 32) + "' is not accepted; send the body uncompressed");
+    }
+    if (authorizer_) {
+        if (std::string refusal = authorizer_(req); !refusal.empty()) {
+            res.set_header("WWW-Authenticate", "Bearer");
+            return refuse(res, 401, refusal, "invalid_api_key");
+        }
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
 }
 
 HttpFrontend::Handler HttpFrontend::wrap(Handler handler) {
@@ -348,6 +359,12 @@ void HttpFrontend::serve(std::unique_ptr<HttpConnection> conn) {
     }
     if (keep) {
         conn->compact();
+        gate_.add(std::move(conn));
+    } else if (!t_handler_ran && !stream.failed() && !stopping_ && !conn->ssl) {
+        // Refused before its body was read (413, 401, a bad head): closed with the body's bytes unread, the
+        // socket would send a reset, which can throw the answer away before the client reads it. The gate
+        // drains it a while after our end is shut (TLS connections close at once, after close_notify).
+        conn->lingering = true;
         gate_.add(std::move(conn));
     }
     // else: the connection closes here

@@ -70,6 +70,9 @@ private:
     void serve(std::unique_ptr<HttpConnection> conn);
     bool is_control(const HttpConnection& conn) const;
     Handler wrap(Handler handler);
+    // What is refused before a body is read (framing, size, encoding, the API key), and CORS preflights:
+    // Handled with res filled in, or Unhandled.
+    httplib::Server::HandlerResponse screen(const httplib::Request& req, httplib::Response& res) const;
 
     HttpLimits limits_;
     std::unique_ptr<Server> server_;

@@ -362,6 +362,35 @@ private slots:
         expectServing();
     }
 
+    // A client that waits for 100 Continue before its body hears the 413 instead, and sends nothing.
+    void expectContinueOverTheLimitIsRefusedFirst() {
+        const int fd = connect_loopback(port_);
+        QVERIFY(fd >= 0);
+        QVERIFY(send_all(fd, "POST /v1/completions HTTP/1.1\r\nHost: x\r\n" + kAuth.toStdString() +
+                                 "Content-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: 100000000000\r\n\r\n"));
+        std::string answer;
+        QCOMPARE(raw_status(fd, &answer), 413);  // the first status line: no 100 before it
+        ::close(fd);
+        expectServing();
+    }
+
+    // A chunked body past --max-request-bytes (32 MiB here) declares no length to refuse up front: it is
+    // read up to the limit, answered 413, and the rest the client sends is drained rather than reset, so
+    // that the answer reaches a client that reads only after sending everything.
+    void chunkedBodyOverTheLimitIsAnswered413() {
+        const int fd = connect_loopback(port_);
+        QVERIFY(fd >= 0);
+        QVERIFY(send_all(fd, "POST /v1/completions HTTP/1.1\r\nHost: x\r\n" + kAuth.toStdString() +
+                                 "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"));
+        const std::string chunk = "100000\r\n" + std::string(1 << 20, ' ') + "\r\n";  // 1 MiB of white space
+        for (int i = 0; i < 34; ++i) QVERIFY2(send_all(fd, chunk), qPrintable(QString("chunk %1 was not taken").arg(i)));
+        std::string answer;
+        QCOMPARE(raw_status(fd, &answer), 413);
+        QVERIFY2(answer.find("--max-request-bytes") != std::string::npos, answer.c_str());
+        ::close(fd);
+        expectServing();
+    }
+
     // Range is ignored, as vLLM ignores it: a completion is whole JSON (not a 21-byte slice), and 1,024
     // ranges of /metrics are one ordinary reply (not a 29 MB multipart body that 8 clients who never read
     // it held the control workers with).
