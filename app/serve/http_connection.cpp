@@ -1,5 +1,7 @@
 #include "http_connection.h"
 
+#include "openai_protocol.h"
+
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
@@ -9,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <poll.h>
+#include <strings.h>
 #include <stdexcept>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -29,6 +32,12 @@ int remaining_ms(HttpClock::time_point deadline) {
 std::atomic<int> g_num_open{0};
 
 }  // namespace
+
+std::string canned_error_response(const char* status_line, std::string_view message) {
+    const std::string body = openai_error_body(std::atoi(status_line), message);
+    return std::string("HTTP/1.1 ") + status_line + "\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body;
+}
 
 HttpConnection::HttpConnection(int fd) : fd(fd) { ++g_num_open; }
 
@@ -112,6 +121,39 @@ size_t HttpConnection::request_bytes(size_t max_body) const {
         length = length * 10 + static_cast<size_t>(lower[i] - '0');
     if (digits == 0 || length > max_body) return head;
     return head + length;
+}
+
+std::string HttpConnection::head_problem() const {
+    const std::string_view pending = std::string_view(buffer).substr(read_pos);
+    const size_t end = pending.find("\r\n\r\n");
+    if (end == std::string_view::npos) return {};
+    const std::string_view head = pending.substr(0, end + 2);  // each line with its CRLF
+    const size_t first = head.find("\r\n");
+    const bool http11 = head.substr(0, first).ends_with(" HTTP/1.1");
+    auto is_tchar = [](unsigned char c) { return std::isalnum(c) || std::strchr("!#$%&'*+-.^_`|~", c) != nullptr; };
+    auto shown = [](std::string_view name) {  // a client's bytes in a message: short, printable
+        std::string out;
+        for (const unsigned char c : name.substr(0, 40)) out += (c >= 0x20 && c < 0x7f) ? static_cast<char>(c) : '?';
+        return out;
+    };
+    int hosts = 0;
+    for (size_t at = first + 2; at < head.size();) {
+        const size_t eol = head.find("\r\n", at);
+        const std::string_view line = head.substr(at, eol - at);
+        at = eol + 2;
+        if (line.front() == ' ' || line.front() == '\t') return "a header line is folded onto the one before it (obsolete)";
+        const size_t colon = line.find(':');
+        if (colon == std::string_view::npos) return "the header line '" + shown(line) + "' has no colon";
+        const std::string_view name = line.substr(0, colon);
+        if (name.empty() || !std::all_of(name.begin(), name.end(), is_tchar))
+            return "the header name '" + shown(name) + "' is not a token (no white space before the colon)";
+        const std::string_view value = line.substr(colon + 1);
+        if (std::any_of(value.begin(), value.end(), [](unsigned char c) { return (c < 0x20 && c != '\t') || c == 0x7f; }))
+            return "the value of header '" + shown(name) + "' holds a control character";
+        if (name.size() == 4 && strncasecmp(name.data(), "host", 4) == 0) ++hosts;
+    }
+    if (http11 && hosts != 1) return hosts == 0 ? "an HTTP/1.1 request needs a Host header" : "a request may carry one Host header";
+    return {};
 }
 
 bool HttpConnection::receive_available(size_t limit) {

@@ -26,6 +26,10 @@ inline HttpClock::time_point http_deadline(double seconds_from_now) {
            std::chrono::duration_cast<HttpClock::duration>(std::chrono::duration<double>(seconds_from_now));
 }
 
+// A whole response with an error in OpenAI's shape that closes the connection: for answers written on the
+// socket directly, without httplib ("431 Request Header Fields Too Large").
+std::string canned_error_response(const char* status_line, std::string_view message);
+
 struct HttpConnection {
     explicit HttpConnection(int fd);
     ~HttpConnection();  // ends the TLS session (without waiting) and closes the socket
@@ -43,6 +47,11 @@ struct HttpConnection {
     // after a 100 Continue, is read by the worker).
     // 0 without a whole head.
     size_t request_bytes(size_t max_body) const;
+    // With a whole head: what makes it malformed under RFC 9112, as a message naming it, or "" (a field
+    // line without a colon, a field name that is not a token or has white space before its colon, control
+    // characters in a value, a folded line, an HTTP/1.1 request without exactly one Host). httplib skips
+    // or keeps such lines; behind a proxy that reads them otherwise, a request could hide another.
+    std::string head_problem() const;
     // Receives what the socket has without blocking (at most `limit` buffered bytes); with TLS it
     // first advances the handshake. Returns false when the peer closed or the socket or TLS failed.
     bool receive_available(size_t limit);

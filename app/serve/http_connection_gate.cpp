@@ -200,20 +200,12 @@ void HttpConnectionGate::release(int fd) {
 }
 
 void HttpConnectionGate::reject(int fd, const char* status, const char* message) {
-    // A fixed answer in OpenAI's error shape, best effort and without waiting: this client is not worth a
-    // thread.
-    char body[256];
-    const int b = std::snprintf(body, sizeof body,
-                                "{\"error\":{\"message\":\"%s\",\"type\":\"%s\",\"param\":null,\"code\":%.3s}}", message,
-                                status[0] == '5' ? "server_error" : "invalid_request_error", status);
-    char response[512];
-    const int n = std::snprintf(response, sizeof response,
-                                "HTTP/1.1 %s\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-                                status, b, body);
+    // A fixed answer, best effort and without waiting: this client is not worth a thread.
+    const std::string response = canned_error_response(status, message);
     bool want_read = false;
     auto it = held_.find(fd);
     if (it == held_.end()) return;
-    (void)it->second->send_some(response, static_cast<size_t>(n), want_read);
+    (void)it->second->send_some(response.data(), response.size(), want_read);
     if (it->second->ssl) return release(fd);
     ::shutdown(fd, SHUT_WR);  // then drained a while, as a worker's refusals are (HttpConnection::lingering)
     it->second->lingering = true;

@@ -297,8 +297,9 @@ void HttpFrontend::enable_tls(const std::string& certfile, const std::string& ke
 void HttpFrontend::on_accept(int fd) {
     auto conn = std::make_unique<HttpConnection>(fd);
     if (HttpConnection::num_open() > limits_.max_connections) {
-        static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
-        (void)!::send(fd, busy, sizeof busy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        static const std::string busy =
+            canned_error_response("503 Service Unavailable", "the server holds --max-connections connections; try again later");
+        (void)!::send(fd, busy.data(), busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
         return;  // closes it
     }
     ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
@@ -346,6 +347,12 @@ void HttpFrontend::serve(std::unique_ptr<HttpConnection> conn) {
         bool client_closes = false;
         t_handler_ran = false;
         stream.begin_request();
+        if (const std::string problem = conn->head_problem(); !problem.empty()) {  // before httplib reads it
+            const std::string response = canned_error_response("400 Bad Request", problem);
+            (void)stream.write(response.data(), response.size());
+            keep = false;
+            break;
+        }
         const bool written = server_->process_request(stream, last, client_closes, nullptr);
         // A request that no handler took (refused before its body, or malformed) may have left body
         // bytes unread: the connection cannot carry another request.

@@ -432,6 +432,12 @@ private slots:
         QTest::newRow("signed length") << QByteArray("Content-Length: +2\r\n") << 400;
         QTest::newRow("gzip coding") << QByteArray("Transfer-Encoding: gzip\r\n") << 501;
         QTest::newRow("chunked, identity") << QByteArray("Transfer-Encoding: chunked, identity\r\n") << 501;
+        // Malformed heads (RFC 9112 section 5), which httplib would skip or keep as they are: answered 400.
+        QTest::newRow("space before colon") << QByteArray("Transfer-Encoding : chunked\r\nContent-Length: 2\r\n") << 400;
+        QTest::newRow("line without colon") << QByteArray("Content-Length: 2\r\nbadheader\r\n") << 400;
+        QTest::newRow("NUL in a value") << (QByteArray("Content-Length: 2\r\nX-A: a") + '\0' + QByteArray("b\r\n")) << 400;
+        QTest::newRow("folded line") << QByteArray("Content-Length: 2\r\nX-A: a\r\n b\r\n") << 400;
+        QTest::newRow("two hosts") << QByteArray("Content-Length: 2\r\nHost: y\r\n") << 400;
     }
     void ambiguousFramingIsRefused() {
         QFETCH(QByteArray, headers);
@@ -446,6 +452,22 @@ private slots:
         ::close(fd);
         QVERIFY2(seconds_since(start) < 5, qPrintable(QString::number(seconds_since(start))));
         QVERIFY2(answer.find("\"error\"") != std::string::npos, answer.c_str());
+        expectServing();
+    }
+
+    // RFC 9112 section 3.2: an HTTP/1.1 request without Host is answered 400, also the second request on a
+    // kept-alive connection, which the worker reads without the gate.
+    void requestWithoutHostIsRefused() {
+        const int fd = connect_loopback(port_);
+        QVERIFY(fd >= 0);
+        QVERIFY(send_all(fd, "GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\n\r\n"));
+        std::string answer;
+        QCOMPARE(raw_status(fd, &answer), 200);
+        ::close(fd);
+        const size_t second = answer.find("HTTP/1.1 ", 1);
+        QVERIFY2(second != std::string::npos, answer.c_str());
+        QCOMPARE(status_of(answer.substr(second)), 400);
+        QVERIFY2(answer.find("needs a Host header") != std::string::npos, answer.c_str());
         expectServing();
     }
 
