@@ -70,6 +70,19 @@ void ModelConfig::validate(const std::string& source) const {
              std::to_string(num_heads) + ")");
     need(head_dim > 0 && head_dim % 2 == 0 && head_dim <= 1024,
          "head_dim " + std::to_string(head_dim) + " must be even and at most 1024");
+    // Bounds far past any model's (the largest have 128 layers, hidden 16384, vocabularies of 262144),
+    // so that a damaged size is refused here: the products below are ints, and a billion layers or
+    // heads would be allocated before a missing tensor is noticed (2^29 + 8 heads of 8 wrapped q_size
+    // to 64 and crashed attention).
+    auto at_most = [&](int64_t value, int64_t cap, const std::string& what) {
+        need(value <= cap, what + " " + std::to_string(value) + " is past " + std::to_string(cap) +
+                               ", more than any model has (a damaged file?)");
+    };
+    at_most(num_layers, 4096, "num_hidden_layers");
+    at_most(hidden_size, 1 << 20, "hidden_size");
+    at_most(intermediate_size, 1 << 22, "intermediate_size");
+    at_most(vocab_size, 1 << 24, "vocab_size");
+    at_most(static_cast<int64_t>(num_heads) * head_dim, 1 << 20, "num_attention_heads x head_dim");
     need(max_position_embeddings > 0, "max_position_embeddings must be positive");
     need(rms_norm_eps > 0 && std::isfinite(rms_norm_eps), "rms_norm_eps must be positive");
     need(rope_theta > 0 && std::isfinite(rope_theta), "rope_theta must be positive");

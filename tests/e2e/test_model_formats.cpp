@@ -332,6 +332,11 @@ private slots:
             << "low_freq_factor";
         QTest::newRow("gelu for llama") << R"({"hidden_act": "gelu"})" << "hidden_act 'gelu' is not supported";
         QTest::newRow("mlp_bias") << R"({"mlp_bias": true})" << "mlp_bias is not supported";
+        // Sizes past any model's: 2^29 + 8 heads of 8 wrapped q_size (an int) to 64 and crashed attention;
+        // ten million layers were allocated (5 GB) before the missing tensors were noticed.
+        QTest::newRow("heads wrapping q_size") << R"({"num_attention_heads": 536870920, "num_key_value_heads": 536870920, "head_dim": 8})"
+                                               << "num_attention_heads x head_dim 4294967360 is past";
+        QTest::newRow("ten million layers") << R"({"num_hidden_layers": 10000000})" << "num_hidden_layers 10000000 is past";
         QTest::newRow("shard outside") << "index" << "not a file name in the model's directory";
         QTest::newRow("config is a directory") << "directory" << "not a regular file";
     }
