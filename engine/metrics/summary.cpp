@@ -47,26 +47,34 @@ bool succeeded(const RequestMetrics& m) {
 
 // vLLM: tokens per 1 s bucket from the earliest arrival; a request counts as concurrent in every
 // bucket from its arrival second to its finish second.
+// Per-second buckets from the first arrival, as vLLM's bench counts them, kept sparse: a run spread over a
+// long time (a tiny --request-rate: 10^20 s) costs its requests and tokens, not its seconds (a dense vector
+// of buckets took 9 GB at 10^9 s, and crashed past that).
 void fill_peaks(const std::vector<const RequestMetrics*>& ok, BenchmarkSummary& s) {
     if (ok.empty()) return;
-    double t0 = ok.front()->arrival_time, t1 = ok.front()->finish_time;
-    for (const RequestMetrics* m : ok) t0 = std::min(t0, m->arrival_time), t1 = std::max(t1, m->finish_time);
-    const size_t n = static_cast<size_t>(std::ceil(t1 - t0)) + 1;
-    std::vector<double> tokens(n, 0);
-    std::vector<int> concurrent(n, 0);
-    for (const RequestMetrics* m : ok) {
-        for (double t : m->token_times)
-            if (size_t b = static_cast<size_t>(t - t0); b < n) tokens[b] += 1;
-        const size_t a = static_cast<size_t>(m->arrival_time - t0), e = static_cast<size_t>(m->finish_time - t0);
-        for (size_t b = a; b <= e && b < n; ++b) ++concurrent[b];
+    double t0 = ok.front()->arrival_time;
+    for (const RequestMetrics* m : ok) t0 = std::min(t0, m->arrival_time);
+    auto bucket = [t0](double t) { return std::floor(t - t0); };
+    std::vector<double> token_buckets;
+    for (const RequestMetrics* m : ok)
+        for (double t : m->token_times) token_buckets.push_back(bucket(t));
+    std::sort(token_buckets.begin(), token_buckets.end());
+    for (size_t i = 0, j = 0; i < token_buckets.size(); i = j) {
+        while (j < token_buckets.size() && token_buckets[j] == token_buckets[i]) ++j;
+        s.max_output_tokens_per_s = std::max(s.max_output_tokens_per_s, static_cast<double>(j - i));
     }
-    std::vector<std::pair<double, int>> events;  // (time, +1 arrival / -1 finish); finishes first on ties
-    for (const RequestMetrics* m : ok) events.emplace_back(m->arrival_time, 1), events.emplace_back(m->finish_time, -1);
+    // A request counts in every bucket from its arrival's to its finish's; leaving sorts before arriving.
+    std::vector<std::pair<double, int>> spans, events;  // (bucket or time, -1 leave / +1 arrive)
+    for (const RequestMetrics* m : ok) {
+        spans.emplace_back(bucket(m->arrival_time), 1), spans.emplace_back(bucket(m->finish_time) + 1, -1);
+        events.emplace_back(m->arrival_time, 1), events.emplace_back(m->finish_time, -1);
+    }
+    std::sort(spans.begin(), spans.end());
     std::sort(events.begin(), events.end());
     int alive = 0;
+    for (const auto& [b, d] : spans) s.max_concurrent_requests = std::max(s.max_concurrent_requests, alive += d);
+    alive = 0;  // at an instant, finishes first on ties
     for (const auto& [t, d] : events) s.max_concurrent_requests_instant = std::max(s.max_concurrent_requests_instant, alive += d);
-    s.max_output_tokens_per_s = *std::max_element(tokens.begin(), tokens.end());
-    s.max_concurrent_requests = *std::max_element(concurrent.begin(), concurrent.end());
 }
 
 // vLLM: a request is good when it meets every given SLO; TPOT of a one-token request is 0.

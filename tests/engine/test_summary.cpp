@@ -125,6 +125,15 @@ private slots:
         QCOMPARE(s.max_concurrent_requests_instant, 2);  // a and b overlap; c starts after a ended
     }
 
+    // Requests 10^9 s apart (a tiny --request-rate) cost their count, not a billion buckets (a dense vector
+    // of them took 9 GB here, and crashed at 10^20 s).
+    void peakBucketsOfRequestsFarApart() {
+        const BenchmarkSummary s = summarize({req(0.0, {0.1, 0.5}), req(1e9, {1e9 + 0.25, 1e9 + 0.5, 1e9 + 0.75})}, 1e9 + 1, {99});
+        QCOMPARE(s.max_output_tokens_per_s, 3.0);
+        QCOMPARE(s.max_concurrent_requests, 1);
+        QCOMPARE(s.max_concurrent_requests_instant, 1);
+    }
+
     void jsonKeysFollowVllm() {
         const BenchmarkSummary s = summarize({req(0, {0.1, 0.2, 0.4})}, 1.0, {50, 90, 99, 99.9}, GoodputSlo{100.0, {}, {}});
         const nlohmann::json j = s.to_json();
