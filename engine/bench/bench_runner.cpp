@@ -2,6 +2,7 @@
 
 #include "kv/kv_cache_dtype.h"
 #include "metrics/step_recorder.h"
+#include "util/errors.h"
 
 #include <stdexcept>
 
@@ -49,6 +50,7 @@ BenchRun BenchRunner::run(const std::string& label) {
     try {
         while (!driver.done()) {
             const std::optional<double> next_due = driver.admit(target);
+            if (driver.done()) break;  // the last requests were refused as they were submitted
             if (driver.timed_part_started() && !sink.recording()) sink.start_recording(engine_);
             if (engine_.has_unfinished_requests()) {
                 engine_.step();
@@ -63,6 +65,11 @@ BenchRun BenchRunner::run(const std::string& label) {
     }
     engine_.set_metrics_sink(nullptr);
     BenchRun r = driver.result(engine_.now());
+    // Every request refused (prompts past max_model_len or the KV pool): the flags are wrong, and a table of
+    // zeros would hide it. vLLM's bench stops the same way when its first request fails.
+    if (r.summary.completed == 0)
+        for (const std::string& e : r.errors)
+            if (!e.empty()) throw BadInput("benchmark: every request was refused; the first: " + e);
     r.label = label;
     r.config = engine_.config();
     r.config.kv_cache_dtype = kv_cache_dtype_name(engine_.kv_cache_dtype());  // what auto resolved to
