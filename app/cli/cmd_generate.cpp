@@ -12,6 +12,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <span>
@@ -21,8 +22,11 @@ namespace kvscope::cli {
 namespace {
 
 std::vector<std::string> read_prompts_file(const std::string& path) {
+    // Not a directory (ifstream opens one, and reads nothing); a pipe is fine (--prompts-file <(...)).
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) throw BadInput("--prompts-file " + path + ": a directory, not a file");
     std::ifstream in(path);
-    if (!in) throw BadInput(path + ": cannot open prompts file");
+    if (!in) throw BadInput("--prompts-file " + path + ": cannot open the file");
     std::vector<std::string> prompts;
     std::string line;
     const bool jsonl = path.size() > 5 && (path.ends_with(".jsonl") || path.ends_with(".json"));

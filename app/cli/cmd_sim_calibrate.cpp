@@ -12,6 +12,7 @@
 #include "sim/calibration_fit.h"
 #include "sim/gpu_specs.h"
 #include "util/errors.h"
+#include "util/json_file.h"
 
 #include <cstdio>
 #include <fstream>
@@ -101,14 +102,7 @@ int run_sim_calibrate(int argc, char** argv) {
         std::ofstream probe(a.output, std::ios::app);
         if (!probe) throw BadInput("--output: cannot write " + a.output);
     }
-    std::ifstream in(a.timeline);
-    if (!in) throw BadInput("--timeline " + a.timeline + ": cannot read the file");
-    nlohmann::json result;
-    try {
-        result = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-        throw BadInput("--timeline " + a.timeline + ": not JSON (" + e.what() + ")");
-    }
+    const nlohmann::json result = read_json_file(a.timeline, "--timeline");
     if (!result.is_object()) throw BadInput("--timeline " + a.timeline + ": not a bench result (expected an object)");
     const std::string backend = result.value("backend", "");
     if (backend.starts_with("kvscope-sim"))

@@ -1,11 +1,11 @@
 #include "bench/workload.h"
 
 #include "util/errors.h"
+#include "util/json_file.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <fstream>
 #include <random>
 
 namespace kvscope {
@@ -74,21 +74,11 @@ bool first_exchange(const nlohmann::json& conv, std::string& prompt, std::string
     return false;
 }
 
-nlohmann::json read_json_file(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw BadInput(path + ": cannot open the --dataset-path file");
-    try {
-        return nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-        throw BadInput(path + ": invalid JSON: " + e.what());
-    }
-}
-
 // vLLM's ShareGPT sampling: shuffle with the seed, skip pairs with a prompt or reply under 4 tokens or
 // too long, and repeat the valid ones (oversampling) when the file has fewer than num_prompts.
 std::vector<BenchRequest> sharegpt_workload(const WorkloadOptions& o, const Tokenizer& tok, std::mt19937_64& rng) {
     if (o.dataset_path.empty()) throw BadInput("--dataset sharegpt needs --dataset-path FILE");
-    nlohmann::json data = read_json_file(o.dataset_path);
+    nlohmann::json data = read_json_file(o.dataset_path, "--dataset-path");
     if (!data.is_array()) throw BadInput(o.dataset_path + ": expected a JSON array of {\"conversations\": [...]}");
     std::vector<BenchRequest> valid;
     for (const auto& conv : data) {

@@ -2,6 +2,7 @@
 
 #include "model/gguf_file.h"
 #include "util/errors.h"
+#include "util/json_file.h"
 #include "util/mapped_file.h"
 
 #include <cmath>
@@ -136,16 +137,6 @@ std::vector<float> ModelConfig::rope_inv_freq(int max_model_len) const {
 }
 
 namespace {
-
-json read_json_file(const std::string& path) {
-    const MappedFile file(path);  // a regular file, or BadInput naming it (a directory, a FIFO, a device)
-    const char* text = file.size() ? reinterpret_cast<const char*>(file.data()) : "";
-    try {
-        return json::parse(text, text + file.size());
-    } catch (const json::exception& e) {
-        throw BadInput(path + ": invalid JSON: " + e.what());
-    }
-}
 
 template <class T>
 T get_field(const json& j, const std::string& path, const char* key, T fallback, bool required) {

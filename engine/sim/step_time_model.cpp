@@ -1,11 +1,11 @@
 #include "sim/step_time_model.h"
 
 #include "util/errors.h"
+#include "util/json_file.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <fstream>
 
 namespace kvscope {
 
@@ -23,14 +23,7 @@ void StepTimeConstants::validate() const {
 }
 
 StepTimeConstants read_calibration(const std::string& path, const std::string& gpu) {
-    std::ifstream in(path);
-    if (!in) throw BadInput("sim calibration " + path + ": cannot read the file");
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-        throw BadInput("sim calibration " + path + ": not JSON (" + e.what() + ")");
-    }
+    const nlohmann::json j = read_json_file(path, "sim calibration");
     if (!j.is_object()) throw BadInput("sim calibration " + path + ": expected a JSON object");
     StepTimeConstants k;
     k.source = "calibration file " + path;

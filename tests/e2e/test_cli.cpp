@@ -240,6 +240,7 @@ private slots:
         QTest::newRow("bad kv cache dtype") << "kv-dtype" << "kv_cache_dtype";
         QTest::newRow("bad number") << "number" << "--max-tokens";
         QTest::newRow("unknown dummy preset") << "dummy" << "dummy:gpt5";
+        QTest::newRow("prompts file a directory") << "prompts-dir" << "a directory, not a file";  // read as empty, before
     }
     void badInput() {
         QFETCH(QString, kind);
@@ -324,6 +325,9 @@ private slots:
             extra << "--max-tokens" << "many";
         } else if (kind == "dummy") {
             model = "dummy:gpt5";
+        } else if (kind == "prompts-dir") {
+            model = gguf;
+            extra << "--prompts-file" << dir.path();
         }
         const Run r = cli(QStringList{"generate", "--model", model, "--prompt", "hi", "--max-tokens", "4"} + extra);
         QCOMPARE(r.code, 2);

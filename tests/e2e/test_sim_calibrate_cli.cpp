@@ -130,7 +130,7 @@ private slots:
         QTest::addColumn<QString>("message");
         QTest::newRow("no device") << "no-device" << "no device: give --gpu";
         QTest::newRow("unknown gpu") << "unknown-gpu" << "unknown GPU 'b200'";
-        QTest::newRow("missing file") << "missing" << "cannot read the file";
+        QTest::newRow("missing file") << "missing" << "cannot open: No such file";
         QTest::newRow("not JSON") << "not-json" << "not JSON";
         QTest::newRow("no timeline") << "no-timeline" << "no timeline in the result (run bench with --save-timeline)";
         QTest::newRow("simulated run") << "simulated" << "a simulated run";
