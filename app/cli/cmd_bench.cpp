@@ -254,6 +254,7 @@ void write_outputs(const BenchArgs& a, const nlohmann::json& result, const std::
     if (!a.output_requests.empty()) {
         std::ofstream out = open_output(a.output_requests);
         for (const BenchRun* r : runs) write_requests_jsonl(out, r->requests, r->submit_times, r->errors, r->label);
+        close_output(out, a.output_requests);
     }
 }
 

@@ -2,6 +2,7 @@
 
 #include "kvscope_git_revision.h"
 #include "util/errors.h"
+#include "util/json_file.h"
 #include "util/local_time.h"
 
 #include <fstream>
@@ -25,12 +26,6 @@ std::string cpu_model() {
             if (auto colon = line.find(':'); colon != std::string::npos)
                 return line.substr(line.find_first_not_of(' ', colon + 1));
     return "unknown";
-}
-
-std::ofstream open_out(const std::string& path) {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    if (!out) throw BadInput(path + ": cannot open for writing");
-    return out;
 }
 
 std::string csv_value(const nlohmann::json& v) {
@@ -132,11 +127,9 @@ ResultRun run_from_json(const nlohmann::json& j) {
 }  // namespace
 
 ResultFile read_result_file(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw BadInput(path + ": cannot open the result file");
     ResultFile f;
+    f.raw = read_json_file(path, "result file");
     try {
-        f.raw = nlohmann::json::parse(in);
         if (!f.raw.is_object() || !(f.raw.contains("completed") || f.raw.contains("paged") || f.raw.contains("sweep")))
             throw BadInput(path + ": not a benchmark result (no completed, paged or sweep key)");
         f.date = f.raw.value("date", "");
@@ -172,7 +165,7 @@ std::vector<std::pair<std::string, std::string>> csv_row(const ResultRun& run) {
 }
 
 void write_csv(const std::string& path, const std::vector<ResultRun>& runs) {
-    std::ofstream out = open_out(path);
+    std::ofstream out = open_output(path);
     for (size_t i = 0; i < runs.size(); ++i) {
         const auto row = csv_row(runs[i]);
         std::string header, line;
@@ -183,6 +176,7 @@ void write_csv(const std::string& path, const std::vector<ResultRun>& runs) {
         if (i == 0) out << header << "\n";
         out << line << "\n";
     }
+    close_output(out, path);
 }
 
 nlohmann::json request_to_json(const RequestMetrics& m, double submit_time, const std::string& error) {
@@ -209,7 +203,16 @@ nlohmann::json request_to_json(const RequestMetrics& m, double submit_time, cons
     return j;
 }
 
-std::ofstream open_output(const std::string& path) { return open_out(path); }
+std::ofstream open_output(const std::string& path) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    if (!out) throw BadInput(path + ": cannot open for writing");
+    return out;
+}
+
+void close_output(std::ofstream& out, const std::string& path) {
+    out.close();  // flushes: a full disk (or /dev/full) shows here, not in the writes that only buffered
+    if (!out) throw BadInput(path + ": write failed");
+}
 
 void write_requests_jsonl(std::ostream& out, const std::vector<RequestMetrics>& requests,
                           const std::vector<double>& submit_times, const std::vector<std::string>& errors,
@@ -224,9 +227,9 @@ void write_requests_jsonl(std::ostream& out, const std::vector<RequestMetrics>& 
 }
 
 void write_json(const std::string& path, const nlohmann::json& j) {
-    std::ofstream out = open_out(path);
+    std::ofstream out = open_output(path);
     out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-    if (!out) throw BadInput(path + ": write failed");
+    close_output(out, path);
 }
 
 }  // namespace kvscope

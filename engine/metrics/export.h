@@ -67,5 +67,7 @@ void write_requests_jsonl(std::ostream& out, const std::vector<RequestMetrics>& 
 void write_json(const std::string& path, const nlohmann::json& j);
 // Opens `path` for writing (truncating); throws BadInput naming it when it cannot.
 std::ofstream open_output(const std::string& path);
+// Closes what open_output opened; throws BadInput naming `path` when a write failed (a full disk).
+void close_output(std::ofstream& out, const std::string& path);
 
 }  // namespace kvscope

@@ -183,6 +183,14 @@ private slots:
         QTest::newRow("negative burstiness") << QStringList{"--burstiness", "-1"} << "--burstiness";
         QTest::newRow("missing sharegpt file") << QStringList{"--dataset", "sharegpt", "--dataset-path", "/nonexistent.json"}
                                                << "/nonexistent.json";
+        QTest::newRow("sharegpt file a directory") << QStringList{"--dataset", "sharegpt", "--dataset-path", "/"}
+                                                   << "--dataset-path /: not a regular file";
+        // Every request refused by the engine: exit 2 with the engine's reason, not a table of zeros (it was an
+        // internal error, exit 1, before).
+        QTest::newRow("prompts past max_model_len") << QStringList{"--input-len", "300", "--max-model-len", "256"}
+                                                    << "every request was refused; the first: request bench-0-0: prompt of 300";
+        QTest::newRow("csv on a full disk") << QStringList{"--input-len", "8", "--output-len", "2", "--output-csv", "/dev/full"}
+                                            << "/dev/full: write failed";
     }
     void badInputExitsTwo() {
         QFETCH(QStringList, args);
