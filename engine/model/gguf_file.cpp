@@ -4,6 +4,7 @@
 
 #include <array>
 #include <bit>
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <utility>
@@ -371,6 +372,17 @@ GgufFile GgufFile::open(const std::string& path) {
                    " bytes] runs past the end of the file (size " + std::to_string(size) + ")");
         t.data = g.file_.data() + static_cast<size_t>(begin);
     }
+    // Tensors lie one after another: two that share bytes are a damaged file (every offset 0 loaded, and
+    // computed nonsense). llama.cpp's reader refuses them as well.
+    std::vector<const GgufTensorInfo*> by_place;
+    for (const GgufTensorInfo& t : g.tensors_)
+        if (t.nbytes > 0) by_place.push_back(&t);
+    std::sort(by_place.begin(), by_place.end(), [](const auto* a, const auto* b) { return a->data < b->data; });
+    for (size_t k = 1; k < by_place.size(); ++k)
+        if (by_place[k]->data < by_place[k - 1]->data + by_place[k - 1]->nbytes)
+            r.fail("tensor '" + by_place[k]->name + "' data overlaps tensor '" + by_place[k - 1]->name + "' (offsets " +
+                   std::to_string(by_place[k - 1]->data - g.data_offset_ - g.file_.data()) + " and " +
+                   std::to_string(by_place[k]->data - g.data_offset_ - g.file_.data()) + ")");
     return g;
 }
 

@@ -143,6 +143,14 @@ void SafetensorsModel::add_file(const std::string& path, bool keep_metadata) {
     }
 
     std::stable_sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    // The format lays tensors end to end: two that share bytes are a damaged header (every weight read from
+    // the same bytes loaded, and computed nonsense). The safetensors library refuses them too.
+    for (size_t k = 1; k < found.size(); ++k) {
+        const auto& [prev_begin, prev] = found[k - 1];
+        if (prev.nbytes > 0 && found[k].second.nbytes > 0 && static_cast<uint64_t>(found[k].first) < prev_begin + prev.nbytes)
+            fail(path, "tensor '" + found[k].second.name + "' data at " + std::to_string(found[k].first) + " overlaps tensor '" +
+                           prev.name + "' [" + std::to_string(prev_begin) + ", " + std::to_string(prev_begin + prev.nbytes) + ")");
+    }
     for (auto& [begin, t] : found) {
         auto [it, inserted] = index_.emplace(t.name, tensors_.size());
         if (!inserted)

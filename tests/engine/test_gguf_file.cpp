@@ -341,6 +341,7 @@ private slots:
              "tensor 't1' data [offset 1048896, 16 bytes] runs past the end of the file"},
             {"offset near 2^64", [&](auto& b) { poke<uint64_t>(b, t1_offset, ~uint64_t(31)); }, "runs past the end of the file"},
             {"duplicate tensor", [&](auto& b) { b[t1 - 1] = '0'; }, "duplicate tensor name 't0'"},
+            {"overlapping tensors", [&](auto& b) { poke<uint64_t>(b, t1_offset, 0); }, "tensor 't1' data overlaps tensor 't0'"},
         };
 
         QTemporaryDir dir;

@@ -248,6 +248,11 @@ private slots:
              "are not [begin, end] within the data section"},
             {"size mismatch", [](auto& p) { write_raw(p, R"({"w":{"dtype":"BF16","shape":[2,3],"data_offsets":[0,16]}})", 16); },
              "tensor 'w' has 16 bytes of data, but shape [2, 3] of BF16 needs 12"},
+            {"overlapping tensors",
+             [](auto& p) {
+                 write_raw(p, R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12);
+             },
+             "tensor 'b' data at 4 overlaps tensor 'a' [0, 8)"},
             {"metadata not an object", [](auto& p) { write_raw(p, R"({"__metadata__": 1})", 0); }, "__metadata__ is not a JSON object"},
             {"metadata value nested", [](auto& p) { write_raw(p, R"({"__metadata__": {"a": [1]}})", 0); },
              "__metadata__ value 'a' is not a string"},
