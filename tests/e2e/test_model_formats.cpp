@@ -337,6 +337,8 @@ private slots:
         QTest::newRow("heads wrapping q_size") << R"({"num_attention_heads": 536870920, "num_key_value_heads": 536870920, "head_dim": 8})"
                                                << "num_attention_heads x head_dim 4294967360 is past";
         QTest::newRow("ten million layers") << R"({"num_hidden_layers": 10000000})" << "num_hidden_layers 10000000 is past";
+        // A NUL in a quoted name cut the message there (what() is a C string): it is written \x00.
+        QTest::newRow("NUL in model_type") << R"({"model_type": "llama\u0000x"})" << "llama\\x00x' is not supported";
         QTest::newRow("shard outside") << "index" << "not a file name in the model's directory";
         QTest::newRow("config is a directory") << "directory" << "not a regular file";
     }
