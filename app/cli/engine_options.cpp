@@ -21,9 +21,9 @@ void add_engine_options(CLI::App& app, EngineOptions& o) {
     app.add_option("-m,--model", o.model, "a Hugging Face directory, a .gguf file, or dummy:PRESET (" + presets + ")")
         ->type_name("MODEL")->required()->group(group);
     // Bounds here are what any setting could use; EngineConfig::validate() checks the finer rules
-    // (block_size a power of two up to 256, threads up to 256) and names the knob.
+    // (block_size a power of two, threads up to 256) and names the knob.
     app.add_option("--block-size", c.block_size, "tokens per KV block, a power of two")
-        ->type_name("UINT")->check(int_in(1, 1024))->group(group);
+        ->type_name("UINT")->check(int_in(1, 256))->group(group);
     app.add_option("--max-num-seqs", s.max_num_seqs, "running requests at most")
         ->type_name("UINT")->check(int_in(1))->group(group);
     app.add_option("--max-num-batched-tokens", s.max_num_batched_tokens, "tokens one step computes at most")

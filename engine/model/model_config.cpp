@@ -138,6 +138,14 @@ std::vector<float> ModelConfig::rope_inv_freq(int max_model_len) const {
 
 namespace {
 
+// Without a head size of its own, a model's heads split its hidden size: one that does not divide it is a
+// damaged size (the head size would be cut short, and blamed on whatever checks it next).
+void need_whole_heads(const std::string& path, const std::string& hidden_key, const std::string& heads_key, const ModelConfig& c) {
+    if (c.hidden_size > 0 && c.num_heads > 0 && c.hidden_size % c.num_heads != 0)
+        throw BadInput(path + ": " + hidden_key + " " + std::to_string(c.hidden_size) + " is not a multiple of " + heads_key + " " +
+                       std::to_string(c.num_heads) + " (and no head size is given)");
+}
+
 template <class T>
 T get_field(const json& j, const std::string& path, const char* key, T fallback, bool required) {
     auto it = j.find(key);
@@ -246,6 +254,7 @@ ModelConfig config_from_hf_json(const std::string& path) {
     c.num_layers = get_field<int>(j, path, "num_hidden_layers", 0, true);
     c.num_heads = get_field<int>(j, path, "num_attention_heads", 0, true);
     c.num_kv_heads = get_field<int>(j, path, "num_key_value_heads", c.num_heads, false);
+    if (!j.contains("head_dim") || j["head_dim"].is_null()) need_whole_heads(path, "hidden_size", "num_attention_heads", c);
     c.head_dim = get_field<int>(j, path, "head_dim", c.num_heads > 0 ? c.hidden_size / c.num_heads : 0, false);
     c.max_position_embeddings = get_field<int>(j, path, "max_position_embeddings", 2048, false);
     c.rms_norm_eps = get_field<float>(j, path, "rms_norm_eps", 1e-6f, false);
@@ -363,12 +372,9 @@ ModelConfig config_from_gguf(const GgufFile& g) {
     c.num_layers = g.get_i32(p + "block_count");
     c.num_heads = g.get_i32(p + "attention.head_count");
     c.num_kv_heads = g.get_i32_or(p + "attention.head_count_kv", c.num_heads);
+    if (!g.find(p + "attention.key_length")) need_whole_heads(g.path(), p + "embedding_length", p + "attention.head_count", c);
     c.head_dim = g.get_i32_or(p + "attention.key_length", c.num_heads ? c.hidden_size / c.num_heads : 0);
     c.max_position_embeddings = g.get_i32_or(p + "context_length", 2048);
-    // RoPE turns the whole head here; a file that turns part of it (partial rotary) is another model.
-    if (const int32_t rot = g.get_i32_or(p + "rope.dimension_count", c.head_dim); rot != c.head_dim)
-        throw BadInput(g.path() + ": " + p + "rope.dimension_count " + std::to_string(rot) + " is not supported (RoPE over the whole head_dim " +
-                       std::to_string(c.head_dim) + ")");
     const bool gemma = arch == "gemma2" || arch == "gemma3";
     c.rms_norm_eps = static_cast<float>(g.get_float_or(p + "attention.layer_norm_rms_epsilon", gemma ? 1e-6 : 1e-5));
     c.rope_theta = static_cast<float>(g.get_float_or(p + "rope.freq_base", 10000.0));
@@ -417,6 +423,11 @@ ModelConfig config_from_gguf(const GgufFile& g) {
     if (int64_t eot = g.get_i32_or("tokenizer.ggml.eot_token_id", -1); eot >= 0 && eot != g.get_i32_or("tokenizer.ggml.eos_token_id", -1))
         c.eos_token_ids.push_back(static_cast<int32_t>(eot));
     c.validate(g.path());
+    // RoPE turns the whole head here; a file that turns part of it (partial rotary) is another model. After
+    // validate(), so that a damaged size is named as itself rather than as this.
+    if (const int32_t rot = g.get_i32_or(p + "rope.dimension_count", c.head_dim); rot != c.head_dim)
+        throw BadInput(g.path() + ": " + p + "rope.dimension_count " + std::to_string(rot) + " is not supported (RoPE over the whole head_dim " +
+                       std::to_string(c.head_dim) + ")");
     return c;
 }
 

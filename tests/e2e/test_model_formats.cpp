@@ -336,6 +336,8 @@ private slots:
         // ten million layers were allocated (5 GB) before the missing tensors were noticed.
         QTest::newRow("heads wrapping q_size") << R"({"num_attention_heads": 536870920, "num_key_value_heads": 536870920, "head_dim": 8})"
                                                << "num_attention_heads x head_dim 4294967360 is past";
+        QTest::newRow("heads not dividing hidden") << R"({"num_attention_heads": 7, "num_key_value_heads": 7, "head_dim": null})"
+                                                   << "is not a multiple of num_attention_heads 7";
         QTest::newRow("ten million layers") << R"({"num_hidden_layers": 10000000})" << "num_hidden_layers 10000000 is past";
         // A NUL in a quoted name cut the message there (what() is a C string): it is written \x00.
         QTest::newRow("NUL in model_type") << R"({"model_type": "llama\u0000x"})" << "llama\\x00x' is not supported";
