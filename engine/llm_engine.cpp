@@ -10,6 +10,7 @@
 #include "util/host_memory.h"
 
 #include <algorithm>
+#include <new>
 #include <cstdio>
 #include <stdexcept>
 #include <utility>
@@ -74,8 +75,15 @@ std::unique_ptr<ModelExecutor> LlmEngine::make_executor(const EngineConfig& c, i
         return std::make_unique<SimModelRunner>(*model_, *sim, clock_, std::move(step_time), num_blocks, c.block_size,
                                                 max_tokens, max_logits, kv_dtype);
     }
-    return std::make_unique<ModelRunner>(*model_, *backend_, num_blocks, c.block_size, max_tokens, max_logits, kv_dtype,
-                                         c.scheduler.max_model_len);
+    try {
+        return std::make_unique<ModelRunner>(*model_, *backend_, num_blocks, c.block_size, max_tokens, max_logits, kv_dtype,
+                                             c.scheduler.max_model_len);
+    } catch (const std::bad_alloc&) {
+        // The KV pool was checked against memory already (compute_num_blocks): what remains is the activations,
+        // max_num_batched_tokens rows of every layer's widest tensors.
+        throw BadInput("the activation buffers for max_num_batched_tokens " + std::to_string(max_tokens) + " (beside a KV cache of " +
+                       std::to_string(num_blocks) + " blocks) do not fit in memory: lower max_num_batched_tokens");
+    }
 }
 
 DType LlmEngine::resolve_kv_dtype(const EngineConfig& c) const {

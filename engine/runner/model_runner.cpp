@@ -28,8 +28,13 @@ ModelRunner::ModelRunner(const Model& model, Backend& backend, int num_blocks, i
     inv_freq_local_host_ = c.rope_local_inv_freq();
     max_num_logits_ = std::min(max_num_logits_, max_num_tokens_);
     upload_weights();
-    allocate_activations();
-    reset_kv_cache(num_blocks, block_size, kv_dtype);
+    try {
+        allocate_activations();
+        reset_kv_cache(num_blocks, block_size, kv_dtype);
+    } catch (...) {
+        free_buffers();  // no destructor runs for a constructor that throws (a reconfiguration past memory)
+        throw;
+    }
 }
 
 ModelRunner::~ModelRunner() {

@@ -241,6 +241,8 @@ private slots:
         QTest::newRow("bad number") << "number" << "--max-tokens";
         QTest::newRow("unknown dummy preset") << "dummy" << "dummy:gpt5";
         QTest::newRow("prompts file a directory") << "prompts-dir" << "a directory, not a file";  // read as empty, before
+        // Activations for 2e9 tokens a step (2 TB): "out of memory", exit 1, naming nothing, before.
+        QTest::newRow("batched tokens past memory") << "batched-tokens" << "lower max_num_batched_tokens";
     }
     void badInput() {
         QFETCH(QString, kind);
@@ -325,6 +327,9 @@ private slots:
             extra << "--max-tokens" << "many";
         } else if (kind == "dummy") {
             model = "dummy:gpt5";
+        } else if (kind == "batched-tokens") {
+            model = gguf;
+            extra << "--max-num-batched-tokens" << "2000000000";
         } else if (kind == "prompts-dir") {
             model = gguf;
             extra << "--prompts-file" << dir.path();
