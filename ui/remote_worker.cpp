@@ -40,7 +40,7 @@ struct RemoteWorker::Flight {
     size_t sent = 0;        // bytes of reader.text() already posted to the worker
     size_t chunksSent = 0;  // token chunks already posted
     std::atomic<bool> aborted{false};
-    explicit Flight(OpenAiApi api) : reader(api) {}
+    Flight(OpenAiApi api, int maxTokens, double stallS) : reader(api, maxTokens, stallS) {}
 };
 
 RemoteWorker::RemoteWorker(QObject* parent)
@@ -136,7 +136,7 @@ void RemoteWorker::submitRequest(const SubmitCommand& c) {
     r.top_p = c.sampling.top_p;
     r.seed = c.sampling.seed.value_or(0);
     r.ignore_eos = c.sampling.ignore_eos;
-    auto f = std::make_shared<Flight>(r.api);
+    auto f = std::make_shared<Flight>(r.api, r.max_tokens, m_endpoint.request_timeout_s);
     f->id = c.requestId;
     f->metrics.request_id = c.requestId.toStdString();
     f->metrics.priority = c.priority;

@@ -25,7 +25,10 @@ void add_remote_options(CLI::App& app, RemoteArgs& r) {
     app.add_option("--base-url", r.base_url,
                    "benchmark a remote OpenAI-compatible engine at this URL instead of the local engine "
                    "(--model is then its served model name, --backend openai|openai-chat)")
-        ->type_name("URL")->group(group);
+        ->type_name("URL")->group(group)
+        // Given but empty (an unset $URL in a script) would benchmark the local engine instead, and say nothing.
+        ->check(CLI::Validator([](std::string& v) { return v.empty() ? std::string("empty: give the server's URL") : std::string(); },
+                               "", "not empty"));
     app.add_option("--endpoint", r.endpoint, "the API path (default: the --backend API's)")
         ->type_name("/v1/completions|/v1/chat/completions")->group(group);
     app.add_option("--tokenizer", r.tokenizer,

@@ -52,6 +52,8 @@ void init_curl_once() {
     std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
+std::string HttpEndpoint::shown_url(const std::string& path) const { return redacted_url(url(path)); }
+
 std::string redacted_url(const std::string& url) {
     const size_t scheme = url.find("://");
     const size_t start = scheme == std::string::npos ? 0 : scheme + 3;
@@ -70,7 +72,9 @@ std::string body_excerpt(const std::string& body, size_t max) {
 namespace {
 
 size_t append_body(char* data, size_t size, size_t n, void* user) {
-    static_cast<std::string*>(user)->append(data, size * n);
+    auto* body = static_cast<std::string*>(user);
+    if (body->size() + size * n > kMaxResponseBytes) return 0;  // libcurl ends the transfer (CURLE_WRITE_ERROR)
+    body->append(data, size * n);
     return size * n;
 }
 
@@ -115,7 +119,8 @@ HttpResponse HttpClient::perform(const std::string& path, const std::string* bod
     const CURLcode rc = curl_easy_perform(c);
     curl_slist_free_all(headers);
     if (rc != CURLE_OK) {
-        r.error = curl_easy_strerror(rc);  // callers name the URL
+        r.error = rc == CURLE_WRITE_ERROR ? "the answer is larger than " + std::to_string(kMaxResponseBytes >> 20) + " MiB"
+                                          : curl_easy_strerror(rc);  // callers name the URL
         return r;
     }
     long status = 0;

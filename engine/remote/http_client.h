@@ -21,7 +21,13 @@ struct HttpEndpoint {
 
     // base_url joined with a path that starts with '/'.
     std::string url(const std::string& path) const;
+    // The same for messages: without user:password@ (redacted_url).
+    std::string shown_url(const std::string& path) const;
 };
+
+// The most a GET or POST answer may hold (a /metrics page, a model list, a /tokenize answer are far
+// smaller): a server that sends more, or never ends, is refused instead of filling memory.
+inline constexpr size_t kMaxResponseBytes = 16u << 20;
 
 struct HttpResponse {
     int status = 0;     // 0 when no response came

@@ -136,7 +136,7 @@ void HttpStreamPool::run() {
             } else if (rc == CURLE_OPERATION_TIMEDOUT) {
                 error = "timed out: no data for " + std::to_string(timeout_s) + " s (--request-timeout)";
             } else {
-                error = it->second->url + ": " + curl_easy_strerror(rc);
+                error = redacted_url(it->second->url) + ": " + curl_easy_strerror(rc);
             }
             finish(e, error);
         }

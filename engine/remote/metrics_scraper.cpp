@@ -47,15 +47,18 @@ void MetricsScraper::run() {
             lock.unlock();
             // The run has ended on the client when stop() is called, but a server frees a request's KV
             // blocks only after it has sent the last chunk: sample again (for at most a second) until it
-            // reports nothing running, so the series ends where the server has settled.
-            for (int i = 0; i < 20 && scrape(client); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            // reports nothing running, so the series ends where the server has settled. A second of the
+            // clock, not 20 samples: a slow page (0.9 s) on a server that is never idle took 20 s.
+            const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+            while (std::chrono::steady_clock::now() < until && scrape(client, 1.0))
+                std::this_thread::sleep_for(std::chrono::milliseconds(50));
             return;
         }
     }
 }
 
-bool MetricsScraper::scrape(HttpClient& client) {
-    const HttpResponse r = client.get(path_, std::max(1.0, series_.interval_s));
+bool MetricsScraper::scrape(HttpClient& client, double timeout_s) {
+    const HttpResponse r = client.get(path_, timeout_s > 0 ? timeout_s : std::max(1.0, series_.interval_s));
     const double t = clock_();
     std::lock_guard lock(mutex_);
     ++series_.num_scrapes;

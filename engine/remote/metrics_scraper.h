@@ -32,7 +32,7 @@ public:
 private:
     void run();
     // Returns whether the server reported requests still running (false when it did not say or failed).
-    bool scrape(HttpClient& client);
+    bool scrape(HttpClient& client, double timeout_s = 0);  // timeout_s 0: the interval (at least 1 s)
 
     HttpEndpoint endpoint_;
     std::function<double()> clock_;

@@ -5,6 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cstdint>
+
 namespace kvscope {
 
 using nlohmann::json;
@@ -52,12 +55,21 @@ std::string openai_request_body(const OpenAiRequest& r) {
 
 bool OpenAiStreamReader::feed(int status, std::string_view bytes, double t) {
     if (!error_.empty()) return false;
-    if (status != 200) {  // an error body: keep its start for the message
-        if (error_body_.size() < 1000) error_body_.append(bytes.substr(0, 1000 - error_body_.size()));
-        return true;
+    if (status != 200) {  // an error body: its start makes the message (finish()); the rest is not waited for
+        error_body_.append(bytes.substr(0, 1000 - error_body_.size()));
+        return error_body_.size() < 1000;
     }
+    if (last_progress_t_ < 0) last_progress_t_ = t;
     for (const std::string& data : sse_.feed(bytes))
         if (!take_event(data, t)) return false;
+    if (sse_.overflowed()) {
+        error_ = "malformed SSE: an event longer than " + std::to_string(SseParser::kMaxEventBytes >> 20) + " MiB";
+        return false;
+    }
+    if (stall_s_ > 0 && t - last_progress_t_ > stall_s_) {
+        error_ = "timed out: bytes but no token for " + std::to_string(static_cast<int>(stall_s_)) + " s (--request-timeout)";
+        return false;
+    }
     return true;
 }
 
@@ -80,13 +92,20 @@ bool OpenAiStreamReader::take_event(const std::string& data, double t) {
         return false;
     }
     if (const auto u = chunk.find("usage"); u != chunk.end() && u->is_object()) {
-        if (u->contains("prompt_tokens") && (*u)["prompt_tokens"].is_number_integer())
-            prompt_tokens_ = (*u)["prompt_tokens"].get<int>();
-        if (u->contains("completion_tokens") && (*u)["completion_tokens"].is_number_integer())
-            completion_tokens_ = (*u)["completion_tokens"].get<int>();
-        if (const auto d = u->find("prompt_tokens_details"); d != u->end() && d->is_object() && d->contains("cached_tokens") &&
-                                                              (*d)["cached_tokens"].is_number_integer())
-            cached_tokens_ = (*d)["cached_tokens"].get<int>();
+        // Counts a server could not have meant are not believed (the chunks are counted instead): past
+        // int, negative, or more completion tokens than were asked for (2^40 prompt tokens read as 0, and
+        // 10^6 completion tokens for 8 chunks, before).
+        const auto count = [](const json& obj, const char* key, int64_t most) -> int {
+            const auto v = obj.find(key);
+            if (v == obj.end() || !v->is_number_integer()) return -1;
+            const int64_t n = v->is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(v->get<uint64_t>(), INT64_MAX))
+                                                      : v->get<int64_t>();
+            return n >= 0 && n <= most ? static_cast<int>(n) : -1;
+        };
+        prompt_tokens_ = std::max(prompt_tokens_, count(*u, "prompt_tokens", INT32_MAX));
+        completion_tokens_ = std::max(completion_tokens_, count(*u, "completion_tokens", max_tokens_ > 0 ? max_tokens_ : INT32_MAX));
+        if (const auto d = u->find("prompt_tokens_details"); d != u->end() && d->is_object())
+            cached_tokens_ = std::max(cached_tokens_, count(*d, "cached_tokens", INT32_MAX));
     }
     const auto choices = chunk.find("choices");
     if (choices == chunk.end() || !choices->is_array() || choices->empty()) return true;
@@ -105,11 +124,25 @@ bool OpenAiStreamReader::take_event(const std::string& data, double t) {
     } else if (c.contains("text")) {
         text = &c["text"];
     }
+    if (text && !text->is_string() && !text->is_null()) {
+        error_ = std::string("malformed SSE event (") + (api_ == OpenAiApi::CHAT ? "delta.content" : "text") +
+                 " is not a string): " + body_excerpt(data, 120);
+        return false;
+    }
     const bool has_text = text && text->is_string() && !text->get_ref<const std::string&>().empty();
     const bool finishes = c.contains("finish_reason") && c["finish_reason"].is_string();
     if (has_text) text_ += text->get_ref<const std::string&>();
-    if (has_text || finishes) chunk_times_.push_back(t);
+    if (has_text || finishes) {
+        chunk_times_.push_back(t);
+        last_progress_t_ = t;
+    }
     if (finishes) finish_reason_ = c["finish_reason"];
+    // One event per token at most, and one more that only finishes: past that the stream is not this
+    // request's answer (an endless one kept a benchmark, and its memory, going past any timeout).
+    if (max_tokens_ > 0 && chunk_times_.size() > static_cast<size_t>(max_tokens_) + 1) {
+        error_ = "the server streamed more than max_tokens (" + std::to_string(max_tokens_) + ") token events";
+        return false;
+    }
     return true;
 }
 
@@ -126,6 +159,8 @@ void OpenAiStreamReader::finish(int status, const std::string& transport_error) 
     if (!done_)
         error_ = sse_.has_partial_event() ? "the stream ended in the middle of an event, without [DONE]"
                                           : "the stream ended without [DONE]";
+    else if (chunk_times_.empty())  // every event lacked text (no choices, no data: lines): nothing to time
+        error_ = "the stream ended with [DONE] but carried no token (no choices[0] text or finish_reason)";
 }
 
 }  // namespace kvscope

@@ -58,7 +58,11 @@ bool engine_takes_min_tokens(ServerEngine engine);
 
 class OpenAiStreamReader {
 public:
-    explicit OpenAiStreamReader(OpenAiApi api) : api_(api) {}
+    // max_tokens > 0: the request's; a stream with more token events than that (an endless one) is
+    // ended, and usage counts past it are not believed. stall_s > 0: a stream that sends bytes (comments,
+    // pings) but no token for that long is ended too; silence alone is the transport's to time out.
+    explicit OpenAiStreamReader(OpenAiApi api, int max_tokens = 0, double stall_s = 0)
+        : api_(api), max_tokens_(max_tokens), stall_s_(stall_s) {}
 
     // Bytes of the response body received at time t with HTTP `status`. Returns false once the stream
     // is unusable (malformed event, an error event): the caller ends the transfer; error() says why.
@@ -83,6 +87,9 @@ private:
     bool take_event(const std::string& data, double t);
 
     OpenAiApi api_;
+    int max_tokens_ = 0;
+    double stall_s_ = 0;
+    double last_progress_t_ = -1;  // when the stream began or last carried a token
     SseParser sse_;
     std::string error_, error_body_, finish_reason_, text_;
     std::vector<double> chunk_times_;

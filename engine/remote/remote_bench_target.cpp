@@ -9,7 +9,7 @@ namespace kvscope {
 struct RemoteBenchTarget::Flight {
     RequestMetrics metrics;
     OpenAiStreamReader reader;
-    explicit Flight(OpenAiApi api) : reader(api) {}
+    Flight(OpenAiApi api, int max_tokens, double stall_s) : reader(api, max_tokens, stall_s) {}
 };
 
 RemoteBenchTarget::RemoteBenchTarget(RemoteTargetOptions options)
@@ -37,7 +37,7 @@ void RemoteBenchTarget::submit(NewRequest request) {
     } else {
         r.prompt_token_ids = request.prompt_token_ids;
     }
-    auto flight = std::make_shared<Flight>(options_.api);
+    auto flight = std::make_shared<Flight>(options_.api, r.max_tokens, options_.endpoint.request_timeout_s);
     flight->metrics.request_id = request.request_id;
     flight->metrics.num_prompt_tokens = static_cast<int>(request.prompt_token_ids.size());
     {

@@ -59,7 +59,7 @@ std::vector<std::string> served_model_names(HttpClient& client) {
 
 std::vector<std::string> list_served_models(HttpClient& client) {
     const HttpResponse r = client.get("/v1/models", kProbeTimeout);
-    const std::string url = client.endpoint().url("/v1/models");
+    const std::string url = client.endpoint().shown_url("/v1/models");
     if (r.status == 0) throw Unreachable(url + ": " + r.describe());  // no answer: not the input's fault
     if (!r.ok()) {
         std::string why = r.describe();
@@ -83,7 +83,7 @@ std::string check_served_model(HttpClient& client, const std::string& model, std
     if (std::find(served.begin(), served.end(), chosen) == served.end()) {
         std::string list;
         for (const std::string& n : served) list += (list.empty() ? "" : ", ") + n;
-        throw BadInput(client.endpoint().url("/v1/models") + ": the server does not serve '" + chosen + "' (it serves " +
+        throw BadInput(client.endpoint().shown_url("/v1/models") + ": the server does not serve '" + chosen + "' (it serves " +
                        list + ")");
     }
     if (names) *names = std::move(served);
@@ -97,7 +97,7 @@ std::vector<int32_t> ServerTokenizer::tokenize(const std::string& text) {
     const HttpResponse r = client_.post_json("/tokenize", body.dump(), kProbeTimeout);
     const json j = json_of(r);
     if (!j.is_object() || !j.contains("tokens") || !j["tokens"].is_array())
-        throw BadInput(client_.endpoint().url("/tokenize") + ": the server cannot tokenize (" +
+        throw BadInput(client_.endpoint().shown_url("/tokenize") + ": the server cannot tokenize (" +
                        (r.ok() ? std::string("no \"tokens\" in the answer") : r.describe()) +
                        "); give a local tokenizer with --tokenizer DIR|FILE");
     std::vector<int32_t> ids;
@@ -115,7 +115,7 @@ std::string ServerTokenizer::detokenize(const std::vector<int32_t>& ids) {
     const json j = json_of(r);
     for (const char* key : {"prompt", "content"})  // vLLM, llama-server
         if (j.is_object() && j.contains(key) && j[key].is_string()) return j[key];
-    throw BadInput(client_.endpoint().url("/detokenize") + ": the server cannot detokenize (" +
+    throw BadInput(client_.endpoint().shown_url("/detokenize") + ": the server cannot detokenize (" +
                    (r.ok() ? std::string("no \"prompt\" in the answer") : r.describe()) +
                    "); give a local tokenizer with --tokenizer DIR|FILE");
 }

@@ -4,6 +4,7 @@ namespace kvscope {
 
 std::vector<std::string> SseParser::feed(std::string_view bytes) {
     std::vector<std::string> events;
+    if (overflowed_) return events;
     for (const char c : bytes) {
         if (c == '\n' && last_was_cr_) {  // the second half of "\r\n"
             last_was_cr_ = false;
@@ -12,6 +13,11 @@ std::vector<std::string> SseParser::feed(std::string_view bytes) {
         last_was_cr_ = c == '\r';
         if (c == '\r' || c == '\n') take_line(events);
         else line_ += c;
+        if (line_.size() + data_.size() > kMaxEventBytes) {
+            overflowed_ = true;
+            line_.clear(), data_.clear(), has_data_ = false;
+            break;
+        }
     }
     return events;
 }

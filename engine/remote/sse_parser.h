@@ -17,6 +17,10 @@ public:
     std::vector<std::string> feed(std::string_view bytes);
     // True when bytes that do not end an event are buffered (a stream cut in the middle of an event).
     bool has_partial_event() const { return !line_.empty() || !data_.empty() || has_data_; }
+    // An event (or a line) grew past kMaxEventBytes: the stream is not one to read on (a 1.5 GB data
+    // line took 2 GB of memory). feed() then keeps nothing more.
+    bool overflowed() const { return overflowed_; }
+    static constexpr size_t kMaxEventBytes = 16u << 20;
 
 private:
     void take_line(std::vector<std::string>& events);
@@ -25,6 +29,7 @@ private:
     std::string data_;  // the current event's data so far
     bool has_data_ = false;
     bool last_was_cr_ = false;  // a "\r\n" split between two feeds is one line end
+    bool overflowed_ = false;
 };
 
 }  // namespace kvscope

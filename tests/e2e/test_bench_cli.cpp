@@ -189,6 +189,7 @@ private slots:
         // internal error, exit 1, before).
         QTest::newRow("prompts past max_model_len") << QStringList{"--input-len", "300", "--max-model-len", "256"}
                                                     << "every request was refused; the first: request bench-0-0: prompt of 300";
+        QTest::newRow("empty base url") << QStringList{"--base-url", ""} << "--base-url: empty";  // ran the local engine, before
         QTest::newRow("csv on a full disk") << QStringList{"--input-len", "8", "--output-len", "2", "--output-csv", "/dev/full"}
                                             << "/dev/full: write failed";
     }

@@ -210,6 +210,12 @@ private slots:
         QTest::newRow("event after [DONE]") << 200 << QByteArray("data: [DONE]\n\ndata: {}\n\n") << "" << "after [DONE]";
         QTest::newRow("refused") << 0 << QByteArray() << "http://x: Couldn't connect to server" << "Couldn't connect";
         QTest::newRow("timeout") << 200 << QByteArray(completion_chunk("a").c_str()) << "timed out: no data for 1 s" << "timed out";
+        QTest::newRow("text not a string") << 200 << QByteArray("data: {\"choices\":[{\"text\":7}]}\n\n") << ""
+                                           << "text is not a string";
+        // [DONE] after events that carry no token (no choices, or lines without data:): nothing was timed,
+        // and the request failed with no reason, before.
+        QTest::newRow("[DONE] and no token") << 200 << QByteArray("data: {\"choices\":[]}\n\ndata: [DONE]\n\n") << ""
+                                             << "carried no token";
     }
     void readerErrors() {
         QFETCH(int, status);
@@ -220,6 +226,54 @@ private slots:
         r.feed(status, body.toStdString(), 1.0);
         r.finish(status, transport.toStdString());
         QVERIFY2(QString::fromStdString(r.error()).contains(expected), r.error().c_str());
+    }
+
+    // A server that does not end its answer is cut off: past max_tokens token events, past 16 MiB in one
+    // SSE event, after --request-timeout of pings without a token, past 1000 bytes of an error body (each
+    // kept a benchmark going, and its memory growing, past every timeout).
+    void endlessAnswersAreCutOff() {
+        OpenAiStreamReader many(OpenAiApi::COMPLETIONS, 3);
+        bool open = true;
+        for (int i = 0; i < 10 && open; ++i) open = many.feed(200, completion_chunk("a"), i);
+        QVERIFY(!open);
+        QVERIFY2(many.error().find("more than max_tokens (3)") != std::string::npos, many.error().c_str());
+        QCOMPARE(many.chunk_times().size(), size_t(5));  // 3 tokens, a finishing chunk, and the one too many
+
+        OpenAiStreamReader huge(OpenAiApi::COMPLETIONS, 8);
+        const std::string mib(1 << 20, 'x');
+        open = huge.feed(200, "data: ", 0);
+        for (int i = 0; i < 20 && open; ++i) open = huge.feed(200, mib, 0);
+        QVERIFY(!open);
+        QVERIFY2(huge.error().find("an event longer than 16 MiB") != std::string::npos, huge.error().c_str());
+
+        OpenAiStreamReader pings(OpenAiApi::COMPLETIONS, 8, 5.0);
+        QVERIFY(pings.feed(200, completion_chunk("a"), 1.0));
+        QVERIFY(pings.feed(200, ": ping\n\n", 4.0));
+        QVERIFY(!pings.feed(200, ": ping\n\n", 6.5));  // 5.5 s since the last token
+        QVERIFY2(pings.error().find("no token for 5 s") != std::string::npos, pings.error().c_str());
+
+        OpenAiStreamReader error_body(OpenAiApi::COMPLETIONS, 8);
+        open = true;
+        for (int i = 0; i < 100 && open; ++i) open = error_body.feed(500, std::string(100, 'e'), 0);
+        QVERIFY(!open);
+        error_body.finish(500, "ended by the reader");
+        QVERIFY2(error_body.error().rfind("HTTP 500: eee", 0) == 0, error_body.error().c_str());
+    }
+
+    // Usage counts a server could not have meant are not taken: more completion tokens than asked for,
+    // prompt tokens past int (2^40 read as 0 before), negative ones. The chunks are counted instead.
+    void implausibleUsageIsNotBelieved() {
+        OpenAiStreamReader r(OpenAiApi::COMPLETIONS, 2);
+        QVERIFY(r.feed(200, completion_chunk("a"), 1.0));
+        QVERIFY(r.feed(200, completion_chunk("b", "length"), 1.1));
+        QVERIFY(r.feed(200, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1099511627776,\"completion_tokens\":1000000,"
+                            "\"prompt_tokens_details\":{\"cached_tokens\":-4}}}\n\ndata: [DONE]\n\n", 1.2));
+        RequestMetrics m;
+        m.num_prompt_tokens = 5;
+        QCOMPARE(finish_remote_request(m, r, 200, "", 1.3), std::string());
+        QCOMPARE(m.num_prompt_tokens, 5);
+        QCOMPARE(m.num_output_tokens, 2);
+        QCOMPARE(m.num_cached_tokens, 0);
     }
 
     void requestBodies() {
