@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <set>
 
 namespace kvscope {
@@ -103,8 +104,15 @@ std::vector<int32_t> ServerTokenizer::tokenize(const std::string& text) {
     std::vector<int32_t> ids;
     for (const json& t : j["tokens"]) {
         // llama-server may answer {"id", "piece"} objects when asked for pieces; plain ids otherwise.
-        if (t.is_number_integer()) ids.push_back(t.get<int32_t>());
-        else if (t.is_object() && t.contains("id") && t["id"].is_number_integer()) ids.push_back(t["id"].get<int32_t>());
+        const json& id = t.is_object() && t.contains("id") ? t["id"] : t;
+        if (!id.is_number_integer()) continue;
+        // An id no vocabulary has (negative, past int: 2^40 was cut to 0) would go out as a prompt token.
+        const bool fits = id.is_number_unsigned() ? id.get<uint64_t>() <= INT32_MAX
+                                                  : id.get<int64_t>() >= 0 && id.get<int64_t>() <= INT32_MAX;
+        if (!fits)
+            throw BadInput(client_.endpoint().shown_url("/tokenize") + ": the server answered token id " + id.dump() +
+                           ", which no vocabulary has; give a local tokenizer with --tokenizer DIR|FILE");
+        ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
     }
     return ids;
 }
