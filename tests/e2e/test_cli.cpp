@@ -388,7 +388,7 @@ private slots:
                                                 << QStringList{"--modle", "did you mean --model?"};
         QTest::newRow("missing model") << QStringList{"info"} << QStringList{"--model is required"};
         QTest::newRow("block size 0") << generate + QStringList{"--block-size", "0"}
-                                      << QStringList{"--block-size", "1..1024"};
+                                      << QStringList{"--block-size", "1..256"};
         QTest::newRow("max-num-seqs overflows int")
             << QStringList{"info", "--model", gguf, "--max-num-seqs", "99999999999"}
             << QStringList{"--max-num-seqs", "99999999999"};
