@@ -26,8 +26,10 @@ EngineController::EngineController(QObject* parent) : QObject(parent) {
         m_config = c;
         m_session.clear();
         m_session.addEvent(tr("model loaded: %1").arg(s.spec));
-        emit modelLoaded(s);
+        // The config first: modelLoaded starts a script, whose first `set` reads the tuning panel (it read
+        // the defaults and undid the script's engine settings).
         emit configChanged(c);
+        emit modelLoaded(s);
     });
     connect(m_worker, &EngineWorker::modelLoadFailed, this, [this](const QString& spec, const QString& message) {
         m_loading = false;

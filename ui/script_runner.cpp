@@ -167,6 +167,16 @@ bool ScriptRunner::loadJson(const QJsonObject& script, QString* error) {
             return failWith(QString("actions[%1]: unknown action '%2' (one of %3)").arg(i).arg(name, kActionKeys.keys().join(", ")));
         if (!(problem = checkKeys(a, kActionKeys[name], {{"action", 's'}, {"at_ms", 'n'}, {"comment", 's'}})).isEmpty())
             return failWith(QString("actions[%1] (%2): %3").arg(i).arg(name, problem));
+        // Times and sizes a timer or a picture can take: a negative wait never fired (Qt refuses the
+        // interval) and at_ms 10^15 overflowed it, both hanging the script; a 40000-pixel screenshot took a
+        // minute.
+        static const std::pair<const char*, std::pair<double, double>> kRanges[] = {
+            {"ms", {0, 86400000}}, {"timeout_ms", {0, 86400000}}, {"at_ms", {0, 86400000}},
+            {"width", {1, 8192}},  {"height", {1, 8192}},         {"pane", {1, 1024}}};
+        for (const auto& [key, range] : kRanges)
+            if (a.contains(key) && !(a.value(key).toDouble() >= range.first && a.value(key).toDouble() <= range.second))
+                return failWith(QString("actions[%1] (%2): \"%3\" must be in [%4, %5], got %6")
+                                    .arg(i).arg(name, key).arg(range.first).arg(range.second).arg(a.value(key).toDouble()));
         if (name == "benchmark" && a.contains("dataset") &&
             !QStringList{"random", "shared-prefix", "sharegpt"}.contains(a.value("dataset").toString()))
             return failWith(QString("actions[%1] (benchmark): unknown dataset '%2' (random, shared-prefix or sharegpt)")
@@ -192,7 +202,12 @@ EngineConfig ScriptRunner::engineConfig(const EngineConfig& defaults) const {
     return engineConfigFrom(m_script.value("engine").toObject(), defaults);
 }
 
-void ScriptRunner::start() {
+void ScriptRunner::start() {  // once per run (main.cpp)
+    // A `set` the engine refuses (a KV budget too small for a running request) is the script's failure:
+    // it went on as if applied, and exited 0.
+    connect(m_window->controller(), &EngineController::reconfigureRefused, this, [this](const QString& message) {
+        if (m_lastSet >= 0) fail(QString("actions[%1] (set): the engine refused it: %2").arg(m_lastSet).arg(message));
+    });
     m_clock.start();
     m_index = 0;
     m_done = false;
@@ -313,10 +328,19 @@ bool ScriptRunner::runAction(const QJsonObject& a) {
             fail(QString("actions[%1]: \"keys\" is not a key sequence").arg(m_index - 1));
             return false;
         }
+        // A shortcut that opens a dialog (Ctrl+O, Ctrl+S) waits for an answer no script gives: the dialog's
+        // own event loop runs until it closes, so a timer closes it and fails the script.
+        QTimer::singleShot(250, this, [this, index = m_index - 1, text = keys.toString()] {
+            if (QWidget* dialog = QApplication::activeModalWidget()) {
+                dialog->close();
+                fail(QString("actions[%1] (key): %2 opened a dialog (%3), which a script cannot answer")
+                         .arg(index).arg(text, dialog->windowTitle()));
+            }
+        });
         for (QAction* act : m_window->findChildren<QAction*>())
             if (act->isEnabled() && act->shortcuts().contains(keys)) {
                 act->trigger();
-                return true;
+                return !m_done;
             }
         QWidget* target = QApplication::focusWidget() ? QApplication::focusWidget() : m_window;
         for (int i = 0; i < keys.count(); ++i) {
@@ -370,6 +394,7 @@ bool ScriptRunner::runAction(const QJsonObject& a) {
                 return false;
             }
         }
+        m_lastSet = m_index - 1;
         controller->reconfigure(c);  // now, not after the panel's debounce
         return true;
     }

@@ -48,6 +48,7 @@ private:
     QJsonObject m_script;
     QJsonArray m_actions;
     int m_index = 0;
+    int m_lastSet = -1;  // the index of the last `set`, whose refusal by the engine fails the script
     QElapsedTimer m_clock;
     QTimer m_poll;
     bool m_done = false;

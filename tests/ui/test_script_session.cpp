@@ -155,6 +155,51 @@ private slots:
         QCOMPARE(results.loadFile(dir.filePath("session.json"), &error), 1);
     }
 
+    // Started as main.cpp starts it, inside modelReady: a first `set` moves its knob and keeps the
+    // script's engine settings (it read the tuning panel's defaults and undid them, before).
+    void firstSetKeepsTheEngineSettings() {
+        MainWindow window;
+        ScriptRunner runner(&window);
+        QString error;
+        const QByteArray script = R"({"engine": {"block_size": 32, "kv_cache_memory_mib": 8, "enable_prefix_caching": true,
+                                                 "max_model_len": 256, "threads": 2},
+                                      "actions": [{"action": "set", "max_num_seqs": 2}, {"action": "wait", "ms": 50}]})";
+        QVERIFY2(runner.loadJson(QJsonDocument::fromJson(script).object(), &error), qPrintable(error));
+        QSignalSpy finished(&runner, &ScriptRunner::finished);
+        connect(&window, &MainWindow::modelReady, &runner, &ScriptRunner::start);
+        window.loadModel("dummy:tiny", runner.engineConfig(EngineController::defaultConfig()));
+        QVERIFY(finished.wait(60000));
+        QVERIFY2(finished.at(0).at(0).toBool(), qPrintable(finished.at(0).at(1).toString()));
+        QTRY_COMPARE_WITH_TIMEOUT(window.controller()->config().scheduler.max_num_seqs, 2, 10000);
+        const EngineConfig c = window.controller()->config();
+        QCOMPARE(c.block_size, 32);
+        QVERIFY(c.scheduler.enable_prefix_caching);
+        QCOMPARE(c.kv_cache_memory, int64_t(8) << 20);
+    }
+
+    // A `set` the engine refuses fails the script, naming the action (it went on, and exited 0).
+    void refusedSetFailsTheScript() {
+        MainWindow window;
+        ScriptRunner runner(&window);
+        QString error;
+        // Naive mode reserves max_model_len (32 blocks of 16): a pool of 1 MiB (16 blocks) cannot hold the
+        // request, which is still running: the commands reach the engine together, before its 400 tokens.
+        const QByteArray script = R"({"engine": {"max_model_len": 512, "kv_cache_memory_mib": 2, "block_size": 16, "threads": 2},
+                                      "actions": [{"action": "open_pane", "max_tokens": 400},
+                                                  {"action": "submit", "pane": 1, "prompt": "Once upon a time"},
+                                                  {"action": "set", "mode": "naive"},
+                                                  {"action": "set", "kv_cache_memory_mib": 1},
+                                                  {"action": "wait", "ms": 2000}]})";
+        QVERIFY2(runner.loadJson(QJsonDocument::fromJson(script).object(), &error), qPrintable(error));
+        QSignalSpy finished(&runner, &ScriptRunner::finished);
+        connect(&window, &MainWindow::modelReady, &runner, &ScriptRunner::start);
+        window.loadModel("dummy:tiny", runner.engineConfig(EngineController::defaultConfig()));
+        QVERIFY(finished.wait(60000));
+        QVERIFY(!finished.at(0).at(0).toBool());
+        QVERIFY2(finished.at(0).at(1).toString().contains("actions[3] (set): the engine refused it"),
+                 qPrintable(finished.at(0).at(1).toString()));
+    }
+
     void badScriptIsRejectedWithItsProblem() {
         MainWindow window;
         ScriptRunner runner(&window);
@@ -180,6 +225,11 @@ private slots:
             {R"({"actions": [{"action": "benchmark", "dataset": "sharegtp"}]})", "sharegtp"},
             {R"({"actions": [42]})", "actions[0]"},
             {R"({"actions": [], "modle": "dummy:tiny"})", "modle"},
+            // Times and sizes past what a timer or a picture takes: a negative wait and at_ms 10^15 hung the
+            // script; a 40000-pixel screenshot took a minute.
+            {R"({"actions": [{"action": "wait", "ms": -5}]})", "\"ms\" must be in [0, "},
+            {R"({"actions": [{"action": "wait", "ms": 1, "at_ms": 1e15}]})", "\"at_ms\" must be in [0, "},
+            {R"({"actions": [{"action": "screenshot", "width": 40000}]})", "\"width\" must be in [1, 8192]"},
         };
         for (const auto& [script, expected] : cases) {
             error.clear();
