@@ -15,8 +15,20 @@ const RequestRecord* SessionData::request(const QString& requestId) const {
 
 std::vector<RequestMetrics> SessionData::finishedMetrics() const {
     std::vector<RequestMetrics> out;
-    for (const RequestRecord& r : m_requests)
-        if (r.metrics) out.push_back(*r.metrics);
+    for (const RequestRecord& r : m_requests) {
+        if (r.metrics) {
+            out.push_back(*r.metrics);
+        } else if (r.status == RequestStatus::FINISHED && r.finishReason == FinishReason::ERROR) {
+            // Refused by the engine (it never ran): a failed request, as kvscope-cli bench counts one. The
+            // export counted it as neither completed nor failed.
+            RequestMetrics m;
+            m.request_id = r.requestId.toStdString();
+            m.num_prompt_tokens = r.numPromptTokens;
+            m.finish_reason = FinishReason::ERROR;
+            m.arrival_time = m.finish_time = r.arrivalTime;
+            out.push_back(std::move(m));
+        }
+    }
     return out;
 }
 

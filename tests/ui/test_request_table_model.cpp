@@ -64,6 +64,11 @@ private slots:
 
         session.rejectRequest("b", "max_tokens must be >= 1");
         QCOMPARE(model.index(1, RequestTableModel::State).data().toString(), QString("finished (error)"));
+        // The export's summary counts it failed (it was neither completed nor failed).
+        const std::vector<RequestMetrics> finished = session.finishedMetrics();
+        QCOMPARE(finished.size(), size_t(2));
+        QCOMPARE(finished[1].request_id, std::string("b"));
+        QVERIFY(finished[1].finish_reason == FinishReason::ERROR);
 
         session.clear();
         QCOMPARE(model.rowCount(), 0);
