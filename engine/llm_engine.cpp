@@ -347,6 +347,7 @@ bool LlmEngine::abort_request(const std::string& id) {
     auto it = requests_.find(id);
     if (it == requests_.end() || it->second.request->is_finished()) return false;
     finish(it->second, FinishReason::ABORT);
+    ++num_aborted_since_step_;
     return true;
 }
 
@@ -381,7 +382,10 @@ std::vector<RequestOutput> LlmEngine::step() {
     ++num_steps_;
     int num_finished = 0;
     for (const RequestOutput& o : outputs) num_finished += o.finished;
-    emit_step_stats(out, work, start, num_finished, std::exchange(pending_event_, {}));
+    std::string event = std::exchange(pending_event_, {});
+    if (const int n = std::exchange(num_aborted_since_step_, 0); n > 0)
+        event += (event.empty() ? "" : "; ") + std::string("aborted ") + std::to_string(n) + (n == 1 ? " request" : " requests");
+    emit_step_stats(out, work, start, num_finished, event);
     return outputs;
 }
 

@@ -65,9 +65,9 @@ public:
     bool abort_request(const std::string& request_id);
     std::vector<RequestOutput> step();
     bool has_unfinished_requests() const;
-    // A rebuild that no step has reported yet: the next step() reports it in StepStats::event, with nothing
+    // A rebuild (or aborts) that no step has reported yet: the next step() reports it in StepStats::event, with nothing
     // to run too (then it computes nothing and only records the state and the event at its time).
-    bool has_pending_event() const { return !pending_event_.empty(); }
+    bool has_pending_event() const { return !pending_event_.empty() || num_aborted_since_step_ > 0; }
 
     // Applies a new configuration between steps, as a transaction. Scheduler knobs apply at the next
     // step; a change of block_size, KV budget, block count, KV type, prefix caching or mode drains and
@@ -156,6 +156,9 @@ private:
     uint64_t next_request_id_ = 0;
     int64_t num_steps_ = 0;
     std::string pending_event_;
+    // Requests aborted since the last step: the next step's event says so, and an idle engine steps once
+    // (has_pending_event) so that the timeline ends with the blocks they freed, as the block map shows.
+    int num_aborted_since_step_ = 0;
     std::mt19937_64 seed_rng_;
 };
 

@@ -181,6 +181,7 @@ void EngineWorker::abortOne(const QString& requestId) {
         p.finished = true;
         p.status = RequestStatus::FINISHED;
         p.finishReason = FinishReason::ABORT;
+        scheduleStep();  // an idle engine records one step: the timeline ends where the aborts left the pool
     }
     publish(true);
 }

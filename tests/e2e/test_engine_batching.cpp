@@ -341,6 +341,31 @@ private slots:
         QCOMPARE(recorder.steps().back().block_size, 8);
     }
 
+    // Aborts leave the engine idle with their blocks freed and no step to show it: the next step (which the
+    // GUI runs at once) records the state they left and says so. The timeline ended with the requests
+    // still running, before, while the block map showed the pool free.
+    void abortsAreReportedByTheNextStep() {
+        EngineConfig c = test::checked_engine_config();
+        LlmEngine engine(stories(), c);
+        StepRecorder recorder;
+        engine.set_metrics_sink(&recorder);
+        SamplingParams p;
+        p.max_tokens = 50;
+        for (const char* id : {"a", "b"}) engine.add_request(NewRequest{id, {1, 400, 401, 402}, p});
+        engine.step();
+        QCOMPARE(recorder.steps().back().num_running, 2);
+        QVERIFY(!engine.has_pending_event());
+        QVERIFY(engine.abort_request("a") && engine.abort_request("b"));
+        QVERIFY(!engine.has_unfinished_requests());
+        QVERIFY(engine.has_pending_event());
+        QVERIFY(engine.step().empty());
+        QVERIFY(!engine.has_pending_event());
+        const StepStats& s = recorder.steps().back();
+        QCOMPARE(QString::fromStdString(s.event), QString("aborted 2 requests"));
+        QCOMPARE(s.num_running, 0);
+        QCOMPARE(s.num_used_blocks, 0);
+    }
+
     // A request that finished at max_model_len but is not released yet (the server and the GUI release
     // after delivering outputs) must not make a rebuild throw.
     void finishedUnreleasedRequestDoesNotBlockRebuild() {
