@@ -214,6 +214,13 @@ void ScriptRunner::start() {  // once per run (main.cpp)
     next();
 }
 
+void ScriptRunner::settleLayout() {
+    // A resize reaches nested layouts through posted layout requests, a round per level (the charts panel
+    // then rearranges its columns and asks for another): a screenshot right after a resize caught the old
+    // arrangement, with clipped titles. Only layout requests are sent here, never timers or input.
+    for (int round = 0; round < 8; ++round) QCoreApplication::sendPostedEvents(nullptr, QEvent::LayoutRequest);
+}
+
 void ScriptRunner::fail(const QString& message) {
     if (m_done) return;
     m_done = true;
@@ -303,6 +310,7 @@ bool ScriptRunner::runAction(const QJsonObject& a) {
         QDir dir(m_outputDir.isEmpty() ? QDir::currentPath() : m_outputDir);
         dir.mkpath(".");
         const QString file = dir.filePath(a.value("file").toString("screenshot.png"));
+        settleLayout();
         // Charts that were out of view replot when painted, a frame late: the picture has them current.
         m_window->chartsPanel()->replotNow();
         QImage image = m_window->grab().toImage();
@@ -318,6 +326,7 @@ bool ScriptRunner::runAction(const QJsonObject& a) {
     if (action == "resize") {
         // The size a person would give it, so a session replays at 1024x700 as at 2560x1440.
         m_window->resize(a.value("width").toInt(m_window->width()), a.value("height").toInt(m_window->height()));
+        settleLayout();
         return true;
     }
     if (action == "key") {

@@ -43,6 +43,7 @@ private:
     void fail(const QString& message);
     void waitUntil(std::function<bool()> done, int timeoutMs, const QString& what);
     bool runAction(const QJsonObject& a);  // false when it continues asynchronously
+    void settleLayout();                   // runs the window's pending layout passes (after a resize)
 
     MainWindow* m_window;
     QJsonObject m_script;
