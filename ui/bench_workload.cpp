@@ -43,6 +43,13 @@ BenchPlan finishPlan(const BenchSpec& spec, std::vector<BenchRequest> workload, 
 
 }  // namespace
 
+void checkBenchSpec(const BenchSpec& spec) {
+    check_workload_options(workloadOptions(spec, 1 << 30));
+    (void)arrival_offsets(0, spec.requestRate, spec.burstiness, spec.seed);  // checks the burstiness
+    if (spec.requestRate < 0) throw BadInput("request_rate must be >= 0 (0: all at once), got " + std::to_string(spec.requestRate));
+    if (spec.maxConcurrency < 0) throw BadInput("max_concurrency must be >= 0, got " + std::to_string(spec.maxConcurrency));
+}
+
 BenchPlan makeBenchPlan(const BenchSpec& spec, const Model& model, int maxModelLen) {
     return finishPlan(spec, make_workload(workloadOptions(spec, maxModelLen), model.tokenizer, model.config.vocab_size),
                       maxModelLen);

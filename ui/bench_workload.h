@@ -22,6 +22,9 @@ struct BenchPlan {
 
 // Throws BadInput when the spec cannot run (lengths beyond max_model_len, no prompts).
 BenchPlan makeBenchPlan(const BenchSpec& spec, const Model& model, int maxModelLen);
+// Throws BadInput for values no model could run (no prompts, lengths < 1, a negative rate), before any
+// model is known: what a script's benchmark action is checked with at load.
+void checkBenchSpec(const BenchSpec& spec);
 // For a remote engine known only through its /tokenize: random and shared-prefix prompts drawn from
 // `ordinaryIds` (server_vocabulary_sample), as `kvscope-cli bench --base-url` without --tokenizer.
 BenchPlan makeBenchPlan(const BenchSpec& spec, const std::vector<int32_t>& ordinaryIds, int maxModelLen);

@@ -1,6 +1,7 @@
 #include "script_runner.h"
 
 #include "bench_spec.h"
+#include "bench_workload.h"
 #include "charts_panel.h"
 #include "benchmark_panel.h"
 #include "chat_pane.h"
@@ -14,6 +15,7 @@
 #include <QDir>
 #include <QKeyEvent>
 #include <QFile>
+#include <QFileInfo>
 #include <QImage>
 #include <QJsonDocument>
 #include <QMap>
@@ -177,6 +179,29 @@ bool ScriptRunner::loadJson(const QJsonObject& script, QString* error) {
             if (a.contains(key) && !(a.value(key).toDouble() >= range.first && a.value(key).toDouble() <= range.second))
                 return failWith(QString("actions[%1] (%2): \"%3\" must be in [%4, %5], got %6")
                                     .arg(i).arg(name, key).arg(range.first).arg(range.second).arg(a.value(key).toDouble()));
+        // What an action cannot do without (a submit with no prompt sent an empty message; a resize with
+        // no size shrank the window to its minimum).
+        const std::pair<const char*, QStringList> kNeeds[] = {
+            {"submit", {"prompt"}}, {"send_all", {"prompt"}}, {"key", {"keys"}}, {"connect", {"base_url"}}};
+        for (const auto& [action, keys] : kNeeds)
+            for (const QString& key : keys)
+                if (name == action && !a.contains(key))
+                    return failWith(QString("actions[%1] (%2): \"%3\" is missing").arg(i).arg(name, key));
+        if (name == "resize" && !a.contains("width") && !a.contains("height"))
+            return failWith(QString("actions[%1] (resize): give \"width\", \"height\" or both").arg(i));
+        try {
+            if (name == "open_pane") {  // sampling as the engine takes it (max_tokens 0 ran as 1 token)
+                SamplingParams s;
+                s.temperature = float(a.value("temperature").toDouble(s.temperature));
+                s.top_p = float(a.value("top_p").toDouble(s.top_p));
+                s.top_k = a.value("top_k").toInt(s.top_k);
+                s.max_tokens = a.value("max_tokens").toInt(s.max_tokens);
+                s.validate();
+            }
+            if (name == "benchmark") checkBenchSpec(BenchSpec::fromJson(a));
+        } catch (const std::exception& e) {
+            return failWith(QString("actions[%1] (%2): %3").arg(i).arg(name, e.what()));
+        }
         if (name == "benchmark" && a.contains("dataset") &&
             !QStringList{"random", "shared-prefix", "sharegpt"}.contains(a.value("dataset").toString()))
             return failWith(QString("actions[%1] (benchmark): unknown dataset '%2' (random, shared-prefix or sharegpt)")
@@ -256,7 +281,7 @@ void ScriptRunner::waitUntil(std::function<bool()> done, int timeoutMs, const QS
             return;
         }
         if (m_clock.elapsed() > deadline) {
-            fail(QString("timed out waiting for %1").arg(what));
+            fail(QString("actions[%1]: timed out waiting for %2").arg(m_index - 1).arg(what));
             return;
         }
         QTimer::singleShot(25, this, *poll);
@@ -308,8 +333,8 @@ bool ScriptRunner::runAction(const QJsonObject& a) {
     }
     if (action == "screenshot") {
         QDir dir(m_outputDir.isEmpty() ? QDir::currentPath() : m_outputDir);
-        dir.mkpath(".");
         const QString file = dir.filePath(a.value("file").toString("screenshot.png"));
+        QDir().mkpath(QFileInfo(file).absolutePath());  // "shots/1024.png" makes its folder
         settleLayout();
         // Charts that were out of view replot when painted, a frame late: the picture has them current.
         m_window->chartsPanel()->replotNow();

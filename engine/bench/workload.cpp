@@ -36,7 +36,9 @@ int sample_len(int len, double ratio, std::mt19937_64& rng) {
     return std::uniform_int_distribution<int>(lo, hi)(rng);
 }
 
-void check(const WorkloadOptions& o) {
+}  // namespace
+
+void check_workload_options(const WorkloadOptions& o) {
     if (o.num_prompts < 1) throw BadInput("--num-prompts must be >= 1 (got " + std::to_string(o.num_prompts) + ")");
     if (o.input_len < 1) throw BadInput("--input-len must be >= 1 (got " + std::to_string(o.input_len) + ")");
     if (o.output_len < 1) throw BadInput("--output-len must be >= 1 (got " + std::to_string(o.output_len) + ")");
@@ -46,6 +48,8 @@ void check(const WorkloadOptions& o) {
         throw BadInput("--output-range-ratio must be in [0, 1) (got " + std::to_string(o.output_range_ratio) + ")");
     if (o.prefix_len < 0) throw BadInput("--prefix-len must be >= 0 (got " + std::to_string(o.prefix_len) + ")");
 }
+
+namespace {
 
 std::vector<BenchRequest> random_workload(const WorkloadOptions& o, const std::vector<int32_t>& ids,
                                           const std::vector<int32_t>& prefix, std::mt19937_64& rng) {
@@ -102,7 +106,7 @@ std::vector<BenchRequest> sharegpt_workload(const WorkloadOptions& o, const Toke
 }  // namespace
 
 std::vector<BenchRequest> make_workload(const WorkloadOptions& o, const Tokenizer& tok, int vocab_size) {
-    check(o);
+    check_workload_options(o);
     if (o.dataset == "sharegpt") {
         std::mt19937_64 rng(o.seed);
         return sharegpt_workload(o, tok, rng);
@@ -111,7 +115,7 @@ std::vector<BenchRequest> make_workload(const WorkloadOptions& o, const Tokenize
 }
 
 std::vector<BenchRequest> make_workload(const WorkloadOptions& o, const std::vector<int32_t>& ids) {
-    check(o);
+    check_workload_options(o);
     if (o.dataset == "sharegpt") throw BadInput("--dataset sharegpt needs a tokenizer (--tokenizer DIR|FILE)");
     if (ids.empty()) throw BadInput("no token ids to build random prompts from");
     std::mt19937_64 rng(o.seed);

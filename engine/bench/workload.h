@@ -32,6 +32,8 @@ struct WorkloadOptions {
 };
 
 // Throws BadInput naming the option or file when the workload cannot be built.
+// Throws BadInput naming the first option out of range (make_workload checks them first too).
+void check_workload_options(const WorkloadOptions& options);
 std::vector<BenchRequest> make_workload(const WorkloadOptions& options, const Tokenizer& tokenizer, int vocab_size);
 // The random and shared-prefix datasets drawn from `ordinary_ids` (for a remote engine whose vocabulary
 // is known only through its /tokenize); sharegpt needs a tokenizer and is refused (BadInput).

@@ -230,6 +230,12 @@ private slots:
             {R"({"actions": [{"action": "wait", "ms": -5}]})", "\"ms\" must be in [0, "},
             {R"({"actions": [{"action": "wait", "ms": 1, "at_ms": 1e15}]})", "\"at_ms\" must be in [0, "},
             {R"({"actions": [{"action": "screenshot", "width": 40000}]})", "\"width\" must be in [1, 8192]"},
+            // Values that ran as something else: no prompt (an empty message), max_tokens 0 (1 token), no
+            // prompts, a resize to nothing (the window's minimum).
+            {R"({"actions": [{"action": "submit", "pane": 1}]})", "(submit): \"prompt\" is missing"},
+            {R"({"actions": [{"action": "open_pane", "max_tokens": 0}]})", "max_tokens must be >= 1"},
+            {R"({"actions": [{"action": "benchmark", "num_prompts": 0}]})", "(benchmark): --num-prompts must be >= 1"},
+            {R"({"actions": [{"action": "resize"}]})", "give \"width\", \"height\" or both"},
         };
         for (const auto& [script, expected] : cases) {
             error.clear();
