@@ -128,8 +128,12 @@ bool ScriptRunner::load(const QString& path, QString* error) {
     }
     QJsonParseError pe;
     const QJsonDocument doc = QJsonDocument::fromJson(f.readAll(), &pe);
-    if (!doc.isObject()) {
+    if (pe.error != QJsonParseError::NoError) {
         if (error) *error = QString("%1: invalid JSON at offset %2: %3").arg(path).arg(pe.offset).arg(pe.errorString());
+        return false;
+    }
+    if (!doc.isObject()) {  // JSON, but an array or a value ("no error occurred at offset 0", before)
+        if (error) *error = QString("%1: a script is a JSON object with \"actions\"").arg(path);
         return false;
     }
     QString e;
@@ -165,6 +169,7 @@ bool ScriptRunner::loadJson(const QJsonObject& script, QString* error) {
         if (!actions[i].isObject()) return failWith(QString("actions[%1]: not an object").arg(i));
         const QJsonObject a = actions[i].toObject();
         const QString name = a.value("action").toString();
+        if (!a.contains("action")) return failWith(QString("actions[%1]: \"action\" is missing").arg(i));
         if (!kActionKeys.contains(name))
             return failWith(QString("actions[%1]: unknown action '%2' (one of %3)").arg(i).arg(name, kActionKeys.keys().join(", ")));
         if (!(problem = checkKeys(a, kActionKeys[name], {{"action", 's'}, {"at_ms", 'n'}, {"comment", 's'}})).isEmpty())
