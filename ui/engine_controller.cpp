@@ -49,6 +49,12 @@ EngineController::EngineController(QObject* parent) : QObject(parent) {
         m_config = c;
         emit configChanged(c);
     });
+    connect(m_worker, &EngineWorker::kvCacheResolved, this, [this](const QString& dtype, qint64 bytesPerToken) {
+        if (dtype == m_model.kvCacheDtype && bytesPerToken == m_model.kvBytesPerToken) return;
+        m_model.kvCacheDtype = dtype;  // the engine panel and the export said float32 after a switch to float16
+        m_model.kvBytesPerToken = bytesPerToken;
+        emit modelSummaryChanged(m_model);
+    });
     connect(m_worker, &EngineWorker::benchmarkProgressed, this, &EngineController::benchmarkProgressed);
     auto benchmarkDone = [this](const BenchResult& r) {
         m_benchRunning = false;

@@ -68,6 +68,8 @@ signals:
     void serverSampled();
     void modelLoadStarted(const QString& spec);
     void modelLoaded(const kvscope::ui::ModelSummary& summary);
+    // The summary changed without a load (a new KV cache type): views that show it redraw.
+    void modelSummaryChanged(const kvscope::ui::ModelSummary& summary);
     void modelLoadFailed(const QString& spec, const QString& message);
     void configChanged(const kvscope::EngineConfig& config);
     void requestUpdated(const kvscope::ui::RequestProgress& progress);

@@ -192,6 +192,8 @@ void EngineWorker::reconfigure(const EngineConfig& config) {
     try {
         m_engine->reconfigure(config);
         emit configApplied(m_engine->config());
+        emit kvCacheResolved(QString::fromStdString(kv_cache_dtype_name(m_engine->kv_cache_dtype())),
+                             m_model->config.kv_bytes_per_token(m_engine->kv_cache_dtype()));
         scheduleStep();
         publish(true);
     } catch (const std::exception& e) {

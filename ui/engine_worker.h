@@ -56,6 +56,9 @@ signals:
     void historyTrimmed(const QString& requestId, int droppedMessages);
     void errorOccurred(const QString& message);
     void configApplied(const kvscope::EngineConfig& config);
+    // After a reconfiguration: the KV cache type the engine resolved (kv_cache_dtype auto follows the
+    // weights) and what one token holds in it, for the model's summary.
+    void kvCacheResolved(const QString& dtype, qint64 bytesPerToken);
     // A reconfiguration was refused whole (the engine runs on with the configuration configApplied gave).
     void reconfigureRefused(const QString& message);
     void benchmarkProgressed(int finished, int total);

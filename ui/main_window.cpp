@@ -97,21 +97,7 @@ MainWindow::MainWindow(QWidget* parent)
         m_blockMap->setVisible(true);
         m_tuning->setEnabled(true);
         m_modelLabel->setText(QString("<b>%1</b>").arg(s.name.toHtmlEscaped()));
-        m_modelInfo->setText(tr("<b>%1</b><br>%2, %3 layers, vocab %4<br>%5 M params, weights %6<br>KV %7 / token "
-                                "(%11), chat template %8<br>tokenizer %9, loaded in %10 s")
-                                 .arg(s.spec.toHtmlEscaped(), s.architecture)
-                                 .arg(s.numLayers)
-                                 .arg(s.vocabSize)
-                                 .arg(double(s.numParams) / 1e6, 0, 'f', 2)
-                                 .arg(bytesText(s.weightBytes))
-                                 .arg(bytesText(s.kvBytesPerToken),
-                                      s.chatTemplateUnrecognized
-                                          ? tr("<span style='color:#e0a040'>plain: the model's template is not one "
-                                               "kvscope knows, so chats are sent as a plain transcript</span>")
-                                          : s.chatTemplate,
-                                      s.tokenizer)
-                                 .arg(s.loadSeconds, 0, 'f', 2)
-                                 .arg(s.kvCacheDtype));
+        showModelInfo(s);
         m_lastModel = s.spec;  // saved by closeEvent
         setWindowTitle(s.simulationLabel.isEmpty() ? QString("kvscope - %1").arg(s.name)
                                                    : QString("kvscope - %1 (%2)").arg(s.name, s.simulationLabel));
@@ -119,6 +105,7 @@ MainWindow::MainWindow(QWidget* parent)
         m_charts->setStepChartsNote({});
         emit modelReady();
     });
+    connect(m_controller, &EngineController::modelSummaryChanged, this, &MainWindow::showModelInfo);
     connect(m_controller, &EngineController::modelLoadFailed, this, [this](const QString& spec, const QString& message) {
         m_loadProgress->setVisible(false);
         // The model loaded before is still the one running: the toolbar keeps its name.
@@ -559,6 +546,24 @@ void MainWindow::selectRequest(const QString& requestId) {
     const int row = m_controller->session()->indexOf(requestId);
     if (row >= 0 && row < m_requestModel->rowCount() && m_requestTable->currentIndex().row() != row)
         m_requestTable->setCurrentIndex(m_requestModel->index(row, 0));
+}
+
+void MainWindow::showModelInfo(const ModelSummary& s) {
+    m_modelInfo->setText(tr("<b>%1</b><br>%2, %3 layers, vocab %4<br>%5 M params, weights %6<br>KV %7 / token "
+                            "(%11), chat template %8<br>tokenizer %9, loaded in %10 s")
+                             .arg(s.spec.toHtmlEscaped(), s.architecture)
+                             .arg(s.numLayers)
+                             .arg(s.vocabSize)
+                             .arg(double(s.numParams) / 1e6, 0, 'f', 2)
+                             .arg(bytesText(s.weightBytes))
+                             .arg(bytesText(s.kvBytesPerToken),
+                                  s.chatTemplateUnrecognized
+                                      ? tr("<span style='color:#e0a040'>plain: the model's template is not one "
+                                           "kvscope knows, so chats are sent as a plain transcript</span>")
+                                      : s.chatTemplate,
+                                  s.tokenizer)
+                             .arg(s.loadSeconds, 0, 'f', 2)
+                             .arg(s.kvCacheDtype));
 }
 
 void MainWindow::updateStatus() {

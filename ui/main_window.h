@@ -78,6 +78,7 @@ private:
     void buildLayout();
     void restoreSettings();
     void updateStatus();
+    void showModelInfo(const ModelSummary& summary);  // the engine panel's model text
     ChatPane* activePane() const;
 
     EngineController* m_controller;

@@ -90,6 +90,10 @@ private slots:
         QJsonParseError pe;
         const QJsonObject session = QJsonDocument::fromJson(f.readAll(), &pe).object();
         QCOMPARE(pe.error, QJsonParseError::NoError);
+        // The switch to a float16 cache reaches the model's summary (the engine panel and the export said
+        // float32, the type at load, before).
+        QCOMPARE(window.controller()->modelSummary().kvCacheDtype, QString("float16"));
+        QCOMPARE(session.value("model").toObject().value("kv_cache_dtype").toString(), QString("float16"));
         const QJsonArray requests = session.value("requests").toArray();
         // 2 panes x 1 prompt + the benchmark's warm-up request and its 12 timed ones + 1 more prompt: the
         // warm-up ran in the engine, so the session shows it (its origin is "benchmark").
