@@ -114,6 +114,17 @@ void validateEngineSettings(const QJsonObject& e) {
     if (c.scheduler.max_model_len == 0) c.scheduler.max_model_len = std::max(1, c.scheduler.max_num_batched_tokens);
     c.validate();
 }
+// An open_pane action's sampling over `base` (the pane's defaults): the same fields at load, where the
+// engine's validate() checks them, and when the pane opens.
+SamplingParams samplingFrom(const QJsonObject& a, SamplingParams base) {
+    base.temperature = float(a.value("temperature").toDouble(base.temperature));
+    base.top_p = float(a.value("top_p").toDouble(base.top_p));
+    base.top_k = a.value("top_k").toInt(base.top_k);
+    base.max_tokens = a.value("max_tokens").toInt(base.max_tokens);
+    if (a.contains("seed")) base.seed = uint64_t(a.value("seed").toInt());
+    return base;
+}
+
 }  // namespace
 
 ScriptRunner::ScriptRunner(MainWindow* window, QObject* parent) : QObject(parent), m_window(window), m_poll(this) {
@@ -181,28 +192,21 @@ bool ScriptRunner::loadJson(const QJsonObject& script, QString* error) {
             {"ms", {0, 86400000}}, {"timeout_ms", {0, 86400000}}, {"at_ms", {0, 86400000}},
             {"width", {1, 8192}},  {"height", {1, 8192}},         {"pane", {1, 1024}}};
         for (const auto& [key, range] : kRanges)
-            if (a.contains(key) && !(a.value(key).toDouble() >= range.first && a.value(key).toDouble() <= range.second))
+            if (const double v = a.value(key).toDouble(); a.contains(key) && !(v >= range.first && v <= range.second))
                 return failWith(QString("actions[%1] (%2): \"%3\" must be in [%4, %5], got %6")
-                                    .arg(i).arg(name, key).arg(range.first).arg(range.second).arg(a.value(key).toDouble()));
+                                    .arg(i).arg(name, key).arg(range.first).arg(range.second).arg(v));
         // What an action cannot do without (a submit with no prompt sent an empty message; a resize with
         // no size shrank the window to its minimum).
-        const std::pair<const char*, QStringList> kNeeds[] = {
-            {"submit", {"prompt"}}, {"send_all", {"prompt"}}, {"key", {"keys"}}, {"connect", {"base_url"}}};
-        for (const auto& [action, keys] : kNeeds)
-            for (const QString& key : keys)
-                if (name == action && !a.contains(key))
-                    return failWith(QString("actions[%1] (%2): \"%3\" is missing").arg(i).arg(name, key));
+        const std::pair<const char*, const char*> kNeeds[] = {
+            {"submit", "prompt"}, {"send_all", "prompt"}, {"key", "keys"}, {"connect", "base_url"}};
+        for (const auto& [action, key] : kNeeds)
+            if (name == action && !a.contains(key))
+                return failWith(QString("actions[%1] (%2): \"%3\" is missing").arg(i).arg(name, key));
         if (name == "resize" && !a.contains("width") && !a.contains("height"))
             return failWith(QString("actions[%1] (resize): give \"width\", \"height\" or both").arg(i));
         try {
-            if (name == "open_pane") {  // sampling as the engine takes it (max_tokens 0 ran as 1 token)
-                SamplingParams s;
-                s.temperature = float(a.value("temperature").toDouble(s.temperature));
-                s.top_p = float(a.value("top_p").toDouble(s.top_p));
-                s.top_k = a.value("top_k").toInt(s.top_k);
-                s.max_tokens = a.value("max_tokens").toInt(s.max_tokens);
-                s.validate();
-            }
+            // Sampling as the engine takes it (max_tokens 0 ran as 1 token).
+            if (name == "open_pane") samplingFrom(a, {}).validate();
             if (name == "benchmark") checkBenchSpec(BenchSpec::fromJson(a));
         } catch (const std::exception& e) {
             return failWith(QString("actions[%1] (%2): %3").arg(i).arg(name, e.what()));
@@ -308,13 +312,7 @@ bool ScriptRunner::runAction(const QJsonObject& a) {
     };
     if (action == "open_pane") {
         ChatPane* p = m_window->addPane();
-        SamplingParams s = p->samplingParams();
-        s.temperature = float(a.value("temperature").toDouble(s.temperature));
-        s.top_p = float(a.value("top_p").toDouble(s.top_p));
-        s.top_k = a.value("top_k").toInt(s.top_k);
-        s.max_tokens = a.value("max_tokens").toInt(s.max_tokens);
-        if (a.contains("seed")) s.seed = uint64_t(a.value("seed").toInt());
-        p->setSamplingParams(s);
+        p->setSamplingParams(samplingFrom(a, p->samplingParams()));
         p->setPriority(a.value("priority").toInt(0));
         if (a.contains("system")) p->setSystemPrompt(a.value("system").toString());
         if (a.contains("color")) p->setColor(QColor(a.value("color").toString()));
