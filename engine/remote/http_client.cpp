@@ -40,11 +40,27 @@ std::string http_status_text(int status, const std::string& body) {
     return "HTTP " + std::to_string(status) + (why.empty() ? "" : ": " + body_excerpt(why));
 }
 
-void set_tls_options(void* curl, const HttpEndpoint& endpoint) {
+static_assert(kCurlErrorBytes == CURL_ERROR_SIZE);
+
+void set_transfer_options(void* curl, const HttpEndpoint& endpoint, char* error_buffer) {
     CURL* c = static_cast<CURL*>(curl);
     if (!endpoint.ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, endpoint.ca_file.c_str());
     curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, endpoint.insecure ? 0L : 1L);
     curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, endpoint.insecure ? 0L : 2L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(endpoint.connect_timeout_s * 1000));
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
+    curl_easy_setopt(c, CURLOPT_POSTREDIR, static_cast<long>(CURL_REDIR_POST_ALL));
+    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    // The Authorization header goes to the first host only (libcurl's rule for custom headers): a
+    // redirect to another host does not carry the API key there.
+    error_buffer[0] = '\0';
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error_buffer);
+}
+
+std::string curl_error_text(int code, const char* error_buffer) {
+    return error_buffer && error_buffer[0] ? std::string(error_buffer) : curl_easy_strerror(static_cast<CURLcode>(code));
 }
 
 void init_curl_once() {
@@ -100,9 +116,8 @@ HttpResponse HttpClient::perform(const std::string& path, const std::string* bod
     curl_easy_reset(c);  // keeps the connection cache
     const std::string url = endpoint_.url(path);
     curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-    set_tls_options(c, endpoint_);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(endpoint_.connect_timeout_s * 1000));
+    char error_buffer[kCurlErrorBytes];
+    set_transfer_options(c, endpoint_, error_buffer);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
                      static_cast<long>((timeout_s > 0 ? timeout_s : endpoint_.request_timeout_s) * 1000));
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, append_body);
@@ -117,10 +132,11 @@ HttpResponse HttpClient::perform(const std::string& path, const std::string* bod
     }
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
     const CURLcode rc = curl_easy_perform(c);
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, nullptr);  // the buffer ends with this call
     curl_slist_free_all(headers);
     if (rc != CURLE_OK) {
         r.error = rc == CURLE_WRITE_ERROR ? "the answer is larger than " + std::to_string(kMaxResponseBytes >> 20) + " MiB"
-                                          : curl_easy_strerror(rc);  // callers name the URL
+                                          : curl_error_text(rc, error_buffer);  // callers name the URL
         return r;
     }
     long status = 0;

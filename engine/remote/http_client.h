@@ -40,8 +40,16 @@ struct HttpResponse {
 
 // curl_global_init, once per process, before any handle (thread-safe).
 void init_curl_once();
-// Sets an easy handle's TLS verification from the endpoint (`curl` is a CURL*).
-void set_tls_options(void* curl, const HttpEndpoint& endpoint);
+// What every easy handle to the endpoint shares (`curl` is a CURL*): TLS verification, the connect
+// timeout, no signals, redirects, and curl's detailed error text into error_buffer (CURL_ERROR_SIZE
+// bytes, curl_error_text). Redirects are followed as vLLM's benchmark (aiohttp) and curl -L follow them
+// (a proxy's http -> https or a moved path), at most 5, over http(s) only, and a POST stays a POST
+// whatever the code: a 301 that turned a completion into a GET would only fail there, with a 405.
+void set_transfer_options(void* curl, const HttpEndpoint& endpoint, char* error_buffer);
+inline constexpr size_t kCurlErrorBytes = 256;  // CURL_ERROR_SIZE, without curl.h here
+// curl's message for a failed transfer: the error buffer's detail ("SSL certificate problem: self-signed
+// certificate", "Failed to connect to host port 1: Connection refused") where it has one, else the code's text.
+std::string curl_error_text(int code, const char* error_buffer);
 // The base URL as shown and exported: without user:password@ (credentials never go into a result file).
 std::string redacted_url(const std::string& url);
 // "HTTP 404: <the server's error message>" (its JSON error body's message where it has one, else the

@@ -13,6 +13,7 @@ struct HttpStreamPool::Transfer {
     std::string url, body, auth;
     StreamHandlers handlers;
     bool stopped_by_reader = false;
+    char error_buffer[CURL_ERROR_SIZE] = {};
 
     ~Transfer() {
         curl_slist_free_all(headers);
@@ -64,8 +65,7 @@ void HttpStreamPool::post(const std::string& path, std::string body, StreamHandl
     t->easy = curl_easy_init();
     CURL* e = t->easy;
     curl_easy_setopt(e, CURLOPT_URL, t->url.c_str());
-    set_tls_options(e, endpoint_);
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    set_transfer_options(e, endpoint_, t->error_buffer);
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, t->body.c_str());
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, static_cast<long>(t->body.size()));
     t->headers = curl_slist_append(t->headers, "Content-Type: application/json");
@@ -75,7 +75,6 @@ void HttpStreamPool::post(const std::string& path, std::string body, StreamHandl
         t->headers = curl_slist_append(t->headers, t->auth.c_str());
     }
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(endpoint_.connect_timeout_s * 1000));
     // "Less than 1 byte/s for N seconds": a stream that stalls, before or after its first byte.
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, std::max(1L, static_cast<long>(std::ceil(endpoint_.request_timeout_s))));
@@ -136,7 +135,7 @@ void HttpStreamPool::run() {
             } else if (rc == CURLE_OPERATION_TIMEDOUT) {
                 error = "timed out: no data for " + std::to_string(timeout_s) + " s (--request-timeout)";
             } else {
-                error = redacted_url(it->second->url) + ": " + curl_easy_strerror(rc);
+                error = redacted_url(it->second->url) + ": " + curl_error_text(rc, it->second->error_buffer);
             }
             finish(e, error);
         }

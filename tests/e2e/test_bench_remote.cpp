@@ -34,6 +34,12 @@ namespace {
 class MisbehavingServer {
 public:
     MisbehavingServer() {
+        // /moved/...: a 301 to /good/... (a proxy's moved path), for GETs and POSTs alike.
+        auto moved = [](const httplib::Request& req, httplib::Response& res) {
+            res.set_redirect("/good" + req.matches[1].str(), 301);
+        };
+        server_.Get(R"(/moved(/.*))", moved);
+        server_.Post(R"(/moved(/.*))", moved);
         server_.Get(R"(/(\w+)/v1/models)", [](const httplib::Request&, httplib::Response& res) {
             res.set_content(R"({"object": "list", "data": [{"id": "dummy:tiny", "object": "model", "owned_by": "vllm"}]})", "application/json");
         });
@@ -386,6 +392,15 @@ private slots:
         int with_error = 0;
         for (const auto& row : kvscope::test::read_jsonl(rows)) with_error += !row.value("error", std::string()).empty();
         QCOMPARE(with_error, 4);
+    }
+
+    // A base URL that answers 301 (a moved path behind a proxy): followed, as curl -L and vLLM's benchmark
+    // (aiohttp) follow it, and the POSTs stay POSTs.
+    void redirectsAreFollowed() {
+        const ProcessResult r = bench(workload(4) + QStringList{"--base-url", misbehaving("moved"), "--tokenizer", "dummy:tiny",
+                                                                "--num-warmups", "0"});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        QVERIFY2(r.out.contains(QRegularExpression("Successful requests:\\s+4\\b")), qPrintable(r.out));
     }
 
     void badRemoteFlagsExit2() {
