@@ -2,6 +2,7 @@
 
 #include "model/incremental_detokenizer.h"
 #include "util/errors.h"
+#include "util/json_number.h"
 #include "util/utf8.h"
 
 #include <algorithm>
@@ -53,9 +54,8 @@ float get_float(const json& body, const char* name, double fallback) {
 }
 
 int64_t as_integer(const json& v, const std::string& name) {
-    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
-        throw ApiError(400, name + " is too large: " + shown(v), name);
-    if (v.is_number_integer()) return v.get<int64_t>();
+    if (const auto n = json_integer(v)) return *n;
+    if (v.is_number_unsigned()) throw ApiError(400, name + " is too large: " + shown(v), name);
     if (v.is_number_float()) {  // 20.0 from clients that only have doubles
         const double d = v.get<double>();
         if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15) return static_cast<int64_t>(d);

@@ -1,6 +1,7 @@
 #include "model/safetensors_file.h"
 
 #include "util/errors.h"
+#include "util/json_number.h"
 
 #include <nlohmann/json.hpp>
 
@@ -47,15 +48,7 @@ std::string brief(const json& v) {
 }
 
 // A JSON value as a non-negative int64, or nullopt when it is not one.
-std::optional<int64_t> as_count(const json& v) {
-    if (v.is_number_unsigned()) {
-        const auto u = v.get<uint64_t>();
-        if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
-        return static_cast<int64_t>(u);
-    }
-    if (v.is_number_integer() && v.get<int64_t>() >= 0) return v.get<int64_t>();
-    return std::nullopt;
-}
+std::optional<int64_t> as_count(const json& v) { return json_integer_in(v, 0, std::numeric_limits<int64_t>::max()); }
 
 }  // namespace
 

@@ -2,6 +2,7 @@
 
 #include "remote/http_client.h"
 #include "util/errors.h"
+#include "util/json_number.h"
 
 #include <nlohmann/json.hpp>
 
@@ -97,10 +98,8 @@ bool OpenAiStreamReader::take_event(const std::string& data, double t) {
         // 10^6 completion tokens for 8 chunks, before).
         const auto count = [](const json& obj, const char* key, int64_t most) -> int {
             const auto v = obj.find(key);
-            if (v == obj.end() || !v->is_number_integer()) return -1;
-            const int64_t n = v->is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(v->get<uint64_t>(), INT64_MAX))
-                                                      : v->get<int64_t>();
-            return n >= 0 && n <= most ? static_cast<int>(n) : -1;
+            const auto n = v == obj.end() ? std::nullopt : json_integer_in(*v, 0, most);
+            return n ? static_cast<int>(*n) : -1;
         };
         prompt_tokens_ = std::max(prompt_tokens_, count(*u, "prompt_tokens", INT32_MAX));
         completion_tokens_ = std::max(completion_tokens_, count(*u, "completion_tokens", max_tokens_ > 0 ? max_tokens_ : INT32_MAX));

@@ -3,6 +3,7 @@
 #include "remote/prometheus_text.h"
 #include "remote/server_metrics.h"
 #include "util/errors.h"
+#include "util/json_number.h"
 
 #include <nlohmann/json.hpp>
 
@@ -107,12 +108,11 @@ std::vector<int32_t> ServerTokenizer::tokenize(const std::string& text) {
         const json& id = t.is_object() && t.contains("id") ? t["id"] : t;
         if (!id.is_number_integer()) continue;
         // An id no vocabulary has (negative, past int: 2^40 was cut to 0) would go out as a prompt token.
-        const bool fits = id.is_number_unsigned() ? id.get<uint64_t>() <= INT32_MAX
-                                                  : id.get<int64_t>() >= 0 && id.get<int64_t>() <= INT32_MAX;
-        if (!fits)
+        const auto n = json_integer_in(id, 0, INT32_MAX);
+        if (!n)
             throw BadInput(client_.endpoint().shown_url("/tokenize") + ": the server answered token id " + id.dump() +
                            ", which no vocabulary has; give a local tokenizer with --tokenizer DIR|FILE");
-        ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+        ids.push_back(static_cast<int32_t>(*n));
     }
     return ids;
 }
