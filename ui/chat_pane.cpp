@@ -345,7 +345,7 @@ void ChatPane::submitConversation() {
     m_heldToolTip.clear();
     appendRole(m_title == QString() ? tr("Model") : tr("Model"));
     m_historyTrimmed = false;
-    m_requestId = m_controller->submitRequest(c, m_title, m_color);
+    m_requestId = m_lastRequestId = m_controller->submitRequest(c, m_title, m_color);
     m_stateLabel->setText(tr("waiting"));
     m_statsLabel->clear();
     updateButtons();
@@ -497,8 +497,9 @@ bool ChatPane::eventFilter(QObject* watched, QEvent* event) {
         else QToolTip::showText(help->globalPos(), tip, m_transcript->viewport());
         return true;
     }
-    if (watched == m_transcript->viewport() && event->type() == QEvent::MouseButtonPress && isBusy())
-        emit requestSelected(m_requestId);
+    // A finished request stays selectable: its row in the table, its numbers.
+    if (watched == m_transcript->viewport() && event->type() == QEvent::MouseButtonPress && !m_lastRequestId.isEmpty())
+        emit requestSelected(m_lastRequestId);
     return QFrame::eventFilter(watched, event);
 }
 

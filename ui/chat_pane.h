@@ -35,6 +35,8 @@ public:
     QString title() const { return m_title; }
     QColor color() const { return m_color; }
     QString currentRequestId() const { return m_requestId; }
+    // The pane's latest request, running or finished ("" before the first): what clicking the pane selects.
+    QString lastRequestId() const { return m_lastRequestId; }
     bool isBusy() const { return !m_requestId.isEmpty(); }
     QString lastReply() const { return m_lastReply; }
     // The tooltip of the reply token under a point of the transcript's viewport: its probability and
@@ -83,7 +85,8 @@ private:
     QString m_title;
     QColor m_color;
     std::vector<ChatMessage> m_history;  // completed turns (user, assistant, ...)
-    QString m_requestId;
+    QString m_requestId;      // the request in flight, "" when none
+    QString m_lastRequestId;  // the latest submitted, kept after it finishes
     bool m_historyTrimmed = false;  // the engine left out older messages of the current request
     QString m_reply;
     QString m_heldToolTip;  // alternatives of tokens whose text has not arrived yet

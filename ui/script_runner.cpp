@@ -265,7 +265,16 @@ void ScriptRunner::next() {
     while (!m_done) {
         if (m_index >= m_actions.size()) {
             m_done = true;
-            emit finished(true, QString("%1 actions done in %2 s").arg(m_actions.size()).arg(m_clock.elapsed() / 1e3, 0, 'f', 1));
+            QString message = QString("%1 actions done in %2 s").arg(m_actions.size()).arg(m_clock.elapsed() / 1e3, 0, 'f', 1);
+            // Work still in flight is exported as it stands (running, without metrics): said, so that a
+            // script meant to export finished requests gets its missing wait_idle.
+            int inFlight = 0;
+            for (const RequestRecord& r : m_window->controller()->session()->requests())
+                inFlight += r.status != RequestStatus::FINISHED;
+            if (inFlight > 0)
+                message += QString("; %1 request(s) still in flight, exported unfinished (end with wait_idle to finish them)")
+                               .arg(inFlight);
+            emit finished(true, message);
             return;
         }
         const QJsonObject a = m_actions[m_index].toObject();
@@ -327,7 +336,7 @@ bool ScriptRunner::runAction(const QJsonObject& a) {
         return true;
     }
     if (action == "select") {
-        if (ChatPane* p = paneAt(a)) m_window->selectRequest(p->currentRequestId());
+        if (ChatPane* p = paneAt(a)) m_window->selectRequest(p->lastRequestId());
         return !m_done;
     }
     if (action == "stop_all") {

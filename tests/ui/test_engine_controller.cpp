@@ -170,6 +170,12 @@ private slots:
         }
         QVERIFY(tips.contains("rank 1"));
         QVERIFY(tipAt(int(all.indexOf("Once")) + 1).isEmpty());  // the user's text
+
+        // A click on the finished reply still selects its request (the table row, its numbers).
+        QSignalSpy selected(&pane, &ChatPane::requestSelected);
+        QTest::mouseClick(transcript->viewport(), Qt::LeftButton, {}, QPoint(5, 5));
+        QCOMPARE(selected.count(), 1);
+        QCOMPARE(selected.at(0).at(0).toString(), finished.at(0).at(0).toString());
     }
 
     void knobsMovedMidRunChangeNothing() {

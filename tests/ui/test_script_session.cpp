@@ -75,6 +75,7 @@ private slots:
         runner.start();
         QVERIFY(finished.wait(120000));
         QVERIFY2(finished.at(0).at(0).toBool(), qPrintable(finished.at(0).at(1).toString()));
+        QVERIFY2(!finished.at(0).at(1).toString().contains("in flight"), qPrintable(finished.at(0).at(1).toString()));
 
         // Idle, the window runs no timer: charts replot, the stall monitor ticks and the benchmark is fed
         // only while something changes.
@@ -179,6 +180,23 @@ private slots:
         QCOMPARE(c.block_size, 32);
         QVERIFY(c.scheduler.enable_prefix_caching);
         QCOMPARE(c.kv_cache_memory, int64_t(8) << 20);
+    }
+
+    // A script that ends with a request in flight says so: the export holds it unfinished.
+    void requestsInFlightAtTheEndAreNamed() {
+        MainWindow window;
+        ScriptRunner runner(&window);
+        QString error;
+        const QByteArray script = R"({"engine": {"max_model_len": 512, "threads": 2},
+                                      "actions": [{"action": "open_pane", "max_tokens": 400},
+                                                  {"action": "submit", "pane": 1, "prompt": "Once upon a time"}]})";
+        QVERIFY2(runner.loadJson(QJsonDocument::fromJson(script).object(), &error), qPrintable(error));
+        QSignalSpy finished(&runner, &ScriptRunner::finished);
+        connect(&window, &MainWindow::modelReady, &runner, &ScriptRunner::start);
+        window.loadModel("dummy:tiny", runner.engineConfig(EngineController::defaultConfig()));
+        QVERIFY(finished.wait(60000));
+        QVERIFY(finished.at(0).at(0).toBool());
+        QVERIFY2(finished.at(0).at(1).toString().contains("1 request(s) still in flight"), qPrintable(finished.at(0).at(1).toString()));
     }
 
     // A `set` the engine refuses fails the script, naming the action (it went on, and exited 0).
