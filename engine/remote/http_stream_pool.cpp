@@ -2,7 +2,9 @@
 
 #include <curl/curl.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <map>
 
 namespace kvscope {
@@ -14,6 +16,7 @@ struct HttpStreamPool::Transfer {
     StreamHandlers handlers;
     bool stopped_by_reader = false;
     char error_buffer[CURL_ERROR_SIZE] = {};
+    std::chrono::steady_clock::time_point last_data;  // when the last body bytes came (or the transfer started)
 
     ~Transfer() {
         curl_slist_free_all(headers);
@@ -30,6 +33,7 @@ namespace {
 
 size_t on_bytes(char* data, size_t size, size_t n, void* user) {
     auto* t = static_cast<HttpStreamPool::Transfer*>(user);
+    t->last_data = std::chrono::steady_clock::now();
     if (!t->handlers.on_data(t->status(), std::string_view(data, size * n))) {
         t->stopped_by_reader = true;
         return 0;  // libcurl ends the transfer with CURLE_WRITE_ERROR
@@ -75,9 +79,6 @@ void HttpStreamPool::post(const std::string& path, std::string body, StreamHandl
         t->headers = curl_slist_append(t->headers, t->auth.c_str());
     }
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
-    // "Less than 1 byte/s for N seconds": a stream that stalls, before or after its first byte.
-    curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, std::max(1L, static_cast<long>(std::ceil(endpoint_.request_timeout_s))));
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_bytes);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, t.get());
     curl_easy_setopt(e, CURLOPT_PRIVATE, t.get());
@@ -91,7 +92,15 @@ void HttpStreamPool::post(const std::string& path, std::string body, StreamHandl
 void HttpStreamPool::run() {
     CURLM* multi = static_cast<CURLM*>(multi_);
     std::map<CURL*, std::unique_ptr<Transfer>> active;
-    const long timeout_s = std::max(1L, static_cast<long>(std::ceil(endpoint_.request_timeout_s)));
+    // A stream that stalls, before or after its first byte, is ended here: curl's low-speed check
+    // averages over about 5 s and counts whole seconds, so --request-timeout 1 fired after 6 s.
+    using Clock = std::chrono::steady_clock;
+    const auto timeout = std::chrono::duration<double>(endpoint_.request_timeout_s);
+    char timeout_text[32];
+    std::snprintf(timeout_text, sizeof timeout_text, "%g", endpoint_.request_timeout_s);
+    const std::string timed_out = std::string("timed out: no data for ") + timeout_text + " s (--request-timeout)";
+    // How often the stalls are looked for: a tenth of the timeout, 10 ms to 1 s.
+    const int check_ms = static_cast<int>(std::clamp(endpoint_.request_timeout_s * 100, 10.0, 1000.0));
     auto finish = [&](CURL* easy, const std::string& error) {
         auto it = active.find(easy);
         if (it == active.end()) return;
@@ -113,6 +122,7 @@ void HttpStreamPool::run() {
         }
         for (auto& t : added) {
             CURL* e = t->easy;
+            t->last_data = Clock::now();
             active[e] = std::move(t);
             curl_multi_add_handle(multi, e);
         }
@@ -132,14 +142,17 @@ void HttpStreamPool::run() {
             if (rc == CURLE_OK || it == active.end()) {
             } else if (it->second->stopped_by_reader) {
                 error = "ended by the reader";
-            } else if (rc == CURLE_OPERATION_TIMEDOUT) {
-                error = "timed out: no data for " + std::to_string(timeout_s) + " s (--request-timeout)";
             } else {
                 error = redacted_url(it->second->url) + ": " + curl_error_text(rc, it->second->error_buffer);
             }
             finish(e, error);
         }
-        curl_multi_poll(multi, nullptr, 0, 1000, nullptr);
+        const auto now = Clock::now();
+        std::vector<CURL*> stalled;
+        for (const auto& [e, t] : active)
+            if (now - t->last_data > timeout) stalled.push_back(e);
+        for (CURL* e : stalled) finish(e, timed_out);
+        curl_multi_poll(multi, nullptr, 0, check_ms, nullptr);
     }
 }
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 
 namespace kvscope {
 
@@ -68,7 +69,9 @@ bool OpenAiStreamReader::feed(int status, std::string_view bytes, double t) {
         return false;
     }
     if (stall_s_ > 0 && t - last_progress_t_ > stall_s_) {
-        error_ = "timed out: bytes but no token for " + std::to_string(static_cast<int>(stall_s_)) + " s (--request-timeout)";
+        char seconds[32];
+        std::snprintf(seconds, sizeof seconds, "%g", stall_s_);
+        error_ = std::string("timed out: bytes but no token for ") + seconds + " s (--request-timeout)";
         return false;
     }
     return true;
@@ -117,9 +120,19 @@ bool OpenAiStreamReader::take_event(const std::string& data, double t) {
     // chunks; a server sends no chunk for a token whose text is still incomplete UTF-8, and its last
     // one may carry only the finish reason). The role chunk a chat stream opens with is neither and
     // says nothing about the first token.
+    // A reasoning model's thinking arrives beside the content, as delta.reasoning_content (llama-server,
+    // SGLang, vLLM before 0.10) or delta.reasoning (vLLM since): its chunks are tokens too (vLLM's
+    // benchmark times every chunk), though not the answer's text.
     const json* text = nullptr;
+    const json* reasoning = nullptr;
     if (api_ == OpenAiApi::CHAT) {
-        if (c.contains("delta") && c["delta"].is_object() && c["delta"].contains("content")) text = &c["delta"]["content"];
+        if (c.contains("delta") && c["delta"].is_object()) {
+            const json& delta = c["delta"];
+            if (delta.contains("content")) text = &delta["content"];
+            for (const char* key : {"reasoning_content", "reasoning"})
+                if (delta.contains(key) && delta[key].is_string() && !delta[key].get_ref<const std::string&>().empty())
+                    reasoning = &delta[key];
+        }
     } else if (c.contains("text")) {
         text = &c["text"];
     }
@@ -131,7 +144,7 @@ bool OpenAiStreamReader::take_event(const std::string& data, double t) {
     const bool has_text = text && text->is_string() && !text->get_ref<const std::string&>().empty();
     const bool finishes = c.contains("finish_reason") && c["finish_reason"].is_string();
     if (has_text) text_ += text->get_ref<const std::string&>();
-    if (has_text || finishes) {
+    if (has_text || reasoning || finishes) {
         chunk_times_.push_back(t);
         last_progress_t_ = t;
     }

@@ -11,6 +11,7 @@
 
 #include "remote/metrics_scraper.h"
 
+#include <QElapsedTimer>
 #include <QTcpServer>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -366,7 +367,14 @@ private slots:
     }
 
     void serverError500() { expectAllFailed(misbehaving("err500"), {}, "HTTP 500: internal failure"); }
-    void hangsMidStream() { expectAllFailed(misbehaving("hang"), {"--request-timeout", "1"}, "timed out"); }
+    void hangsMidStream() {
+        // The hanging streams stay silent for 10 s: each ends at its --request-timeout (0.5 s), not at
+        // curl's low-speed check, which averaged over 5 s and counted whole seconds (6 s for a 1 s timeout).
+        QElapsedTimer clock;
+        clock.start();
+        expectAllFailed(misbehaving("hang"), {"--request-timeout", "0.5"}, "timed out: no data for 0.5 s");
+        QVERIFY2(clock.elapsed() < 5000, qPrintable(QString::number(clock.elapsed()) + " ms"));
+    }
     void malformedSse() { expectAllFailed(misbehaving("malformed"), {}, "malformed SSE"); }
     void closedWithoutDone() { expectAllFailed(misbehaving("nodone"), {}, "without [DONE]"); }
 

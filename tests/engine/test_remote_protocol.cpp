@@ -188,6 +188,23 @@ private slots:
         QCOMPARE(r.text(), std::string("Hi"));
     }
 
+    // A reasoning model thinks in delta.reasoning_content (llama-server, SGLang) or delta.reasoning (vLLM):
+    // those chunks are tokens (the first one is the TTFT), not the answer's text. They had counted as bytes
+    // without a token, which --request-timeout ended.
+    void chatReasoningChunksAreTokens() {
+        OpenAiStreamReader r(OpenAiApi::CHAT, 0, 5);
+        r.feed(200, "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":null}}]}\n\n", 0.1);
+        r.feed(200, "data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"Let me\"}}]}\n\n", 0.4);
+        r.feed(200, "data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning\":\" think\"}}]}\n\n", 3.0);
+        QVERIFY(r.feed(200, "data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\".\"}}]}\n\n", 7.5));
+        r.feed(200, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":\"stop\"}]}\n\n", 8.0);
+        r.feed(200, "data: [DONE]\n\n", 8.1);
+        r.finish(200, "");
+        QCOMPARE(r.error(), std::string());
+        QCOMPARE(r.chunk_times(), (std::vector<double>{0.4, 3.0, 7.5, 8.0}));
+        QCOMPARE(r.text(), std::string("Hi"));
+    }
+
     // Every way a stream goes wrong ends in an error that says what happened.
     void readerErrors_data() {
         QTest::addColumn<int>("status");
