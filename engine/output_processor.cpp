@@ -19,6 +19,7 @@ RequestOutput OutputProcessor::process_token(const Request& r, int32_t token) {
     RequestOutput o;
     o.request_id = r.request_id;
     o.new_token_ids = {token};
+    o.num_cached_tokens = std::max(0, r.num_cached_tokens);
     const std::optional<FinishReason> reason = check_stop(r, st, token, o);
     if (reason) {
         st.text += st.detokenizer->flush();

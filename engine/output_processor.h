@@ -27,6 +27,7 @@ struct RequestOutput {
     // token after the first (the first has none: vLLM's None), in prompt order.
     std::optional<std::vector<TokenLogprobs>> prompt_logprobs;
     std::string text_delta;  // complete UTF-8 only; text that might begin a stop string is held back
+    int num_cached_tokens = 0;  // prompt tokens the prefix cache served when the request was first scheduled
     bool finished = false;
     FinishReason finish_reason = FinishReason::NONE;
     // vLLM's stop_reason, with a STOP finish: the stop string that matched, or the stop token id (EOS: neither).

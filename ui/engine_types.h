@@ -59,6 +59,17 @@ struct RequestProgress {
     double ttft = -1;        // seconds, -1 before the first token
     double elapsed = 0;      // seconds since arrival (or E2EL when finished)
     std::vector<PhaseSpan> phases;  // its phases up to the update's engineTime (unfinished requests)
+
+    // The figures of a finished request, from its metrics (local engine or remote server alike).
+    void takeFinalFigures(const RequestMetrics& m) {
+        ttft = m.ttft();
+        elapsed = m.e2el();
+        arrivalTime = m.arrival_time;
+        numPromptTokens = m.num_prompt_tokens;
+        numOutputTokens = m.num_output_tokens;
+        numCachedTokens = m.num_cached_tokens;
+        numPreemptions = m.num_preemptions;
+    }
 };
 
 // One engine step and how many output tokens it sampled.

@@ -341,14 +341,7 @@ void EngineWorker::on_step(const StepStats& stats) {
 
 void EngineWorker::on_request_finished(const RequestMetrics& metrics) {
     m_finished.push_back(metrics);
-    RequestProgress& p = pendingFor(metrics.request_id);
-    p.ttft = metrics.ttft();
-    p.elapsed = metrics.e2el();
-    p.arrivalTime = metrics.arrival_time;
-    p.numPromptTokens = metrics.num_prompt_tokens;
-    p.numOutputTokens = metrics.num_output_tokens;
-    p.numCachedTokens = metrics.num_cached_tokens;
-    p.numPreemptions = metrics.num_preemptions;
+    pendingFor(metrics.request_id).takeFinalFigures(metrics);
     if (m_bench) m_bench->on_request_finished(metrics);  // its own requests only; feedBenchmark() follows the step
 }
 

@@ -195,10 +195,7 @@ void RemoteWorker::takeDone(const QString& id, const RequestMetrics& m, const QS
     p.finished = true;
     p.status = RequestStatus::FINISHED;
     p.finishReason = m.finish_reason;
-    p.numPromptTokens = m.num_prompt_tokens;
-    p.numOutputTokens = m.num_output_tokens;
-    p.ttft = m.ttft();
-    p.elapsed = m.e2el();
+    p.takeFinalFigures(m);  // the server's usage: prompt, output and cached tokens
     m_finished.push_back(m);
     if (!error.isEmpty()) emit requestRejected(id, error);
     publishSoon();
@@ -265,6 +262,7 @@ void RemoteWorker::runBenchmark(const BenchSpec& spec) {
                     p.finished = true;
                     p.status = RequestStatus::FINISHED;
                     p.finishReason = m.finish_reason;
+                    p.takeFinalFigures(m);
                     m_finished.push_back(m);
                     publishSoon();
                 }, Qt::QueuedConnection);

@@ -20,6 +20,11 @@ namespace kvscope::ui {
 
 namespace {
 
+// A latency in ms, or null / "" where the request has no such figure (negative: a failed request has no
+// first token, a one-token one no TPOT). -1000 had gone out as a TTFT.
+QJsonValue msJson(double seconds) { return seconds >= 0 ? QJsonValue(seconds * 1e3) : QJsonValue(); }
+QString msCsv(double seconds) { return seconds >= 0 ? QString::number(seconds * 1e3) : QString(); }
+
 QJsonObject stepJson(const StepRecord& r) {
     const StepStats& s = r.stats;
     QJsonObject o{{"step", double(s.step)},
@@ -74,10 +79,10 @@ QJsonObject requestJson(const RequestRecord& r) {
         for (double t : m.prefill_chunk_times) chunks.append(t);
         o["prefill_chunk_times"] = chunks;
         o["finish_time"] = m.finish_time;
-        o["ttft_ms"] = m.ttft() * 1e3;
-        o["tpot_ms"] = m.tpot() >= 0 ? m.tpot() * 1e3 : QJsonValue();
-        o["e2el_ms"] = m.e2el() * 1e3;
-        o["queue_time_ms"] = m.queue_time() >= 0 ? m.queue_time() * 1e3 : QJsonValue();
+        o["ttft_ms"] = msJson(m.ttft());
+        o["tpot_ms"] = msJson(m.tpot());
+        o["e2el_ms"] = msJson(m.e2el());
+        o["queue_time_ms"] = msJson(m.queue_time());
         QJsonArray preemptions;
         for (double t : m.preemption_times) preemptions.append(t);
         o["preemption_times"] = preemptions;
@@ -169,9 +174,8 @@ bool exportSession(const QString& dir, const SessionExportInputs& in, QString* e
         req << csvField(r.requestId) << ',' << csvField(r.origin) << ',' << statusName(r.status) << ','
             << finishReasonName(r.finishReason) << ',' << r.numPromptTokens << ',' << r.numOutputTokens << ','
             << r.numCachedTokens << ',' << r.numPreemptions << ',' << (m ? m->arrival_time : r.arrivalTime) << ','
-            << (m ? QString::number(m->ttft() * 1e3) : QString()) << ','
-            << (m && m->tpot() >= 0 ? QString::number(m->tpot() * 1e3) : QString()) << ','
-            << (m ? QString::number(m->e2el() * 1e3) : QString()) << '\n';
+            << (m ? msCsv(m->ttft()) : QString()) << ',' << (m ? msCsv(m->tpot()) : QString()) << ','
+            << (m ? msCsv(m->e2el()) : QString()) << '\n';
     }
     req.flush();
     if (!writeFile(d.filePath("requests.csv"), csv.toUtf8(), error)) return false;

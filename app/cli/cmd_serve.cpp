@@ -117,6 +117,9 @@ int run_serve(int argc, char** argv) {
     app->add_option("--ssl-certfile", ssl_certfile, "serve HTTPS with this PEM certificate (chain) (with --ssl-keyfile)")
         ->type_name("FILE");
     app->add_option("--ssl-keyfile", ssl_keyfile, "the PEM private key of --ssl-certfile")->type_name("FILE");
+    bool enable_prompt_tokens_details = false;
+    app->add_flag("--enable-prompt-tokens-details", enable_prompt_tokens_details,
+                  "usage gains prompt_tokens_details.cached_tokens: the prompt tokens the prefix cache served (vLLM's flag)");
     app->add_option("--metrics-prefix", metrics_prefix, "metric names on /metrics: kvscope:... or vLLM's exact vllm:...")
         ->type_name("kvscope|vllm")->check(CLI::IsMember({"kvscope", "vllm"}));
     auto* limit_group = "Limits (a request past one is refused with a 4xx before it costs anything)";
@@ -179,7 +182,8 @@ int run_serve(int argc, char** argv) {
     EngineLoop loop(engine, metrics);
     HttpFrontend frontend(http);
     if (!ssl_certfile.empty()) frontend.enable_tls(ssl_certfile, ssl_keyfile);
-    OpenAiServer api(*model, {served_name, config.scheduler.max_model_len, api_key, limits}, loop, metrics);
+    OpenAiServer api(*model, {served_name, config.scheduler.max_model_len, api_key, limits, enable_prompt_tokens_details}, loop,
+                     metrics);
     api.install(frontend);
     frontend.bind(host, port);
     signals.attach(frontend);

@@ -495,10 +495,12 @@ ResponseJson finish_reason_json(const ChoiceState& choice) {
     return std::string(to_string(choice.finish_reason));
 }
 
-ResponseJson usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
-    return {{"prompt_tokens", prompt_tokens},
-            {"completion_tokens", completion_tokens},
-            {"total_tokens", prompt_tokens + completion_tokens}};
+ResponseJson usage_json(const Usage& usage) {
+    ResponseJson out = {{"prompt_tokens", usage.prompt_tokens},
+                        {"completion_tokens", usage.completion_tokens},
+                        {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};
+    if (usage.cached_tokens) out["prompt_tokens_details"] = {{"cached_tokens", *usage.cached_tokens}};
+    return out;
 }
 
 namespace {
@@ -626,7 +628,7 @@ ResponseJson& prompt_logprobs_place(Endpoint endpoint, ResponseJson& response, R
 }
 
 ResponseJson generation_response(Endpoint endpoint, const ResponseHead& head, const std::vector<ChoiceState>& choices,
-                         int64_t prompt_tokens, const Tokenizer& tokenizer, const ResponseShape& shape) {
+                         const Usage& usage, const Tokenizer& tokenizer, const ResponseShape& shape) {
     const bool chat = endpoint == Endpoint::CHAT;
     ResponseJson out = head_json(head, chat ? "chat.completion" : "text_completion");
     ResponseJson list = ResponseJson::array();
@@ -656,7 +658,9 @@ ResponseJson generation_response(Endpoint endpoint, const ResponseHead& head, co
         completion_tokens += c.num_tokens;
     }
     out["choices"] = std::move(list);
-    out["usage"] = usage_json(prompt_tokens, completion_tokens);
+    Usage counted = usage;
+    counted.completion_tokens = completion_tokens;
+    out["usage"] = usage_json(counted);
     return out;
 }
 
@@ -684,10 +688,10 @@ ResponseJson stream_chunk(Endpoint endpoint, const ResponseHead& head, size_t in
     return out;
 }
 
-ResponseJson stream_usage_chunk(Endpoint endpoint, const ResponseHead& head, int64_t prompt_tokens, int64_t completion_tokens) {
+ResponseJson stream_usage_chunk(Endpoint endpoint, const ResponseHead& head, const Usage& usage) {
     ResponseJson out = head_json(head, endpoint == Endpoint::CHAT ? "chat.completion.chunk" : "text_completion");
     out["choices"] = ResponseJson::array();
-    out["usage"] = usage_json(prompt_tokens, completion_tokens);
+    out["usage"] = usage_json(usage);
     return out;
 }
 

@@ -105,6 +105,7 @@ struct ChoiceState {
     std::vector<int32_t> prompt_token_ids;  // for echo and prompt_logprobs
     std::optional<std::string> prompt_text;  // for echo: the prompt as sent, where it came as text
     std::vector<TokenLogprobs> prompt_logprobs;  // prompt tokens 1.. (with the first output, when asked)
+    int num_cached_tokens = 0;  // prompt tokens its request took from the prefix cache
     bool finished = false;
     FinishReason finish_reason = FinishReason::NONE;
     ResponseJson stop_reason;  // vLLM's: the stop string or stop token id that ended it; null otherwise
@@ -119,7 +120,15 @@ struct ResponseHead {
     std::string model;
 };
 
-ResponseJson usage_json(int64_t prompt_tokens, int64_t completion_tokens);
+// A response's token counts. cached_tokens, the prompt tokens the prefix cache served, goes out as vLLM's
+// usage.prompt_tokens_details.cached_tokens, only when the server was started with
+// --enable-prompt-tokens-details (vLLM's flag; without it vLLM leaves the details out too).
+struct Usage {
+    int64_t prompt_tokens = 0;
+    int64_t completion_tokens = 0;
+    std::optional<int64_t> cached_tokens;
+};
+ResponseJson usage_json(const Usage& usage);
 // A choice's "logprobs" for these tokens (null when the request asked for none). Chat:
 // {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}]};
 // completions: {"tokens", "token_logprobs", "top_logprobs": [{token: logprob}], "text_offset"}, the
@@ -150,17 +159,16 @@ ResponseJson prompt_logprobs_json(const Tokenizer& tokenizer, std::span<const To
 // Where vLLM puts "prompt_logprobs": in the choice for completions, at the top level of the response (or
 // stream chunk) for chat, whose choices share one prompt.
 ResponseJson& prompt_logprobs_place(Endpoint endpoint, ResponseJson& response, ResponseJson& choice);
-// The whole non-streaming response.
+// The whole non-streaming response (usage: the choices' tokens are its completion_tokens).
 ResponseJson generation_response(Endpoint endpoint, const ResponseHead& head, const std::vector<ChoiceState>& choices,
-                                   int64_t prompt_tokens, const Tokenizer& tokenizer, const ResponseShape& shape);
+                                   const Usage& usage, const Tokenizer& tokenizer, const ResponseShape& shape);
 // One stream chunk for choice `index`: text delta, the logprobs of its tokens (logprobs_json) and, once
 // finished, the finish reason. For chat, role_only makes the opening chunk {"role": "assistant", "content": ""}.
 ResponseJson stream_chunk(Endpoint endpoint, const ResponseHead& head, size_t index, const std::string& delta,
                             const ChoiceState& choice, bool role_only = false,
                             ResponseJson logprobs = nullptr);
 // The last chunk with stream_options.include_usage: no choices, the usage.
-ResponseJson stream_usage_chunk(Endpoint endpoint, const ResponseHead& head, int64_t prompt_tokens,
-                                  int64_t completion_tokens);
+ResponseJson stream_usage_chunk(Endpoint endpoint, const ResponseHead& head, const Usage& usage);
 
 // JSON text with invalid UTF-8 replaced (the engine streams only whole characters; this is a guard).
 std::string dump(const nlohmann::json& j);

@@ -56,8 +56,10 @@ struct Generation {
     Endpoint endpoint;
     ResponseHead head;
     bool include_usage = false;
+    bool usage_details = false;  // --enable-prompt-tokens-details
     ResponseShape shape;
     int64_t prompt_tokens = 0;
+    std::vector<size_t> prompt_of;  // choice -> prompt
     std::shared_ptr<OutputStream> stream;
     std::vector<std::string> ids;            // choice i's engine request id
     std::map<std::string, size_t> index_of;  // engine request id -> choice index
@@ -74,6 +76,7 @@ struct Generation {
             if (it == index_of.end()) continue;
             ChoiceState& c = choices[it->second];
             c.text += o.text_delta;
+            c.num_cached_tokens = std::max(c.num_cached_tokens, o.num_cached_tokens);
             c.num_tokens += static_cast<int>(o.new_token_ids.size());
             c.logprobs.insert(c.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
             if (o.prompt_logprobs) c.prompt_logprobs = *o.prompt_logprobs;
@@ -88,10 +91,18 @@ struct Generation {
         }
     }
 
-    int64_t completion_tokens() const {
-        int64_t n = 0;
-        for (const ChoiceState& c : choices) n += c.num_tokens;
-        return n;
+    Usage usage() const {
+        Usage u;
+        u.prompt_tokens = prompt_tokens;
+        for (const ChoiceState& c : choices) u.completion_tokens += c.num_tokens;
+        if (usage_details) {
+            // Each prompt counts once, as in prompt_tokens: its first sample's hits (the others of n share
+            // the prompt's blocks that the first computed).
+            u.cached_tokens = 0;
+            for (size_t i = 0; i < choices.size(); ++i)
+                if (i == 0 || prompt_of[i] != prompt_of[i - 1]) *u.cached_tokens += choices[i].num_cached_tokens;
+        }
+        return u;
     }
 };
 
@@ -172,6 +183,7 @@ void OpenAiServer::generate(Endpoint endpoint, const httplib::Request& req, http
     gen->head = {next_id(endpoint == Endpoint::CHAT ? "chatcmpl-" : "cmpl-"), static_cast<int64_t>(std::time(nullptr)),
                  options_.served_name};
     gen->include_usage = job.include_usage;
+    gen->usage_details = options_.enable_prompt_tokens_details;
     gen->shape = response_shape(job);
     gen->stream = std::make_shared<OutputStream>();
     std::vector<NewRequest> requests;
@@ -180,7 +192,7 @@ void OpenAiServer::generate(Endpoint endpoint, const httplib::Request& req, http
         gen->prompt_tokens += static_cast<int64_t>(job.prompts[p].size());
     }
     // Choice i = prompt p, sample j, in that order (OpenAI's index for a batch of prompts with n).
-    std::vector<size_t> prompt_of;  // choice -> prompt
+    std::vector<size_t>& prompt_of = gen->prompt_of;
     const auto lists = loop_.submit(std::move(requests), gen->stream);  // BadInput -> 400
     for (size_t p = 0; p < lists.size(); ++p)
         for (const std::string& id : lists[p]) {
@@ -209,7 +221,7 @@ void OpenAiServer::generate(Endpoint endpoint, const httplib::Request& req, http
             }
         }
         send_json(res, 200,
-                  generation_response(endpoint, gen->head, gen->choices, gen->prompt_tokens, model_.tokenizer, gen->shape));
+                  generation_response(endpoint, gen->head, gen->choices, gen->usage(), model_.tokenizer, gen->shape));
         return;
     }
 
@@ -265,8 +277,7 @@ void OpenAiServer::generate(Endpoint endpoint, const httplib::Request& req, http
         });
         if (!ok || !sink.is_writable()) return false;  // the releaser aborts what is left
         if (gen->remaining == 0) {
-            if (gen->include_usage && !write(stream_usage_chunk(gen->endpoint, gen->head, gen->prompt_tokens,
-                                                                gen->completion_tokens())))
+            if (gen->include_usage && !write(stream_usage_chunk(gen->endpoint, gen->head, gen->usage())))
                 return false;
             const std::string done = sse("[DONE]");
             if (!sink.write(done.data(), done.size())) return false;

@@ -23,6 +23,7 @@ struct OpenAiServerOptions {
     int max_model_len = 0;
     std::string api_key;      // "" = no authentication
     RequestLimits limits;
+    bool enable_prompt_tokens_details = false;  // usage.prompt_tokens_details.cached_tokens (vLLM's flag)
 };
 
 class OpenAiServer {

@@ -134,6 +134,7 @@ private slots:
         QCOMPARE(j["usage"]["prompt_tokens"].get<int>(), int(prompt_ids.size()));
         QCOMPARE(j["usage"]["completion_tokens"].get<int>(), 20);
         QCOMPARE(j["usage"]["total_tokens"].get<int>(), int(prompt_ids.size()) + 20);
+        QVERIFY(!j["usage"].contains("prompt_tokens_details"));  // only with --enable-prompt-tokens-details
 
         // The same prompt given as token ids.
         const Reply ids = post(port_, "/v1/completions", {{"prompt", prompt_ids}, {"max_tokens", 20}, {"temperature", 0}});
@@ -270,6 +271,48 @@ private slots:
 
     // CORS as vLLM allows it by default: a browser's preflight is answered (before any API key check), and
     // responses name the origin, so a web page can call the API.
+    // --enable-prompt-tokens-details (vLLM's flag): usage says how many prompt tokens the prefix cache
+    // served, in the answer and in the stream's usage chunk; a prompt counts once however many samples.
+    void promptTokensDetailsCountCachedTokens() {
+        ServeProcess cached;
+        QByteArray error;
+        QVERIFY2(cached.start({"--model", model_path(), "--max-model-len", "512", "--block-size", "16", "--enable-prefix-caching",
+                               "--enable-prompt-tokens-details"},
+                              &error),
+                 error.constData());
+        const std::string prompt = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park "
+                                   "with her friends and her big red ball.";
+        auto cached_tokens = [](const json& usage) {
+            return usage.contains("prompt_tokens_details") ? usage["prompt_tokens_details"]["cached_tokens"].get<int>() : -1;
+        };
+        const json body = {{"prompt", prompt}, {"max_tokens", 4}, {"temperature", 0}};
+        const Reply first = post(cached.port(), "/v1/completions", body);
+        QVERIFY2(first.status == 200, first.body.constData());
+        const json u1 = json::parse(first.body.toStdString())["usage"];
+        QCOMPARE(cached_tokens(u1), 0);
+        const int prompt_tokens = u1["prompt_tokens"].get<int>();
+        QVERIFY(prompt_tokens > 32);
+        // Again: every full block of the prompt but the last token's (vLLM recomputes the last one).
+        const int hit = (prompt_tokens - 1) / 16 * 16;
+        const Reply second = post(cached.port(), "/v1/completions", body);
+        QCOMPARE(cached_tokens(json::parse(second.body.toStdString())["usage"]), hit);
+        // Two samples of it: the prompt once.
+        json two = body;
+        two["n"] = 2;
+        QCOMPARE(cached_tokens(json::parse(post(cached.port(), "/v1/completions", two).body.toStdString())["usage"]), hit);
+        // The stream's usage chunk.
+        json streamed = body;
+        streamed["stream"] = true;
+        streamed["stream_options"] = {{"include_usage", true}};
+        const Reply s = post(cached.port(), "/v1/completions", streamed);
+        int seen = -2;
+        for (const QByteArray& line : s.body.split('\n'))
+            if (line.startsWith("data: {") && line.contains("\"usage\":{"))
+                seen = cached_tokens(json::parse(line.mid(6).toStdString())["usage"]);
+        QCOMPARE(seen, hit);
+        QVERIFY2(cached.stop(&error), error.constData());
+    }
+
     void corsPreflightAndOrigin() {
         const Reply pre = http(port_, "OPTIONS", "/v1/chat/completions", {},
                                "Origin: http://example.org\r\nAccess-Control-Request-Method: POST\r\n"

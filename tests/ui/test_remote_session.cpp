@@ -57,8 +57,9 @@ class TestRemoteSession : public QObject {
 private slots:
     void initTestCase() {
         QByteArray error;
+        // Prefix caching with vLLM's --enable-prompt-tokens-details: usage reports the cached prompt tokens.
         QVERIFY2(m_serve.start({"--model", "dummy:tiny", "--max-model-len", "256", "--threads", "1", "--served-model-name",
-                                kModel, "--api-key", kKey},
+                                kModel, "--api-key", kKey, "--enable-prefix-caching", "--enable-prompt-tokens-details"},
                                &error),
                  error.constData());
         m_url = QString("http://127.0.0.1:%1").arg(m_serve.port());
@@ -293,6 +294,34 @@ private slots:
             QTRY_VERIFY_WITH_TIMEOUT(c->isIdle(), 20000);
             const RequestRecord* r = c->session()->request(rejected.at(0).at(0).toString());
             QVERIFY(r && r->finishReason == FinishReason::ERROR && r->error == message);
+            // It had no first token: its TTFT is exported as null (it went out as -1000 ms).
+            QVERIFY2(window.exportSession(dir.path(), &error), qPrintable(error));
+            bool found = false;
+            for (const QJsonValue& v : readJsonFile(dir.filePath("session.json")).value("requests").toArray())
+                if (v.toObject().value("request_id").toString() == r->requestId) {
+                    found = true;
+                    QVERIFY2(v.toObject().value("ttft_ms").isNull(), qPrintable(QJsonDocument(v.toObject()).toJson()));
+                }
+            QVERIFY(found);
+        }
+
+        // The server's cached prompt tokens reach the request (table, export): the pane's second message
+        // resends the first exchange, which the server's prefix cache holds.
+        {
+            ChatPane* pane = window.panes().front();
+            SamplingParams p = pane->samplingParams();
+            p.max_tokens = 8;
+            pane->setSamplingParams(p);
+            const QString text = "Tell me a long story about a dragon, a knight and a castle on a hill, please.";
+            for (int i = 0; i < 2; ++i) {
+                QSignalSpy done(pane, &ChatPane::replyFinished);
+                pane->sendText(text);
+                QVERIFY(done.wait(30000));
+            }
+            const RequestRecord* r = c->session()->request(pane->lastRequestId());
+            QVERIFY(r && r->metrics);
+            QVERIFY2(r->numCachedTokens > 0 && r->numCachedTokens == r->metrics->num_cached_tokens,
+                     qPrintable(QString::number(r->numCachedTokens)));
         }
 
         // Load model switches back to the local engine, and a pane runs there.
