@@ -192,6 +192,9 @@ BenchmarkPanel::BenchmarkPanel(EngineController* controller, QWidget* parent)
     connect(controller, &EngineController::benchmarkFinished, this, [this](const BenchResult& r) {
         setRunning(false);
         if (r.summary.isEmpty()) return;
+        // Done is not completed: the bar says how many of its requests failed (the table has why).
+        const int failed = r.summary.value("failed").toInt();
+        m_progress->setFormat(failed > 0 ? tr("%v / %m requests, %1 failed").arg(failed) : tr("%v / %m requests"));
         m_results->addResult(r);
         updateChart();
         emit runFinished(r);
@@ -243,6 +246,7 @@ void BenchmarkPanel::runNamed(const QString& name) {
     const QString engine = m_controller->isRemote() ? QStringLiteral("remote") : QString::fromUtf8(to_string(c.mode).data());
     s.name = name.isEmpty() ? QString("#%1 %2 %3 %4").arg(++m_runNumber).arg(s.dataset, shape, engine)
                             : QString("#%1 %2").arg(++m_runNumber).arg(name);
+    m_progress->setFormat(tr("%v / %m requests"));
     m_progress->setMaximum(s.numPrompts);
     m_progress->setValue(0);
     setRunning(true);
@@ -259,6 +263,7 @@ void BenchmarkPanel::setRunning(bool running) {
 // Before a run the bar counts the workload that Run would send, not QProgressBar's default of 100.
 void BenchmarkPanel::showWorkloadTotal() {
     if (m_controller->isBenchmarkRunning()) return;
+    m_progress->setFormat(tr("%v / %m requests"));
     m_progress->setRange(0, m_numPrompts->value());
     m_progress->setValue(0);
 }

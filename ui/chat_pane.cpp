@@ -105,7 +105,8 @@ ChatPane::ChatPane(EngineController* controller, int number, const QColor& color
     // pane and laid each transcript out again: 10-40 ms a frame, the largest stall of a run.
     int stateWidth = 0;
     for (const QString& state : {tr("idle"), tr("waiting"), statusName(RequestStatus::RUNNING),
-                                 statusName(RequestStatus::PREEMPTED), tr("finished"), tr("stopped"), tr("rejected")})
+                                 statusName(RequestStatus::PREEMPTED), tr("finished"), tr("stopped"), tr("rejected"),
+                                 tr("failed")})
         stateWidth = std::max(stateWidth, m_stateLabel->fontMetrics().horizontalAdvance(state));
     m_stateLabel->setFixedSize(stateWidth + 4, m_stateLabel->sizeHint().height());
     // One line, as wide as the pane gives: a narrow pane cuts the last figures rather than growing for them.
@@ -185,9 +186,12 @@ ChatPane::ChatPane(EngineController* controller, int number, const QColor& color
                                  ? tr("This message alone is too long: shorten it, or reload the model with a larger "
                                       "max_model_len (Load model...).")
                                  : fixHint(message);
-        appendText(tr("\n[rejected: %1] %2").arg(message, hint));
+        // A request that already streamed text was not refused: it broke off (a remote server that died
+        // mid-stream, a timeout).
+        const bool started = !m_reply.isEmpty();
+        appendText((started ? tr("\n[failed: %1] %2") : tr("\n[rejected: %1] %2")).arg(message, hint));
         m_requestId.clear();
-        m_stateLabel->setText(tr("rejected"));
+        m_stateLabel->setText(started ? tr("failed") : tr("rejected"));
         updateButtons();
     });
     updateColorSwatch();
@@ -406,7 +410,7 @@ void ChatPane::applyProgress(const RequestProgress& p) {
     if (p.ttft >= 0 && p.numOutputTokens > 1 && p.elapsed > p.ttft)
         stats << tr("<b>%1</b> tok/s").arg((p.numOutputTokens - 1) / (p.elapsed - p.ttft), 0, 'f', 1);
     stats << tr("%1 tok").arg(p.numOutputTokens);
-    if (!p.finished) stats << tr("<b>%1</b> blocks").arg(blocks);
+    if (!p.finished && !m_controller->isRemote()) stats << tr("<b>%1</b> blocks").arg(blocks);  // a server shows no block table
     if (p.numPreemptions) stats << tr("%1 preempted").arg(p.numPreemptions);
     if (p.numCachedTokens) stats << tr("%1 cached").arg(p.numCachedTokens);
     m_statsLabel->setText(stats.join(QString::fromUtf8(" \u00b7 ")));

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <memory>
 
 namespace kvscope::cli {
@@ -73,9 +74,11 @@ void print_result_table(const BenchRun& r, const std::string& simulation) {
     if (!simulation.empty()) std::printf("SIMULATED, not measured: %s; times are simulated seconds\n", simulation.c_str());
     row_int("Successful requests:", s.completed);
     if (s.failed) row_int("Failed requests:", s.failed);
-    if (const auto e = std::find_if(r.errors.begin(), r.errors.end(), [](const std::string& x) { return !x.empty(); });
-        e != r.errors.end())
-        std::fprintf(stderr, "kvscope-cli bench: %s failed: %s\n", s.failed > 1 ? "requests" : "a request", e->c_str());
+    // Why they failed, once per reason with its count (a server that died fails dozens alike).
+    std::map<std::string, int> why;
+    for (const std::string& e : r.errors)
+        if (!e.empty()) ++why[e];
+    for (const auto& [e, n] : why) std::fprintf(stderr, "kvscope-cli bench: %s: %d request(s) failed: %s\n", r.label.c_str(), n, e.c_str());
     row("Benchmark duration (s):", s.duration);
     row_int("Total input tokens:", s.total_input_tokens);
     row_int("Total generated tokens:", s.total_output_tokens);

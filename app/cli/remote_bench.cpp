@@ -242,7 +242,7 @@ int run_remote_bench_command(const BenchArgs& a, const RemoteArgs& r, const Engi
         j["output_lengths_exact"] = exact_output_lengths(runs.back(), workload);
         if (const int exact = j["output_lengths_exact"]; exact < runs.back().summary.completed)
             std::fprintf(stderr,
-                         "kvscope: %s: %d of %d completed requests did not get the output length asked for (%lld tokens "
+                         "kvscope-cli bench: %s: %d of %d completed requests did not get the output length asked for (%lld tokens "
                          "generated of %lld): the server stopped them early (its context length, or an EOS where it "
                          "ignores ignore_eos); output throughput counts what was generated\n",
                          label.c_str(), runs.back().summary.completed - exact, runs.back().summary.completed,
@@ -266,14 +266,8 @@ int run_remote_bench_command(const BenchArgs& a, const RemoteArgs& r, const Engi
         result.update(sections.front());
     }
 
-    int completed = 0;
-    for (const BenchRun& run : runs) {
-        completed += run.summary.completed;
-        std::map<std::string, int> why;
-        for (const std::string& err : run.errors)
-            if (!err.empty()) ++why[err];
-        for (const auto& [err, n] : why) std::fprintf(stderr, "kvscope: %s: %d request(s) failed: %s\n", run.label.c_str(), n, err.c_str());
-    }
+    int completed = 0;  // the failures' reasons were printed with each run's table
+    for (const BenchRun& run : runs) completed += run.summary.completed;
     std::vector<const BenchRun*> ptrs;
     for (const BenchRun& run : runs) ptrs.push_back(&run);
     write_outputs(a, result, ptrs, /*local_engine=*/false);

@@ -10,6 +10,7 @@
 
 #include <QDir>
 #include <QHeaderView>
+#include <QJsonObject>
 #include <QProgressBar>
 #include <QScrollArea>
 #include <QScrollBar>
@@ -74,6 +75,22 @@ private slots:
         panel.setSpec(smallSpec(100000));
         QCOMPARE(progress->text(), QString("0 / 100000 requests"));
         QVERIFY(progress->minimumWidth() >= progress->fontMetrics().horizontalAdvance(progress->text()) + 8);
+    }
+
+    // A run that ended with failures says so on its bar: "8 / 8 requests" read as all done well.
+    void progressNamesFailedRequests() {
+        EngineController controller;
+        BenchmarkPanel panel(&controller);
+        auto* progress = panel.findChild<QProgressBar*>();
+        panel.setSpec(smallSpec(8));
+        emit controller.benchmarkProgressed(8, 8);
+        BenchResult r;
+        r.spec = smallSpec(8);
+        r.summary = QJsonObject{{"completed", 6}, {"failed", 2}};
+        emit controller.benchmarkFinished(r);
+        QCOMPARE(progress->text(), QString("8 / 8 requests, 2 failed"));
+        panel.setSpec(smallSpec(4));  // the next workload: its count alone
+        QCOMPARE(progress->text(), QString("0 / 4 requests"));
     }
 
     void readableAtSize_data() {
