@@ -66,6 +66,8 @@ void EngineConfig::validate() const {
         bad("tensor_parallel_size must be in 1..64, got " + std::to_string(tensor_parallel_size));
     if (tensor_parallel_size > 1 && backend != BackendKind::SIM)
         bad("tensor_parallel_size > 1 needs a simulated backend (--backend sim:GPU): kvscope runs one device");
+    if (!sim_calibration.empty() && backend != BackendKind::SIM)
+        bad("a sim calibration (--sim-calibration) sets a simulated GPU's step time: it needs --backend sim:GPU");
     if (!(sim_pace >= 0)) bad("sim pace must be >= 0, got " + std::to_string(sim_pace));
     if (num_threads < 0 || num_threads > 256) bad("threads must be in 0..256, got " + std::to_string(num_threads));
 }

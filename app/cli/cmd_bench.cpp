@@ -285,6 +285,8 @@ int run_bench(int argc, char** argv) {
     RemoteArgs remote;
     add_remote_options(*app, remote);
     if (auto exit_code = command_line::parse_command_line(*app, argc, argv)) return *exit_code;
+    if (!args.dataset_path.empty() && args.dataset != "sharegpt")
+        throw BadInput("--dataset-path is read by --dataset sharegpt only (this run's dataset is " + args.dataset + ")");
     // --base-url picks the remote target; --backend then names its API (openai, openai-chat) instead of
     // the local engine's compute backend.
     if (!remote.base_url.empty()) {
@@ -299,6 +301,12 @@ int run_bench(int argc, char** argv) {
     }
     if (engine_options.backend.starts_with("openai"))
         throw BadInput("--backend " + engine_options.backend + " drives a remote engine: give --base-url URL");
+    // And the remote target's options mean nothing to the local engine: refused, not ignored.
+    for (const CLI::Option* opt : app->get_options())
+        if (opt->get_group() == kRemoteOptionsGroup && opt->count() > 0)
+            throw BadInput(opt->get_name(false, true) + " is for a remote target: give --base-url URL (the local engine "
+                           "uses the model's own tokenizer and has no endpoint)");
+
     const std::optional<SweepSpec> sweep = args.sweep.empty() ? std::nullopt : std::optional(parse_sweep(args.sweep));
     if (sweep && !args.compare.empty()) throw BadInput("--sweep and --compare cannot be combined");
     check_outputs(args);

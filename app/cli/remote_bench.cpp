@@ -21,7 +21,7 @@ namespace kvscope::cli {
 
 void add_remote_options(CLI::App& app, RemoteArgs& r) {
     using namespace command_line;
-    const std::string group = "Remote target options";
+    const std::string group = kRemoteOptionsGroup;
     app.add_option("--base-url", r.base_url,
                    "benchmark a remote OpenAI-compatible engine at this URL instead of the local engine "
                    "(--model is then its served model name, --backend openai|openai-chat)")

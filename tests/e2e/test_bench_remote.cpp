@@ -415,6 +415,17 @@ private slots:
         QCOMPARE(bench(workload(2) + QStringList{"--base-url", "ftp://x"}).code, 2);
         QCOMPARE(bench(workload(2) + QStringList{"--base-url", m_url, "--backend", "cuda"}).code, 2);
         QCOMPARE(bench(workload(2) + QStringList{"--backend", "openai"}).code, 2);  // no --base-url
+        // A remote target's options without --base-url: refused, not ignored by the local run.
+        for (const QStringList& remote_only : {QStringList{"--tokenizer", "dummy:tiny"}, QStringList{"--endpoint", "/v1/completions"},
+                                              QStringList{"--request-timeout", "5"}}) {
+            const ProcessResult k = bench(workload(2) + remote_only);
+            QCOMPARE(k.code, 2);
+            QVERIFY2(k.err.contains(remote_only.front() + " is for a remote target"), qPrintable(k.err));
+        }
+        // --dataset-path is sharegpt's.
+        const ProcessResult path = bench(workload(2) + QStringList{"--dataset-path", "x.json"});
+        QCOMPARE(path.code, 2);
+        QVERIFY2(path.err.contains("--dataset-path is read by --dataset sharegpt only"), qPrintable(path.err));
         QCOMPARE(bench(workload(2) + QStringList{"--base-url", m_url, "--compare", "naive"}).code, 2);
         QCOMPARE(bench(workload(2) + QStringList{"--base-url", m_url, "--endpoint", "/v1/other"}).code, 2);
         // The other API's path under --backend: every request would fail.

@@ -123,6 +123,10 @@ private slots:
                  m_dir.filePath("calib-cpu.json"), "--num-prompts", "4"});
         QCOMPARE(r.code, 2);
         QVERIFY2(r.err.contains("not on the simulated h200"), qPrintable(r.err));
+        // ... and a calibration without a simulated GPU is refused, not ignored.
+        r = cli({"bench", "--model", "dummy:tiny", "--sim-calibration", out, "--num-prompts", "4"});
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains("needs --backend sim:GPU"), qPrintable(r.err));
     }
 
     void badInputExits2NamingIt_data() {
