@@ -125,6 +125,10 @@ int run_generate(int argc, char** argv) {
     if (seed_option->count() > 0) params.seed = seed;
     if (num_logprobs >= 0) params.logprobs = num_logprobs;
     if (num_prompt_logprobs >= 0) params.prompt_logprobs = num_prompt_logprobs;
+    // The text output has no place for them: asked for without --json they would be computed and dropped.
+    if (!json && (num_logprobs >= 0 || num_prompt_logprobs >= 0))
+        throw BadInput(std::string(num_logprobs >= 0 ? "--logprobs" : "--prompt-logprobs") +
+                       " is written in the JSON lines: add --json");
 
     if (!prompts_file.empty()) {
         auto more = read_prompts_file(prompts_file);

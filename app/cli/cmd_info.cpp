@@ -112,8 +112,9 @@ int run_info(int argc, char** argv) {
     std::printf("model             %s (%s, %s)\n", model->name.c_str(), model->format.c_str(), c.architecture.c_str());
     std::printf("parameters        %.2f M\n", c.num_params() / 1e6);
     std::printf("weights           %.1f MiB%s", weight_bytes / 1048576.0, sim ? " (simulated, not loaded)" : "");
-    for (const auto& [dt, bytes] : model->weights.bytes_by_dtype)
-        std::printf("  %s %.1f MiB", std::string(dtype_name(dt)).c_str(), bytes / 1048576.0);
+    for (const auto& [dt, bytes] : model->weights.bytes_by_dtype)  // a tiny model's norms: KiB, not "0.0 MiB"
+        std::printf(bytes < (1 << 20) ? "  %s %.1f KiB" : "  %s %.1f MiB", std::string(dtype_name(dt)).c_str(),
+                    bytes < (1 << 20) ? bytes / 1024.0 : bytes / 1048576.0);
     std::printf("\nshape             %d layers, hidden %d, ffn %d, %d heads, %d kv heads, head_dim %d, vocab %d\n",
                 c.num_layers, c.hidden_size, c.intermediate_size, c.num_heads, c.num_kv_heads, c.head_dim, c.vocab_size);
     std::printf("context           %d (max_model_len %d), rope theta %g%s\n", c.max_position_embeddings, max_model_len,

@@ -25,8 +25,9 @@ constexpr size_t kMinKvBytes = 13;
 constexpr size_t kMinTensorInfoBytes = 24;
 
 // ggml's type table (ggml.c type_traits): block size in values and bytes. Ids 4, 5 and 31-33, 36-38
-// were removed from ggml and have no layout here.
-constexpr std::array<GgmlTypeInfo, 40> kGgmlTypes = {{
+// were removed from ggml and have no layout here. Types kvscope does not compute are listed too, so that a
+// file holding them is refused by name, and its sizes are still checked.
+constexpr std::array<GgmlTypeInfo, 43> kGgmlTypes = {{
     {"F32", 1, 4},       {"F16", 1, 2},       {"Q4_0", 32, 18},     {"Q4_1", 32, 20},
     {"", 0, 0},          {"", 0, 0},          {"Q5_0", 32, 22},     {"Q5_1", 32, 24},
     {"Q8_0", 32, 34},    {"Q8_1", 32, 36},    {"Q2_K", 256, 84},    {"Q3_K", 256, 110},
@@ -37,6 +38,7 @@ constexpr std::array<GgmlTypeInfo, 40> kGgmlTypes = {{
     {"F64", 1, 8},       {"IQ1_M", 256, 56},  {"BF16", 1, 2},       {"", 0, 0},
     {"", 0, 0},          {"", 0, 0},          {"TQ1_0", 256, 54},   {"TQ2_0", 256, 66},
     {"", 0, 0},          {"", 0, 0},          {"", 0, 0},           {"MXFP4", 32, 17},
+    {"NVFP4", 64, 36},   {"Q1_0", 128, 18},   {"Q2_0", 64, 18},
 }};
 
 // Bytes of a scalar value type; 0 for STRING and ARRAY (variable length).

@@ -5,9 +5,11 @@
 #include "model/safetensors_file.h"
 #include "util/errors.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <optional>
 #include <thread>
 
@@ -36,11 +38,27 @@ std::string shape_str(const std::vector<int64_t>& s) {
 }
 
 // Turns named tensors into checked WeightViews and F32 vectors.
+// "IQ2_XS x27, IQ3_S x3": the types of a file's tensors (ts: GgufTensorInfo or SafetensorsTensor) that
+// kvscope does not read, with their counts, most first; "" when every tensor is readable. A refusal names
+// them all: the first tensor refused may hold a fallback type, not the one the file was made for.
+template <class Tensor>
+std::string unsupported_types(const std::vector<Tensor>& ts, std::function<std::string(const Tensor&)> type_name) {
+    std::map<std::string, int> count;
+    for (const Tensor& t : ts)
+        if (!t.dtype) ++count[type_name(t)];
+    std::vector<std::pair<std::string, int>> sorted(count.begin(), count.end());
+    std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    std::string out;
+    for (const auto& [name, n] : sorted) out += (out.empty() ? "" : ", ") + name + " x" + std::to_string(n);
+    return out;
+}
+
 class WeightBinder {
 public:
+    // unsupported: unsupported_types of the file.
     WeightBinder(std::string source, std::function<std::optional<TensorRef>(const std::string&)> lookup,
-                 ModelWeights& out)
-        : source_(std::move(source)), lookup_(std::move(lookup)), out_(out) {}
+                 ModelWeights& out, std::string unsupported)
+        : source_(std::move(source)), lookup_(std::move(lookup)), out_(out), unsupported_(std::move(unsupported)) {}
 
     std::optional<TensorRef> find(const std::string& name) const { return lookup_(name); }
 
@@ -49,7 +67,8 @@ public:
         if (!t) throw BadInput(source_ + ": missing tensor '" + name + "'");
         if (!t->dtype)
             throw BadInput(source_ + ": tensor '" + name + "' has type " + t->type_name +
-                           ", which kvscope does not support (supported: " + dtype_name_list() + ")");
+                           ", which kvscope does not support (the file's tensors of types it does not read: " + unsupported_ +
+                           "; supported: " + dtype_name_list() + ")");
         if (t->shape != shape)
             throw BadInput(source_ + ": tensor '" + name + "' has shape " + shape_str(t->shape) + ", expected " +
                            shape_str(shape));
@@ -81,6 +100,7 @@ private:
     std::string source_;
     std::function<std::optional<TensorRef>(const std::string&)> lookup_;
     ModelWeights& out_;
+    std::string unsupported_;
 };
 
 struct TensorNames {
@@ -176,7 +196,9 @@ ModelWeights load_weights_gguf(std::shared_ptr<const GgufFile> gguf, const Model
             r.shape.assign(t->dims.rbegin(), t->dims.rend());  // ggml lists the contiguous dim first
             return r;
         },
-        w);
+        w,
+        unsupported_types<GgufTensorInfo>(gguf->tensors(),
+                                          [](const GgufTensorInfo& t) { return std::string(ggml_type_name(t.ggml_type)); }));
     TensorNames names{"token_embd.weight", "output.weight", "output_norm.weight", "rope_freqs.weight",
                       [](int l, const char* what) {
                           static const std::map<std::string, std::string> m = {
@@ -205,7 +227,7 @@ ModelWeights load_weights_safetensors(std::shared_ptr<const SafetensorsModel> st
             if (!t) return std::nullopt;
             return TensorRef{t->data, t->dtype, t->dtype_name, t->shape};
         },
-        w);
+        w, unsupported_types<SafetensorsTensor>(st->tensors(), [](const SafetensorsTensor& t) { return t.dtype_name; }));
     // Gemma's post_attention_layernorm normalises the attention output; its MLP input norm is
     // pre_feedforward_layernorm (Llama's post_attention_layernorm).
     const bool sandwich = config.sandwich_norms;

@@ -414,6 +414,8 @@ private slots:
                                                   << QStringList{"--prompt-logprobs", "-1..20"};
         QTest::newRow("prompt logprobs out of range") << generate + QStringList{"--prompt-logprobs", "21"}
                                                       << QStringList{"--prompt-logprobs", "-1..20"};
+        QTest::newRow("logprobs without json") << QStringList{"generate", "--model", gguf, "--prompt", "a", "--logprobs", "2"}
+                                               << QStringList{"--logprobs", "add --json"};
     }
     void badFlags() {
         QFETCH(QStringList, args);

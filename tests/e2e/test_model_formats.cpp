@@ -11,6 +11,7 @@
 #include "model/gguf_writer.h"
 #include "util/errors.h"
 
+#include <QFile>
 #include <QTemporaryDir>
 #include <cctype>
 #include <cmath>
@@ -290,6 +291,43 @@ private slots:
         qInfo("mixed: relative L2 error of logits vs F32 = %.3g", e);
         QVERIFY(e < 4e-1);
         QVERIFY(e > 0);
+    }
+
+    // A file with tensors of a type kvscope does not read (IQ3_S, written in place of Q3_K: the same block
+    // size) is refused naming every such type and how many tensors hold it, not only the first tensor's:
+    // llama-quantize's fallbacks put another type on the first tensor than the one the file was made for.
+    void unreadableTypesAreAllNamed() {
+        QTemporaryDir dir;
+        test::RandomModelShape s;
+        const std::string path = dir.filePath("iq3s.gguf").toStdString();
+        test::write_random_gguf(path, s, 5, DType::F32, {}, "",
+                                [](const std::string& name) { return name.ends_with("attn_k.weight") ? DType::Q3_K : DType::F32; });
+        QFile f(QString::fromStdString(path));
+        QVERIFY(f.open(QIODevice::ReadWrite));
+        QByteArray bytes = f.readAll();
+        int flipped = 0;
+        for (int l = 0; l < s.layers; ++l) {
+            // Tensor info: name (u64 length, bytes), n_dims (u32), dims (u64 each), type (u32), offset (u64).
+            const QByteArray name = QByteArray("blk.") + QByteArray::number(l) + ".attn_k.weight";
+            const qsizetype at = bytes.indexOf(name);
+            QVERIFY(at > 0);
+            const qsizetype type_at = at + name.size() + 4 + 2 * 8;
+            QCOMPARE(quint8(bytes[type_at]), quint8(ggml_type_from_dtype(DType::Q3_K)));
+            bytes[type_at] = 21;  // IQ3_S
+            ++flipped;
+        }
+        f.seek(0);
+        f.write(bytes);
+        f.close();
+        QString error;
+        try {
+            load_model(path);
+        } catch (const BadInput& e) {
+            error = e.what();
+        }
+        QVERIFY2(error.contains("has type IQ3_S, which kvscope does not support") &&
+                     error.contains("types it does not read: IQ3_S x" + QString::number(flipped)),
+                 qPrintable(error));
     }
 
     void shardedSafetensors() {

@@ -222,6 +222,10 @@ private slots:
         QTest::newRow("Q8_1 unsupported") << 9u << std::vector<int64_t>{32, 2} << false;
         QTest::newRow("IQ2_XXS unsupported") << 16u << std::vector<int64_t>{256, 3} << false;
         QTest::newRow("I32 unsupported") << 26u << std::vector<int64_t>{9, 9} << false;
+        // ggml's newest types: sized, so that a file holding them is refused by name.
+        QTest::newRow("NVFP4 unsupported") << 40u << std::vector<int64_t>{64, 2} << false;
+        QTest::newRow("Q1_0 unsupported") << 41u << std::vector<int64_t>{128, 1} << false;
+        QTest::newRow("Q2_0 unsupported") << 42u << std::vector<int64_t>{64, 3} << false;
         QTest::newRow("scalar F32") << 0u << std::vector<int64_t>{} << true;
     }
     void roundTripsEveryTensorType() {
