@@ -6,6 +6,7 @@
 
 #include "latency_histogram_chart.h"
 #include "latency_summary.h"
+#include "log_ticker.h"
 #include "request_timeline_plot.h"
 #include "session_data.h"
 #include "simulation_watermark.h"
@@ -57,6 +58,7 @@ ChartsPanel::ChartsPanel(SessionData* session, QWidget* parent)
     m_activations = addGraph(p, tr("act."), Theme::series(1), false);
     m_rss = addGraph(p, tr("RSS"), Theme::series(7), false);
     m_gpu = addGraph(p, tr("GPU"), Theme::series(3), false);
+    m_gpu->removeFromLegend();  // in the legend once a device reports memory (a CPU run has no GPU line)
 
     p = addChart("throughput", tr("Throughput (0.5 s buckets)"), tr("tokens/s"), 2, 0).plot;
     m_totalTps = addGraph(p, tr("total"), Theme::series(7), true, false);
@@ -78,7 +80,7 @@ ChartsPanel::ChartsPanel(SessionData* session, QWidget* parent)
             m_percentileLines.push_back(line);
         }
     }
-    QSharedPointer<QCPAxisTickerLog> log(new QCPAxisTickerLog);
+    QSharedPointer<QCPAxisTickerLog> log(new LogTicker);
     p->yAxis->setScaleType(QCPAxis::stLogarithmic);
     p->yAxis->setTicker(log);
     p->yAxis->setLabel(tr("ms (log)"));
@@ -274,6 +276,7 @@ void ChartsPanel::appendSteps(int first, int count) {
             bucket.second += computed * share;
         }
     }
+    if (!m_gpu->data()->isEmpty()) m_gpu->addToLegend();  // no-op when there already
     markDirty();
 }
 
@@ -409,6 +412,7 @@ void ChartsPanel::reset() {
         }
         c.follow = true;
     }
+    m_gpu->removeFromLegend();
     for (auto& values : m_latencyMs) values.clear();
     m_histogram->clear();
     m_timeline->lanes().clear();

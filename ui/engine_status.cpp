@@ -16,16 +16,22 @@ QString statusText(const EngineStatus& s) {
     }
     QString requests = tr("%1 running, %2 waiting").arg(s.numRunning).arg(s.numWaiting);
     if (s.numPreempted) requests += tr(" (%1 preempted)").arg(s.numPreempted);
-    QStringList parts = {tr("step %1").arg(s.step), requests};
-    // First, so a narrow window cuts the counts, never the word that says none of it was measured; only its
+    // The state first: a window of 1024 px cuts the line's end, and it had cut "running" / "idle".
+    QStringList parts = {s.idle ? tr("idle") : tr("running"), tr("step %1").arg(s.step), requests};
+    // Before it, so a narrow window cuts the counts, never the word that says none of it was measured; only its
     // device ("simulated NVIDIA H100 SXM 80GB"): the model and step-time model are in every chart's label.
     if (!s.simulation.isEmpty()) parts.prepend(s.simulation.section(", ", 0, 0));
-    if (s.kv)
-        parts << tr("KV %1% used, %2 of %3 blocks free")
-                     .arg(s.kv->usage * 100, 0, 'f', 1)
-                     .arg(s.kv->num_free_blocks)
-                     .arg(s.kv->num_blocks);
-    parts << tr("%1 preemptions").arg(s.totalPreemptions) << (s.idle ? tr("idle") : tr("running"));
+    if (s.kv) {
+        // Free counts the cached-free blocks too (vLLM's free queue holds them: evictable); said, as the
+        // block map shows the two apart.
+        QString kv = tr("KV %1% used, %2 of %3 blocks free")
+                         .arg(s.kv->usage * 100, 0, 'f', 1)
+                         .arg(s.kv->num_free_blocks)
+                         .arg(s.kv->num_blocks);
+        if (s.kv->num_cached_free_blocks > 0) kv += tr(" (%1 of them cached)").arg(s.kv->num_cached_free_blocks);
+        parts << kv;
+    }
+    parts << tr("%1 preemptions").arg(s.totalPreemptions);
     return parts.join("  |  ");
 }
 

@@ -194,6 +194,9 @@ void MainWindow::buildLayout() {
     m_requestTable->setModel(m_requestModel);
     m_requestTable->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_requestTable->setSelectionMode(QAbstractItemView::SingleSelection);
+    // Tab leaves the table (the arrows move in it): with a benchmark's hundreds of rows, Tab walking it cell by
+    // cell trapped the keyboard there.
+    m_requestTable->setTabKeyNavigation(false);
     m_requestTable->setAlternatingRowColors(true);
     m_requestTable->verticalHeader()->hide();
     m_requestTable->verticalHeader()->setDefaultSectionSize(20);
@@ -453,11 +456,15 @@ void MainWindow::restoreSettings() {
     // A window saved on a larger screen (or grown by an older version) still fits this one.
     resize(size().boundedTo(screen.size()));
     restoreState(s.value("windowState").toByteArray());
-    m_darkTheme = s.value("darkTheme", true).toBool();
+    // The theme main() applied (the saved one, or --light's): the menu's check follows it, not the setting.
+    m_darkTheme = Theme::isDark();
     m_lastModel = s.value("lastModel").toString();
     m_remoteUrl = s.value("remote/url").toString();
     m_remoteModel = s.value("remote/model").toString();
-    if (auto* a = findChild<QAction*>("darkThemeAction")) a->setChecked(m_darkTheme);
+    if (auto* a = findChild<QAction*>("darkThemeAction")) {
+        const QSignalBlocker quiet(a);
+        a->setChecked(m_darkTheme);
+    }
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
@@ -512,11 +519,31 @@ ChatPane* MainWindow::addPane() {
     // The column is never narrower than one whole pane: more panes scroll sideways, one is never cut
     // (at 1024x700 the header's last button was).
     m_paneArea->setMinimumWidth(std::max(m_paneArea->minimumWidth(), pane->minimumSizeHint().width()));
-    m_paneArea->ensureWidgetVisible(pane);
+    // Scrolled into view once the splitter has laid it out (now it has no place yet): at 1024x700 a second pane
+    // opened off screen with the keyboard focus in it, and typing went where no one could see.
+    if (m_scrollToPane) m_scrollToPane->removeEventFilter(this);
+    m_scrollToPane = pane;
+    pane->installEventFilter(this);
     return pane;
 }
 
+bool MainWindow::eventFilter(QObject* watched, QEvent* event) {
+    // The added pane, at its first full-width place (a squeezed interim geometry is not yet its place):
+    // scrolled to once, then left where the user scrolls.
+    if (watched == m_scrollToPane && (event->type() == QEvent::Resize || event->type() == QEvent::Move) &&
+        m_scrollToPane->width() >= m_scrollToPane->minimumSizeHint().width()) {
+        m_paneArea->ensureWidgetVisible(m_scrollToPane);
+        m_scrollToPane->removeEventFilter(this);
+        m_scrollToPane = nullptr;
+    }
+    return QMainWindow::eventFilter(watched, event);
+}
+
 void MainWindow::closePane(ChatPane* pane) {
+    if (pane == m_scrollToPane) {
+        pane->removeEventFilter(this);
+        m_scrollToPane = nullptr;
+    }
     pane->stop();
     m_panes.removeAll(pane);
     if (m_activePane == pane) m_activePane = m_panes.isEmpty() ? nullptr : m_panes.back();
@@ -581,6 +608,10 @@ void MainWindow::setDarkTheme(bool dark) {
     Theme::apply(dark);
     m_charts->restyle();
     for (ChatPane* p : m_panes) p->setColor(p->color());
+    if (auto* a = findChild<QAction*>("darkThemeAction"); a && a->isChecked() != dark) {  // a script's theme action
+        const QSignalBlocker quiet(a);
+        a->setChecked(dark);
+    }
 }
 
 void MainWindow::showMetricDefinitions() {

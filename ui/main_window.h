@@ -4,6 +4,7 @@
 #pragma once
 
 #include "engine_config.h"
+#include "engine_types.h"
 #include "remote_target.h"
 
 #include <QList>
@@ -72,6 +73,7 @@ signals:
 
 protected:
     void closeEvent(QCloseEvent* event) override;
+    bool eventFilter(QObject* watched, QEvent* event) override;
 
 private:
     void buildActions();
@@ -85,6 +87,7 @@ private:
     StallMonitor* m_stall;
     QList<ChatPane*> m_panes;
     ChatPane* m_activePane = nullptr;
+    ChatPane* m_scrollToPane = nullptr;  // added, to be scrolled into view once the splitter has laid it out
     int m_paneCounter = 0;
     QSplitter* m_paneSplitter = nullptr;
     QScrollArea* m_paneArea = nullptr;

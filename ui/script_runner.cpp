@@ -407,6 +407,9 @@ bool ScriptRunner::runAction(const QJsonObject& a) {
     }
     if (action == "theme") {
         m_window->setDarkTheme(a.value("dark").toBool(true));
+        // The palette reaches some widgets through posted events: a screenshot right after the switch had the
+        // charts light and the panes' headers still dark. Delivered now (none is input or a timer).
+        QCoreApplication::sendPostedEvents();
         return true;
     }
     if (action == "set") {

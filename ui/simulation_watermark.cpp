@@ -1,5 +1,7 @@
 #include "simulation_watermark.h"
 
+#include "theme.h"
+
 #include <QFontMetrics>
 
 #include <qcustomplot.h>
@@ -51,7 +53,9 @@ void setSimulationWatermark(QCustomPlot* plot, const QString& label) {
     if (!text) {
         text = new QCPItemText(plot);
         text->setObjectName(kName);
-        if (plot->layer("overlay")) text->setLayer("overlay");
+        // Under the data (above the grid): a watermark that hides a line or a point costs the chart its
+        // data; drawn beneath them it still marks every picture, exports included.
+        if (plot->layer("grid")) text->setLayer("grid");
         text->setClipToAxisRect(false);
         text->position->setType(QCPItemPosition::ptAxisRectRatio);
         // Top left: a label wider than a small chart runs off to the right, never over the y axis.
@@ -59,9 +63,6 @@ void setSimulationWatermark(QCustomPlot* plot, const QString& label) {
         text->setPositionAlignment(Qt::AlignTop | Qt::AlignLeft);
         text->setTextAlignment(Qt::AlignLeft);
         text->setPadding(QMargins(4, 1, 4, 1));
-        // Amber on a translucent panel: readable on the dark and the light palette, over any series.
-        text->setColor(QColor(0xe0, 0xa0, 0x40));
-        text->setBrush(QColor(0, 0, 0, 110));
         QFont f = plot->font();
         f.setBold(true);
         f.setPointSizeF(std::max(6.5, f.pointSizeF() * 0.75));
@@ -69,7 +70,20 @@ void setSimulationWatermark(QCustomPlot* plot, const QString& label) {
         QObject::connect(plot, &QCustomPlot::afterLayout, text, [plot, text] { fit(plot, text); });
     }
     text->setProperty(kLabel, label);
+    styleSimulationWatermark(plot);
     fit(plot, text);
+}
+
+void styleSimulationWatermark(QCustomPlot* plot) {
+    QCPItemText* text = find(plot);
+    if (!text) return;
+    // Amber on the chart's own background, a little translucent over the grid lines: dark amber on the light
+    // palette (the light one on grey was hard to read there).
+    const bool dark = Theme::isDark();
+    text->setColor(dark ? QColor(0xe0, 0xa0, 0x40) : QColor(0x9a, 0x5b, 0x00));
+    QColor panel = Theme::chartBackground();
+    panel.setAlpha(190);
+    text->setBrush(panel);
 }
 
 QString simulationWatermark(const QCustomPlot* plot) {

@@ -9,9 +9,11 @@ class QCPAbstractItem;
 
 namespace kvscope::ui {
 
-// Shows `label` in the top right corner of the plot's axis rect, above the data; an empty label
+// Shows `label` in the top left corner of the plot's axis rect, beneath the data; an empty label
 // removes it. Replots nothing: the caller's next replot shows it.
 void setSimulationWatermark(QCustomPlot* plot, const QString& label);
+// Its colours for the current theme (Theme::styleChart calls it).
+void styleSimulationWatermark(QCustomPlot* plot);
 // The watermark's text, "" when the plot has none (views, tests).
 QString simulationWatermark(const QCustomPlot* plot);
 // The watermark is the plot's own, not data: resets that clear a chart's items keep it.

@@ -1,5 +1,7 @@
 #include "theme.h"
 
+#include "simulation_watermark.h"
+
 #include <QApplication>
 #include <QPalette>
 #include <QStyleFactory>
@@ -90,6 +92,7 @@ void Theme::styleChart(QCustomPlot* plot) {
     }
     for (int i = 0; i < plot->plotLayout()->elementCount(); ++i)
         if (auto* title = qobject_cast<QCPTextElement*>(plot->plotLayout()->elementAt(i))) title->setTextColor(fg);
+    styleSimulationWatermark(plot);
 }
 
 }  // namespace kvscope::ui

@@ -5,6 +5,7 @@
 // panel lays its charts out in one column. Fed through SessionData like the engine feeds it; no engine,
 // no clock.
 #include "charts_panel.h"
+#include "log_ticker.h"
 #include "session_data.h"
 #include "finished_request.h"
 #include "simulation_watermark.h"
@@ -53,6 +54,46 @@ QCPGraph* graph(QCustomPlot* plot, const QString& name) {
 class TestChartAxes : public QObject {
     Q_OBJECT
 private slots:
+    // A log axis over less than a couple of decades (8 to 200 ms) gets 1-2-5 ticks: QCPAxisTickerLog's
+    // linear fallback put 50, 100, 150, 200 there, crowded at the top with no label under 50.
+    void logTicksUnderTwoDecades() {
+        LogTicker ticker;
+        auto ticks = [&](double lo, double hi, int count) {
+            ticker.setTickCount(count);
+            QVector<double> t;
+            ticker.generate(QCPRange(lo, hi), QLocale::c(), 'g', 6, t, nullptr, nullptr);
+            return t;
+        };
+        QCOMPARE(ticks(8, 200, 5), (QVector<double>{10, 20, 50, 100, 200}));
+        QCOMPARE(ticks(8, 2000, 5), (QVector<double>{10, 30, 100, 300, 1000}));  // 1-2-5 would be 8 ticks
+        QCOMPARE(ticks(0.5, 3000, 6), (QVector<double>{1, 10, 100, 1000}));
+        const QVector<double> narrow = ticks(100, 150, 4);  // under a factor of 2: linear
+        QVERIFY2(narrow.size() >= 2 && narrow.front() >= 100 && narrow.back() <= 150, qPrintable(QString::number(narrow.size())));
+    }
+
+    // The memory chart's legend lists GPU once a device reports its memory: on the CPU it named a line that
+    // never came.
+    void gpuMemoryIsInTheLegendOnlyWithADevice() {
+        SessionData session;
+        ChartsPanel panel(&session);
+        QCustomPlot* memory = chart(panel, "memory");
+        QVERIFY(memory && graph(memory, "GPU"));
+        auto inLegend = [&] { return memory->legend->hasItemWithPlottable(graph(memory, "GPU")); };
+        EngineUpdate cpu;
+        cpu.steps.push_back(step(0.5, 1));
+        session.applyUpdate(cpu);
+        QVERIFY(!inLegend());
+        EngineUpdate gpu;
+        StepRecord s = step(1.0, 1);
+        s.stats.memory.device_total_bytes = int64_t(80) << 30;
+        s.stats.memory.device_used_bytes = int64_t(20) << 30;
+        gpu.steps.push_back(s);
+        session.applyUpdate(gpu);
+        QVERIFY(inLegend());
+        session.clear();  // the next model: on the CPU again
+        QVERIFY(!inLegend());
+    }
+
     void rejectedRequestSetsNoLatencyFloor() {
         SessionData session;
         ChartsPanel panel(&session);
@@ -289,6 +330,8 @@ private slots:
                 QCOMPARE(simulationWatermark(c.plot), label);
                 const auto* text = c.plot->findChild<QCPItemText*>("simulationWatermark");
                 QVERIFY(text);
+                // Beneath the data: it covered lines, points and bars before.
+                QVERIFY2(text->layer()->index() < c.plot->layer("main")->index(), qPrintable(c.name));
                 const QFontMetrics fm(text->font());
                 const int room = c.plot->width() - c.plot->axisRect()->left();  // the label may span the histogram's rects
                 const QStringList lines = text->text().split('\n');

@@ -2,8 +2,10 @@
 // and reaches Send; Ctrl+N opens a pane with the focus in its message box, Ctrl+W closes the active one;
 // Help > Keyboard shortcuts lists these keys. No model is needed: nothing is sent.
 #include "chat_pane.h"
+#include "engine_controller.h"
 #include "main_window.h"
 #include "script_runner.h"
+#include "session_data.h"
 #include "theme.h"
 
 #include <QAction>
@@ -12,6 +14,8 @@
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QStandardPaths>
+#include <QScrollArea>
+#include <QTableView>
 #include <QtTest>
 
 using namespace kvscope::ui;
@@ -76,6 +80,64 @@ private slots:
         auto* action = window.findChild<QAction*>("shortcutsAction");
         QVERIFY(action);
         QVERIFY(!action->associatedObjects().isEmpty());  // in the Help menu
+    }
+
+    // View > Dark theme shows the theme in use: after a script's theme action, and after a start with --light
+    // (main applies it before the window reads its settings); it had stayed checked either way.
+    void themeActionFollowsTheTheme() {
+        Theme::apply(false);  // as --light
+        {
+            MainWindow window;
+            auto* action = window.findChild<QAction*>("darkThemeAction");
+            QVERIFY(action);
+            QVERIFY(!action->isChecked());
+            window.setDarkTheme(true);
+            QVERIFY(action->isChecked());
+            window.setDarkTheme(false);
+            QVERIFY(!action->isChecked());
+        }
+        Theme::apply(true);
+    }
+
+    // Tab leaves the request table (the arrows move in it): it walked every cell, a keyboard trap with a
+    // benchmark's rows.
+    void tabLeavesTheRequestTable() {
+        MainWindow window;
+        window.resize(1600, 1000);
+        window.show();
+        window.activateWindow();
+        QVERIFY(QTest::qWaitForWindowActive(&window));
+        for (const char* id : {"a", "b", "c"}) window.controller()->session()->addRequest(id, "test", Qt::red);
+        auto* table = window.findChild<QTableView*>("requestTable");
+        QVERIFY(table && table->model()->rowCount() == 3);
+        table->setFocus(Qt::TabFocusReason);
+        table->setCurrentIndex(table->model()->index(0, 0));
+        QTRY_COMPARE(QApplication::focusWidget(), static_cast<QWidget*>(table));
+        QTest::keyClick(table, Qt::Key_Tab);
+        QVERIFY(QApplication::focusWidget() != table);
+    }
+
+    // At 1024x700 two panes do not fit side by side: the new one, which has the focus, is scrolled into
+    // view (it opened off screen, and typing went where no one could see).
+    void newPaneIsScrolledIntoView() {
+        MainWindow window;
+        window.resize(1600, 1000);  // as a script starts, then resizes and adds panes at once
+        window.show();
+        window.activateWindow();
+        QVERIFY(QTest::qWaitForWindowActive(&window));
+        window.resize(1024, 700);
+        QTest::keyClick(&window, Qt::Key_N, Qt::ControlModifier);
+        QTest::keyClick(QApplication::focusWidget(), Qt::Key_N, Qt::ControlModifier);
+        QCOMPARE(int(window.panes().size()), 2);
+        for (int round = 0; round < 8; ++round) QCoreApplication::sendPostedEvents(nullptr, QEvent::LayoutRequest);
+        ChatPane* added = window.panes().back();
+        QCOMPARE(QApplication::focusWidget(), added->findChild<QPlainTextEdit*>("messageInput"));
+        QScrollArea* area = nullptr;
+        for (QWidget* w = added->parentWidget(); w && !area; w = w->parentWidget()) area = qobject_cast<QScrollArea*>(w);
+        QVERIFY(area);
+        const QRect inView(added->mapTo(area->viewport(), QPoint(0, 0)), added->size());
+        QVERIFY2(area->viewport()->rect().adjusted(-2, -2, 2, 2).contains(inView),  // the splitter's frame pixel
+                 qPrintable(QString("pane at x %1..%2, viewport %3 wide").arg(inView.left()).arg(inView.right()).arg(area->viewport()->width())));
     }
 
     // Script mode replays a session at a size and by keys: resize, Ctrl+N twice, Ctrl+W, Tab.
