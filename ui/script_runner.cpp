@@ -245,6 +245,16 @@ void ScriptRunner::start() {  // once per run (main.cpp)
     m_clock.start();
     m_index = 0;
     m_done = false;
+    // The engine caps max_model_len at the model's context length: a script that asked for more runs with
+    // less, which it did without a word (a `set` that is not taken fails the script too).
+    const QJsonObject engine = m_script.value("engine").toObject();
+    if (engine.contains("max_model_len")) {
+        const int asked = engine.value("max_model_len").toInt(), held = m_window->controller()->config().scheduler.max_model_len;
+        if (held != asked) {
+            fail(QString("engine.max_model_len %1 was not taken: the model's context allows %2").arg(asked).arg(held));
+            return;
+        }
+    }
     next();
 }
 

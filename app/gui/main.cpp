@@ -150,8 +150,12 @@ int main(int argc, char** argv) {
             static bool started = false;
             if (started) return;
             started = true;
-            window.stallMonitor()->reset();  // measure the session, not the start-up
-            runner.start();
+            // From the engine's first update on (queued right behind the load): before it the block map and
+            // the status bar had nothing to show, and a first screenshot said "No model loaded".
+            QObject::connect(window.controller(), &EngineController::updateApplied, &runner, [&] {
+                window.stallMonitor()->reset();  // measure the session, not the start-up
+                runner.start();
+            }, Qt::SingleShotConnection);
         });
         QObject::connect(&runner, &ScriptRunner::actionStarted, &app, [](int i, const QString& name) {
             std::printf("kvscope: script action %d: %s\n", i, qPrintable(name));

@@ -182,6 +182,24 @@ private slots:
         QCOMPARE(c.kv_cache_memory, int64_t(8) << 20);
     }
 
+    // An engine max_model_len past the model's context (dummy:tiny: 2048) is not taken: the script fails
+    // naming it, instead of running with 2048.
+    void maxModelLenNotTakenFailsTheScript() {
+        MainWindow window;
+        ScriptRunner runner(&window);
+        QString error;
+        const QByteArray script = R"({"engine": {"max_model_len": 4096}, "actions": [{"action": "wait", "ms": 10}]})";
+        QVERIFY2(runner.loadJson(QJsonDocument::fromJson(script).object(), &error), qPrintable(error));
+        QSignalSpy finished(&runner, &ScriptRunner::finished);
+        connect(&window, &MainWindow::modelReady, &runner, &ScriptRunner::start);
+        window.loadModel("dummy:tiny", runner.engineConfig(EngineController::defaultConfig()));
+        QVERIFY(finished.wait(60000));
+        QVERIFY(!finished.at(0).at(0).toBool());
+        QVERIFY2(finished.at(0).at(1).toString().contains("engine.max_model_len 4096 was not taken") &&
+                     finished.at(0).at(1).toString().contains("2048"),
+                 qPrintable(finished.at(0).at(1).toString()));
+    }
+
     // A script that ends with a request in flight says so: the export holds it unfinished.
     void requestsInFlightAtTheEndAreNamed() {
         MainWindow window;
