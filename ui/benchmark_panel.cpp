@@ -4,6 +4,7 @@
 
 #include "bench_results_model.h"
 #include "engine_controller.h"
+#include "log_ticker.h"
 #include "simulation_watermark.h"
 #include "theme.h"
 
@@ -155,7 +156,10 @@ BenchmarkPanel::BenchmarkPanel(EngineController* controller, QWidget* parent)
     m_chart->plotLayout()->addElement(0, 0, new QCPTextElement(m_chart, tr("Runs compared"), QFont(font().family(), font().pointSize(), QFont::Bold)));
     m_chart->yAxis->setLabel(tr("output tok/s"));
     m_chart->yAxis2->setVisible(true);
-    m_chart->yAxis2->setLabel(tr("mean TTFT / E2EL ms"));
+    // Log: a TTFT of 12 ms and an E2EL of 1500 ms on one linear axis put the TTFT line flat on zero.
+    m_chart->yAxis2->setLabel(tr("mean TTFT / E2EL ms (log)"));
+    m_chart->yAxis2->setScaleType(QCPAxis::stLogarithmic);
+    m_chart->yAxis2->setTicker(QSharedPointer<LogTicker>::create());
     placeLegendUnderTitle(m_chart, font());
     m_chart->installEventFilter(this);
     Theme::styleChart(m_chart);
@@ -323,8 +327,10 @@ void BenchmarkPanel::updateChart() {
     for (size_t i = 0; i < runs.size(); ++i) {
         keys << double(i + 1);
         tput << runs[i].summary.value("output_throughput").toDouble();
-        ttft << runs[i].summary.value("mean_ttft_ms").toDouble();
-        e2el << runs[i].summary.value("mean_e2el_ms").toDouble();
+        // A run with no completed request has no mean: a gap on the log axis, not a line off its bottom.
+        const auto positive = [](double v) { return v > 0 ? v : qQNaN(); };
+        ttft << positive(runs[i].summary.value("mean_ttft_ms").toDouble());
+        e2el << positive(runs[i].summary.value("mean_e2el_ms").toDouble());
         // Labelled by target, so that a local and a remote run overlaid cannot be mistaken for each other.
         const QString target = BenchResultsModel::targetLabel(runs[i]);
         const QString name = full ? runs[i].spec.name.left(18) + "\n" + target.left(28)
@@ -369,9 +375,14 @@ void BenchmarkPanel::updateChart() {
     m_chart->yAxis->rescale();
     m_chart->yAxis->setRangeLower(0);
     m_chart->yAxis->setRangeUpper(std::max(1.0, m_chart->yAxis->range().upper * 1.15));
-    m_chart->yAxis2->rescale();
-    m_chart->yAxis2->setRangeLower(0);
-    m_chart->yAxis2->setRangeUpper(std::max(1.0, m_chart->yAxis2->range().upper * 1.15));
+    double lo = 0, hi = 0;  // the positive latencies' span, a little wider
+    for (const QVector<double>* v : {&ttft, &e2el})
+        for (double x : *v)
+            if (x > 0) {  // false for NaN too
+                lo = lo > 0 ? std::min(lo, x) : x;
+                hi = std::max(hi, x);
+            }
+    m_chart->yAxis2->setRange(lo > 0 ? QCPRange(lo / 1.5, hi * 1.5) : QCPRange(1, 1000));
     m_chart->replot(QCustomPlot::rpQueuedReplot);
 }
 

@@ -347,7 +347,6 @@ void ChartsPanel::addEventMarker(const SessionEvent& event) {
     }
     // One label, on the first chart (the others show the line); placed by layoutEventLabels().
     auto* label = new QCPItemText(m_charts.front().plot);
-    label->setText(event.text.section('(', 0, 0).section(':', 1).trimmed());
     label->setColor(QColor(0xe0, 0x5a, 0x6a));
     label->position->setType(QCPItemPosition::ptAbsolute);
     label->setSelectable(false);
@@ -369,8 +368,14 @@ void ChartsPanel::layoutEventLabels() {
     QColor backdrop = Theme::chartBackground();  // the text stays readable over the data lines
     backdrop.setAlpha(210);
     for (auto e = m_events.rbegin(); e != m_events.rend(); ++e) {
-        const double x = plot->xAxis->coordToPixel(e->time), width = metrics.horizontalAdvance(e->label->text()) + pad;
-        const bool right = x + width <= area.right();
+        // An arrow points at the label's line: two close rebuilds put one label right of its line and the
+        // other left of its own, both between the lines, and neither said which line it was.
+        const QString name = e->text.section('(', 0, 0).section(':', 1).trimmed();
+        const QString toRight = QString::fromUtf8("\u25C2 ") + name, toLeft = name + QString::fromUtf8(" \u25B8");
+        const double x = plot->xAxis->coordToPixel(e->time);
+        const bool right = x + metrics.horizontalAdvance(toRight) + pad <= area.right();
+        e->label->setText(right ? toRight : toLeft);
+        const double width = metrics.horizontalAdvance(e->label->text()) + pad;
         const double left = right ? x : x - width;
         auto row = std::find_if(rows.begin(), rows.end(), [&](const auto& spans) {
             return std::none_of(spans.begin(), spans.end(), [&](const std::pair<double, double>& s) {

@@ -188,7 +188,7 @@ ChatPane::ChatPane(EngineController* controller, int number, const QColor& color
                                  : fixHint(message);
         // A request that already streamed text was not refused: it broke off (a remote server that died
         // mid-stream, a timeout).
-        const bool started = !m_reply.isEmpty();
+        const bool started = m_streamed || !m_reply.isEmpty();
         appendText((started ? tr("\n[failed: %1] %2") : tr("\n[rejected: %1] %2")).arg(message, hint));
         m_requestId.clear();
         m_stateLabel->setText(started ? tr("failed") : tr("rejected"));
@@ -349,6 +349,7 @@ void ChatPane::submitConversation() {
     m_heldToolTip.clear();
     appendRole(m_title == QString() ? tr("Model") : tr("Model"));
     m_historyTrimmed = false;
+    m_streamed = false;
     m_requestId = m_lastRequestId = m_controller->submitRequest(c, m_title, m_color);
     m_stateLabel->setText(tr("waiting"));
     m_statsLabel->clear();
@@ -387,6 +388,7 @@ void ChatPane::setColor(const QColor& color) {
 
 void ChatPane::applyProgress(const RequestProgress& p) {
     m_reply += p.textDelta;
+    m_streamed = m_streamed || p.numOutputTokens > 0;
     // One edit block for all of the update's tokens: the transcript is laid out once, not once per token.
     QScrollBar* bar = m_transcript->verticalScrollBar();
     const bool atEnd = bar->value() >= bar->maximum() - 4;

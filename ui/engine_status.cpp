@@ -9,9 +9,8 @@ QString statusText(const EngineStatus& s) {
     if (!s.remote.isEmpty()) {
         // A remote engine has no steps or block table here: its name, the client's requests in flight and
         // what its /metrics says.
-        QStringList parts = {s.remote, tr("%1 in flight").arg(s.numRunning)};
+        QStringList parts = {s.remote, s.idle ? tr("idle") : tr("running"), tr("%1 in flight").arg(s.numRunning)};
         if (s.serverKvUsage >= 0) parts << tr("KV %1% used (server)").arg(s.serverKvUsage * 100, 0, 'f', 1);
-        parts << (s.idle ? tr("idle") : tr("running"));
         return parts.join("  |  ");
     }
     QString requests = tr("%1 running, %2 waiting").arg(s.numRunning).arg(s.numWaiting);

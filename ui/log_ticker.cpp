@@ -25,4 +25,12 @@ QVector<double> LogTicker::createTickVector(double tickStep, const QCPRange& ran
     return best.size() >= 2 ? best : QCPAxisTicker::createTickVector(tickStep, range);
 }
 
+QVector<double> LogTicker::createSubTickVector(int subTickCount, const QVector<double>& ticks) {
+    for (double t : ticks) {
+        const double e = std::log10(t);
+        if (std::abs(e - std::round(e)) > 1e-9) return {};
+    }
+    return QCPAxisTickerLog::createSubTickVector(subTickCount, ticks);
+}
+
 }  // namespace kvscope::ui

@@ -12,6 +12,8 @@ namespace kvscope::ui {
 class LogTicker : public QCPAxisTickerLog {
 protected:
     QVector<double> createTickVector(double tickStep, const QCPRange& range) override;
+    // None between 1-2-5 ticks (QCPAxisTickerLog's would be spaced for decades); a decade's as before.
+    QVector<double> createSubTickVector(int subTickCount, const QVector<double>& ticks) override;
 };
 
 }  // namespace kvscope::ui

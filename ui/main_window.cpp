@@ -456,14 +456,14 @@ void MainWindow::restoreSettings() {
     // A window saved on a larger screen (or grown by an older version) still fits this one.
     resize(size().boundedTo(screen.size()));
     restoreState(s.value("windowState").toByteArray());
-    // The theme main() applied (the saved one, or --light's): the menu's check follows it, not the setting.
-    m_darkTheme = Theme::isDark();
+    m_darkTheme = s.value("darkTheme", true).toBool();  // the saved choice (--light does not change it)
     m_lastModel = s.value("lastModel").toString();
     m_remoteUrl = s.value("remote/url").toString();
     m_remoteModel = s.value("remote/model").toString();
+    // The menu's check shows the theme main() applied (the saved one, or --light's), not the setting.
     if (auto* a = findChild<QAction*>("darkThemeAction")) {
         const QSignalBlocker quiet(a);
-        a->setChecked(m_darkTheme);
+        a->setChecked(Theme::isDark());
     }
 }
 
@@ -530,7 +530,7 @@ ChatPane* MainWindow::addPane() {
 bool MainWindow::eventFilter(QObject* watched, QEvent* event) {
     // The added pane, at its first full-width place (a squeezed interim geometry is not yet its place):
     // scrolled to once, then left where the user scrolls.
-    if (watched == m_scrollToPane && (event->type() == QEvent::Resize || event->type() == QEvent::Move) &&
+    if (m_scrollToPane && watched == m_scrollToPane.data() && (event->type() == QEvent::Resize || event->type() == QEvent::Move) &&
         m_scrollToPane->width() >= m_scrollToPane->minimumSizeHint().width()) {
         m_paneArea->ensureWidgetVisible(m_scrollToPane);
         m_scrollToPane->removeEventFilter(this);

@@ -9,6 +9,7 @@
 
 #include <QList>
 #include <QMainWindow>
+#include <QPointer>
 
 class QLabel;
 class QLineEdit;
@@ -87,7 +88,7 @@ private:
     StallMonitor* m_stall;
     QList<ChatPane*> m_panes;
     ChatPane* m_activePane = nullptr;
-    ChatPane* m_scrollToPane = nullptr;  // added, to be scrolled into view once the splitter has laid it out
+    QPointer<ChatPane> m_scrollToPane;  // added, to be scrolled into view once the splitter has laid it out
     int m_paneCounter = 0;
     QSplitter* m_paneSplitter = nullptr;
     QScrollArea* m_paneArea = nullptr;

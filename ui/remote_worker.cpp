@@ -190,7 +190,12 @@ void RemoteWorker::takeChunk(const QString& id, const QString& delta, double fir
 }
 
 void RemoteWorker::takeDone(const QString& id, const RequestMetrics& m, const QString& error) {
-    if (!m_flights.erase(id)) return;  // aborted: already reported
+    const auto flight = m_flights.find(id);
+    if (flight == m_flights.end()) return;  // aborted: already reported
+    // What streamed before a failure reaches the pane ahead of it (a rejection ends the pane's request,
+    // and text published after it was dropped).
+    if (!error.isEmpty() && m_progress.count(id)) publish();
+    m_flights.erase(flight);
     RequestProgress& p = pendingFor(id);
     p.finished = true;
     p.status = RequestStatus::FINISHED;

@@ -250,7 +250,7 @@ void ScriptRunner::start() {  // once per run (main.cpp)
     const QJsonObject engine = m_script.value("engine").toObject();
     if (engine.contains("max_model_len")) {
         const int asked = engine.value("max_model_len").toInt(), held = m_window->controller()->config().scheduler.max_model_len;
-        if (held != asked) {
+        if (asked > held) {  // 0: the model's own, whatever it is
             fail(QString("engine.max_model_len %1 was not taken: the model's context allows %2").arg(asked).arg(held));
             return;
         }
@@ -418,8 +418,10 @@ bool ScriptRunner::runAction(const QJsonObject& a) {
     if (action == "theme") {
         m_window->setDarkTheme(a.value("dark").toBool(true));
         // The palette reaches some widgets through posted events: a screenshot right after the switch had the
-        // charts light and the panes' headers still dark. Delivered now (none is input or a timer).
-        QCoreApplication::sendPostedEvents();
+        // charts light and the panes' headers still dark. Those are delivered now; no queued call, input or timer.
+        for (const QEvent::Type t : {QEvent::ApplicationPaletteChange, QEvent::PaletteChange, QEvent::StyleChange,
+                                     QEvent::PolishRequest, QEvent::Polish, QEvent::LayoutRequest})
+            QCoreApplication::sendPostedEvents(nullptr, t);
         return true;
     }
     if (action == "set") {

@@ -274,6 +274,20 @@ void check_outputs(const BenchArgs& a) {
         }
 }
 
+namespace {
+
+// The first option of `group` given on the command line, other than those named in `except` (long
+// names); nullptr when none was: a run refuses the options it would otherwise ignore.
+const CLI::Option* first_given(const CLI::App& app, const std::string& group, std::initializer_list<const char*> except = {}) {
+    for (const CLI::Option* opt : app.get_options())
+        if (opt->get_group() == group && opt->count() > 0 &&
+            std::none_of(except.begin(), except.end(), [&](const char* name) { return opt->check_lname(name); }))
+            return opt;
+    return nullptr;
+}
+
+}  // namespace
+
 int run_bench(int argc, char** argv) {
     auto app = command_line::make_app("kvscope-cli bench",
                                       "Replays a benchmark workload through the engine with vLLM's arrival model and "
@@ -291,21 +305,18 @@ int run_bench(int argc, char** argv) {
     // the local engine's compute backend.
     if (!remote.base_url.empty()) {
         // The engine's knobs are the server's: one given here would be ignored without a word.
-        for (const CLI::Option* opt : app->get_options())
-            if (opt->get_group() == kEngineOptionsGroup && opt->count() > 0 && !opt->check_lname("model") &&
-                !opt->check_lname("backend") && !opt->check_lname("max-model-len"))
-                throw BadInput(opt->get_name(false, true) + " sets the local engine; with --base-url the server's own "
-                               "settings apply (only --model, --backend and --max-model-len are read)");
+        if (const CLI::Option* opt = first_given(*app, kEngineOptionsGroup, {"model", "backend", "max-model-len"}))
+            throw BadInput(opt->get_name(false, true) + " sets the local engine; with --base-url the server's own "
+                           "settings apply (only --model, --backend and --max-model-len are read)");
         if (args.save_timeline) throw BadInput("--save-timeline records the local engine's steps; a remote server has none");
         return run_remote_bench_command(args, remote, engine_options, app->count("--backend") > 0);
     }
     if (engine_options.backend.starts_with("openai"))
         throw BadInput("--backend " + engine_options.backend + " drives a remote engine: give --base-url URL");
     // And the remote target's options mean nothing to the local engine: refused, not ignored.
-    for (const CLI::Option* opt : app->get_options())
-        if (opt->get_group() == kRemoteOptionsGroup && opt->count() > 0)
-            throw BadInput(opt->get_name(false, true) + " is for a remote target: give --base-url URL (the local engine "
-                           "uses the model's own tokenizer and has no endpoint)");
+    if (const CLI::Option* opt = first_given(*app, kRemoteOptionsGroup))
+        throw BadInput(opt->get_name(false, true) + " is for a remote target: give --base-url URL (the local engine "
+                       "uses the model's own tokenizer and has no endpoint)");
 
     const std::optional<SweepSpec> sweep = args.sweep.empty() ? std::nullopt : std::optional(parse_sweep(args.sweep));
     if (sweep && !args.compare.empty()) throw BadInput("--sweep and --compare cannot be combined");

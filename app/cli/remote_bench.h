@@ -22,10 +22,10 @@ struct RemoteArgs {
     bool insecure = false;  // --insecure: no certificate or host name check
 };
 
-// Adds --base-url, --endpoint, --tokenizer, --api-key, --metrics-interval, --request-timeout, --cacert,
-// --insecure.
 // The help group of the options add_remote_options adds: without --base-url each is refused.
 inline constexpr const char* kRemoteOptionsGroup = "Remote target options";
+// Adds --base-url, --endpoint, --tokenizer, --api-key, --metrics-interval, --request-timeout, --cacert,
+// --insecure.
 void add_remote_options(CLI::App& app, RemoteArgs& r);
 
 // Runs the benchmark against r.base_url. engine.model is the served model name; engine.backend (when

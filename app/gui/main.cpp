@@ -153,8 +153,11 @@ int main(int argc, char** argv) {
             // From the engine's first update on (queued right behind the load): before it the block map and
             // the status bar had nothing to show, and a first screenshot said "No model loaded".
             QObject::connect(window.controller(), &EngineController::updateApplied, &runner, [&] {
-                window.stallMonitor()->reset();  // measure the session, not the start-up
-                runner.start();
+                // From the event loop, not inside the update's signal (its views are still being told).
+                QTimer::singleShot(0, &runner, [&] {
+                    window.stallMonitor()->reset();  // measure the session, not the start-up
+                    runner.start();
+                });
             }, Qt::SingleShotConnection);
         });
         QObject::connect(&runner, &ScriptRunner::actionStarted, &app, [](int i, const QString& name) {

@@ -37,7 +37,6 @@ std::string shape_str(const std::vector<int64_t>& s) {
     return r + "]";
 }
 
-// Turns named tensors into checked WeightViews and F32 vectors.
 // "IQ2_XS x27, IQ3_S x3": the types of a file's tensors (ts: GgufTensorInfo or SafetensorsTensor) that
 // kvscope does not read, with their counts, most first; "" when every tensor is readable. A refusal names
 // them all: the first tensor refused may hold a fallback type, not the one the file was made for.
@@ -53,6 +52,7 @@ std::string unsupported_types(const std::vector<Tensor>& ts, std::function<std::
     return out;
 }
 
+// Turns named tensors into checked WeightViews and F32 vectors.
 class WeightBinder {
 public:
     // unsupported: unsupported_types of the file.

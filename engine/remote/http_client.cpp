@@ -52,9 +52,16 @@ void set_transfer_options(void* curl, const HttpEndpoint& endpoint, char* error_
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
     curl_easy_setopt(c, CURLOPT_POSTREDIR, static_cast<long>(CURL_REDIR_POST_ALL));
-    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-    // The Authorization header goes to the first host only (libcurl's rule for custom headers): a
-    // redirect to another host does not carry the API key there.
+    // An https endpoint is never redirected to plain http, where prompts and answers would travel in clear.
+    const bool tls = endpoint.base_url.rfind("https:", 0) == 0;
+#if LIBCURL_VERSION_NUM >= 0x075500  // 7.85: the string form (the bitmask one is deprecated there)
+    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, tls ? "https" : "http,https");
+#else
+    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS, tls ? CURLPROTO_HTTPS : CURLPROTO_HTTP | CURLPROTO_HTTPS);
+#endif
+    // The Authorization header goes to the first scheme, host and port only (libcurl's rule for custom
+    // headers): a redirect elsewhere, http -> https included, does not carry the API key, and a server
+    // that wants one answers 401 there.
     error_buffer[0] = '\0';
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error_buffer);
 }

@@ -43,8 +43,9 @@ void init_curl_once();
 // What every easy handle to the endpoint shares (`curl` is a CURL*): TLS verification, the connect
 // timeout, no signals, redirects, and curl's detailed error text into error_buffer (CURL_ERROR_SIZE
 // bytes, curl_error_text). Redirects are followed as vLLM's benchmark (aiohttp) and curl -L follow them
-// (a proxy's http -> https or a moved path), at most 5, over http(s) only, and a POST stays a POST
-// whatever the code: a 301 that turned a completion into a GET would only fail there, with a 405.
+// (a moved path, a proxy's http -> https), at most 5, over http(s) only and never from https to http, and
+// a POST stays a POST whatever the code: a 301 that turned a completion into a GET would only fail there,
+// with a 405. The API key is not sent past the first scheme, host and port.
 void set_transfer_options(void* curl, const HttpEndpoint& endpoint, char* error_buffer);
 inline constexpr size_t kCurlErrorBytes = 256;  // CURL_ERROR_SIZE, without curl.h here
 // curl's message for a failed transfer: the error buffer's detail ("SSL certificate problem: self-signed

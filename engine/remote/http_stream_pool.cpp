@@ -2,8 +2,8 @@
 
 #include <curl/curl.h>
 
+#include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <map>
 

@@ -269,8 +269,6 @@ private slots:
         QVERIFY2(wrong.head.contains("Allow: POST"), wrong.head.constData());  // RFC 9110: a 405 lists the methods
     }
 
-    // CORS as vLLM allows it by default: a browser's preflight is answered (before any API key check), and
-    // responses name the origin, so a web page can call the API.
     // --enable-prompt-tokens-details (vLLM's flag): usage says how many prompt tokens the prefix cache
     // served, in the answer and in the stream's usage chunk; a prompt counts once however many samples.
     void promptTokensDetailsCountCachedTokens() {
@@ -313,6 +311,8 @@ private slots:
         QVERIFY2(cached.stop(&error), error.constData());
     }
 
+    // CORS as vLLM allows it by default: a browser's preflight is answered (before any API key check), and
+    // responses name the origin, so a web page can call the API.
     void corsPreflightAndOrigin() {
         const Reply pre = http(port_, "OPTIONS", "/v1/chat/completions", {},
                                "Origin: http://example.org\r\nAccess-Control-Request-Method: POST\r\n"

@@ -93,6 +93,23 @@ private slots:
         QCOMPARE(progress->text(), QString("0 / 4 requests"));
     }
 
+    // Runs compared: TTFT (tens of ms) and E2EL (seconds) share a log axis, so that both lines read (on a
+    // linear one the TTFT line lay flat on zero).
+    void comparisonLatencyAxisIsLog() {
+        EngineController controller;
+        BenchmarkPanel panel(&controller);
+        for (const auto& [ttft, e2el] : {std::pair{12.0, 1500.0}, std::pair{34.0, 1700.0}}) {
+            BenchResult r;
+            r.spec = smallSpec(8);
+            r.summary = QJsonObject{{"completed", 8}, {"output_throughput", 900.0}, {"mean_ttft_ms", ttft}, {"mean_e2el_ms", e2el}};
+            emit controller.benchmarkFinished(r);
+        }
+        QCPAxis* latency = panel.comparisonChart()->yAxis2;
+        QCOMPARE(latency->scaleType(), QCPAxis::stLogarithmic);
+        QVERIFY2(latency->range().lower > 0 && latency->range().lower < 12 && latency->range().upper > 1700,
+                 qPrintable(QString("%1..%2").arg(latency->range().lower).arg(latency->range().upper)));
+    }
+
     void readableAtSize_data() {
         QTest::addColumn<QSize>("size");
         QTest::addRow("1024x700") << QSize(1024, 700);

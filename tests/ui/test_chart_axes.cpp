@@ -265,12 +265,19 @@ private slots:
             QVERIFY2(area.contains(box.toAlignedRect()), qPrintable(label->text() + " is cut off"));
             for (const QRectF& other : shown) QVERIFY2(!box.intersects(other), qPrintable(label->text() + " overlaps"));
             shown.push_back(box);
+            // Its arrow points at a line it touches: the left edge right of a line, the right edge left of one.
+            const bool pointsLeft = label->text().startsWith(QString::fromUtf8("\u25C2 "));
+            QVERIFY2(pointsLeft || label->text().endsWith(QString::fromUtf8(" \u25B8")), qPrintable(label->text()));
+            bool touches = false;
+            for (double t : times)
+                touches |= std::abs((pointsLeft ? box.left() : box.right()) - plot->xAxis->coordToPixel(t)) <= 5;
+            QVERIFY2(touches, qPrintable(label->text() + " is at no line"));
         }
         QVERIFY(shown.size() >= 3);  // stacked, not all hidden
         bool newestShown = false;  // the live edge's label has priority over an older burst's
         for (int i = 0; i < plot->itemCount(); ++i)
             if (auto* label = qobject_cast<QCPItemText*>(plot->item(i)))
-                newestShown |= label->visible() && label->text() == "kv_cache_dtype float16";
+                newestShown |= label->visible() && label->text().contains("kv_cache_dtype float16");
         QVERIFY(newestShown);
         for (double t : times) {
             const QString tip = panel.eventToolTip(plot, QPointF(plot->xAxis->coordToPixel(t) + 1, area.center().y()));
