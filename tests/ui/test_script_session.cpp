@@ -34,6 +34,19 @@ int distinctColors(const QImage& image) {
     return int(colors.size());
 }
 
+// Runs `script` on dummy:tiny in `window` as main.cpp starts it (on modelReady), to its end: whether it
+// succeeded, and its message.
+std::pair<bool, QString> runToEnd(MainWindow& window, const QByteArray& script) {
+    ScriptRunner runner(&window);
+    QString error;
+    if (!runner.loadJson(QJsonDocument::fromJson(script).object(), &error)) return {false, "not loaded: " + error};
+    QSignalSpy finished(&runner, &ScriptRunner::finished);
+    QObject::connect(&window, &MainWindow::modelReady, &runner, &ScriptRunner::start);
+    window.loadModel("dummy:tiny", runner.engineConfig(EngineController::defaultConfig()));
+    if (!finished.wait(60000)) return {false, "did not finish in 60 s"};
+    return {finished.at(0).at(0).toBool(), finished.at(0).at(1).toString()};
+}
+
 }  // namespace
 
 class TestScriptSession : public QObject {
@@ -164,17 +177,10 @@ private slots:
     // script's engine settings (it read the tuning panel's defaults and undid them, before).
     void firstSetKeepsTheEngineSettings() {
         MainWindow window;
-        ScriptRunner runner(&window);
-        QString error;
-        const QByteArray script = R"({"engine": {"block_size": 32, "kv_cache_memory_mib": 8, "enable_prefix_caching": true,
-                                                 "max_model_len": 256, "threads": 2},
-                                      "actions": [{"action": "set", "max_num_seqs": 2}, {"action": "wait", "ms": 50}]})";
-        QVERIFY2(runner.loadJson(QJsonDocument::fromJson(script).object(), &error), qPrintable(error));
-        QSignalSpy finished(&runner, &ScriptRunner::finished);
-        connect(&window, &MainWindow::modelReady, &runner, &ScriptRunner::start);
-        window.loadModel("dummy:tiny", runner.engineConfig(EngineController::defaultConfig()));
-        QVERIFY(finished.wait(60000));
-        QVERIFY2(finished.at(0).at(0).toBool(), qPrintable(finished.at(0).at(1).toString()));
+        const auto [ok, message] = runToEnd(window, R"({"engine": {"block_size": 32, "kv_cache_memory_mib": 8, "enable_prefix_caching": true,
+                                                                   "max_model_len": 256, "threads": 2},
+                                                        "actions": [{"action": "set", "max_num_seqs": 2}, {"action": "wait", "ms": 50}]})");
+        QVERIFY2(ok, qPrintable(message));
         QTRY_COMPARE_WITH_TIMEOUT(window.controller()->config().scheduler.max_num_seqs, 2, 10000);
         const EngineConfig c = window.controller()->config();
         QCOMPARE(c.block_size, 32);
@@ -186,58 +192,34 @@ private slots:
     // naming it, instead of running with 2048.
     void maxModelLenNotTakenFailsTheScript() {
         MainWindow window;
-        ScriptRunner runner(&window);
-        QString error;
-        const QByteArray script = R"({"engine": {"max_model_len": 4096}, "actions": [{"action": "wait", "ms": 10}]})";
-        QVERIFY2(runner.loadJson(QJsonDocument::fromJson(script).object(), &error), qPrintable(error));
-        QSignalSpy finished(&runner, &ScriptRunner::finished);
-        connect(&window, &MainWindow::modelReady, &runner, &ScriptRunner::start);
-        window.loadModel("dummy:tiny", runner.engineConfig(EngineController::defaultConfig()));
-        QVERIFY(finished.wait(60000));
-        QVERIFY(!finished.at(0).at(0).toBool());
-        QVERIFY2(finished.at(0).at(1).toString().contains("engine.max_model_len 4096 was not taken") &&
-                     finished.at(0).at(1).toString().contains("2048"),
-                 qPrintable(finished.at(0).at(1).toString()));
+        const auto [ok, message] = runToEnd(window, R"({"engine": {"max_model_len": 4096}, "actions": [{"action": "wait", "ms": 10}]})");
+        QVERIFY(!ok);
+        QVERIFY2(message.contains("engine.max_model_len 4096 was not taken") && message.contains("2048"), qPrintable(message));
     }
 
     // A script that ends with a request in flight says so: the export holds it unfinished.
     void requestsInFlightAtTheEndAreNamed() {
         MainWindow window;
-        ScriptRunner runner(&window);
-        QString error;
-        const QByteArray script = R"({"engine": {"max_model_len": 512, "threads": 2},
-                                      "actions": [{"action": "open_pane", "max_tokens": 400},
-                                                  {"action": "submit", "pane": 1, "prompt": "Once upon a time"}]})";
-        QVERIFY2(runner.loadJson(QJsonDocument::fromJson(script).object(), &error), qPrintable(error));
-        QSignalSpy finished(&runner, &ScriptRunner::finished);
-        connect(&window, &MainWindow::modelReady, &runner, &ScriptRunner::start);
-        window.loadModel("dummy:tiny", runner.engineConfig(EngineController::defaultConfig()));
-        QVERIFY(finished.wait(60000));
-        QVERIFY(finished.at(0).at(0).toBool());
-        QVERIFY2(finished.at(0).at(1).toString().contains("1 request(s) still in flight"), qPrintable(finished.at(0).at(1).toString()));
+        const auto [ok, message] = runToEnd(window, R"({"engine": {"max_model_len": 512, "threads": 2},
+                                                        "actions": [{"action": "open_pane", "max_tokens": 400},
+                                                                    {"action": "submit", "pane": 1, "prompt": "Once upon a time"}]})");
+        QVERIFY2(ok, qPrintable(message));
+        QVERIFY2(message.contains("1 request(s) still in flight"), qPrintable(message));
     }
 
     // A `set` the engine refuses fails the script, naming the action (it went on, and exited 0).
     void refusedSetFailsTheScript() {
         MainWindow window;
-        ScriptRunner runner(&window);
-        QString error;
         // Naive mode reserves max_model_len (32 blocks of 16): a pool of 1 MiB (16 blocks) cannot hold the
         // request, which is still running: the commands reach the engine together, before its 400 tokens.
-        const QByteArray script = R"({"engine": {"max_model_len": 512, "kv_cache_memory_mib": 2, "block_size": 16, "threads": 2},
-                                      "actions": [{"action": "open_pane", "max_tokens": 400},
-                                                  {"action": "submit", "pane": 1, "prompt": "Once upon a time"},
-                                                  {"action": "set", "mode": "naive"},
-                                                  {"action": "set", "kv_cache_memory_mib": 1},
-                                                  {"action": "wait", "ms": 2000}]})";
-        QVERIFY2(runner.loadJson(QJsonDocument::fromJson(script).object(), &error), qPrintable(error));
-        QSignalSpy finished(&runner, &ScriptRunner::finished);
-        connect(&window, &MainWindow::modelReady, &runner, &ScriptRunner::start);
-        window.loadModel("dummy:tiny", runner.engineConfig(EngineController::defaultConfig()));
-        QVERIFY(finished.wait(60000));
-        QVERIFY(!finished.at(0).at(0).toBool());
-        QVERIFY2(finished.at(0).at(1).toString().contains("actions[3] (set): the engine refused it"),
-                 qPrintable(finished.at(0).at(1).toString()));
+        const auto [ok, message] = runToEnd(window, R"({"engine": {"max_model_len": 512, "kv_cache_memory_mib": 2, "block_size": 16, "threads": 2},
+                                                        "actions": [{"action": "open_pane", "max_tokens": 400},
+                                                                    {"action": "submit", "pane": 1, "prompt": "Once upon a time"},
+                                                                    {"action": "set", "mode": "naive"},
+                                                                    {"action": "set", "kv_cache_memory_mib": 1},
+                                                                    {"action": "wait", "ms": 2000}]})");
+        QVERIFY(!ok);
+        QVERIFY2(message.contains("actions[3] (set): the engine refused it"), qPrintable(message));
     }
 
     void badScriptIsRejectedWithItsProblem() {
