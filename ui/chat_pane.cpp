@@ -95,6 +95,14 @@ ChatPane::ChatPane(EngineController* controller, int number, const QColor& color
     m_transcript->setReadOnly(true);
     m_transcript->setTabChangesFocus(true);
     m_transcript->setPlaceholderText(tr("Type a message below and press Ctrl+Return"));
+    // The transcript follows its end while the user has it there: a range that grows (the layout of new text
+    // comes after the insert, so the maximum read right after it was stale, and a rejection's message was
+    // left below the view) keeps the end in view; scrolling up stops following until the end is reached.
+    QScrollBar* bar = m_transcript->verticalScrollBar();
+    connect(bar, &QScrollBar::valueChanged, this, [this, bar](int value) { m_followEnd = value >= bar->maximum() - 4; });
+    connect(bar, &QScrollBar::rangeChanged, this, [this, bar](int, int max) {
+        if (m_followEnd) bar->setValue(max);
+    });
     m_transcript->viewport()->installEventFilter(this);
 
     m_statsLabel = new QLabel(this);
@@ -390,8 +398,6 @@ void ChatPane::applyProgress(const RequestProgress& p) {
     m_reply += p.textDelta;
     m_streamed = m_streamed || p.numOutputTokens > 0;
     // One edit block for all of the update's tokens: the transcript is laid out once, not once per token.
-    QScrollBar* bar = m_transcript->verticalScrollBar();
-    const bool atEnd = bar->value() >= bar->maximum() - 4;
     QTextCursor edit(m_transcript->document());
     edit.beginEditBlock();
     if (p.pieces.empty() && !p.textDelta.isEmpty()) appendText(p.textDelta);
@@ -401,7 +407,6 @@ void ChatPane::applyProgress(const RequestProgress& p) {
         appendText(piece.text, std::exchange(m_heldToolTip, {}));
     }
     edit.endEditBlock();
-    if (atEnd) bar->setValue(bar->maximum());
     const int blocks = int(p.blockTable.size());
     QString state = statusName(p.status);
     if (p.finished) state = p.finishReason == FinishReason::ABORT ? tr("stopped") : tr("finished");
@@ -445,14 +450,11 @@ void ChatPane::appendRole(const QString& role) {
 }
 
 void ChatPane::appendText(const QString& text, const QString& toolTip) {
-    QScrollBar* bar = m_transcript->verticalScrollBar();
-    const bool atEnd = bar->value() >= bar->maximum() - 4;
     QTextCursor c(m_transcript->document());
     c.movePosition(QTextCursor::End);
     QTextCharFormat f;
     f.setToolTip(toolTip);
-    c.insertText(text, f);
-    if (atEnd) bar->setValue(bar->maximum());
+    c.insertText(text, f);  // the end stays in view if it was (m_followEnd)
 }
 
 QString ChatPane::tokenToolTipAt(const QPoint& viewportPos) const {

@@ -88,6 +88,7 @@ private:
     QString m_requestId;      // the request in flight, "" when none
     QString m_lastRequestId;  // the latest submitted, kept after it finishes
     bool m_historyTrimmed = false;  // the engine left out older messages of the current request
+    bool m_followEnd = true;        // the transcript's view is at its end: new text keeps it there
     bool m_streamed = false;        // the current request produced a token (a reasoning model's may show no text)
     QString m_reply;
     QString m_heldToolTip;  // alternatives of tokens whose text has not arrived yet

@@ -15,6 +15,7 @@
 #include <QRegularExpression>
 #include <QSignalSpy>
 #include <QTextEdit>
+#include <QScrollBar>
 #include <QtTest>
 
 using namespace kvscope;
@@ -272,6 +273,33 @@ private slots:
         QVERIFY(waitIdle(controller));
         QCOMPARE(controller.session()->request(id)->numOutputTokens > 0, true);
         QCOMPARE(controller.session()->request(badId)->finishReason, FinishReason::ERROR);
+    }
+
+    // A pane at the end of its transcript keeps the end in view: the rejection of a long message is shown,
+    // not left below the view (the end was read before the new text was laid out).
+    void rejectionIsScrolledIntoView() {
+        EngineController controller;  // no model: the message is rejected ("no model is loaded")
+        ChatPane pane(&controller, 1, Qt::blue);
+        pane.resize(360, 300);
+        pane.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&pane));
+        QSignalSpy rejected(&controller, &EngineController::requestRejected);
+        QStringList lines;
+        for (int i = 0; i < 60; ++i) lines << QString("line %1 of a long message").arg(i);
+        pane.sendText(lines.join('\n'));
+        QVERIFY(rejected.wait(10000));
+        QCoreApplication::processEvents();
+        auto* transcript = pane.findChild<QTextEdit*>();
+        QVERIFY(transcript && transcript->toPlainText().contains("[rejected: "));
+        QScrollBar* bar = transcript->verticalScrollBar();
+        QVERIFY(bar->maximum() > 0);
+        QTRY_COMPARE(bar->value(), bar->maximum());
+        // Scrolled up by the user, it stays where it was as text comes.
+        bar->setValue(0);
+        pane.sendText("again");
+        QVERIFY(rejected.wait(10000));
+        QCoreApplication::processEvents();
+        QCOMPARE(bar->value(), 0);
     }
 
     // The GUI's default KV budget is the CLI's (default_kv_cache_memory): a small model gets 4096 blocks
