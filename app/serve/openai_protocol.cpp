@@ -632,7 +632,6 @@ ResponseJson generation_response(Endpoint endpoint, const ResponseHead& head, co
     const bool chat = endpoint == Endpoint::CHAT;
     ResponseJson out = head_json(head, chat ? "chat.completion" : "text_completion");
     ResponseJson list = ResponseJson::array();
-    int64_t completion_tokens = 0;
     for (size_t i = 0; i < choices.size(); ++i) {
         const ChoiceState& c = choices[i];
         ResponseJson choice = {{"index", i}};
@@ -655,12 +654,9 @@ ResponseJson generation_response(Endpoint endpoint, const ResponseHead& head, co
         choice["finish_reason"] = finish_reason_json(c);
         choice["stop_reason"] = c.stop_reason;
         list.push_back(std::move(choice));
-        completion_tokens += c.num_tokens;
     }
     out["choices"] = std::move(list);
-    Usage counted = usage;
-    counted.completion_tokens = completion_tokens;
-    out["usage"] = usage_json(counted);
+    out["usage"] = usage_json(usage);
     return out;
 }
 

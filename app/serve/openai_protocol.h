@@ -159,7 +159,7 @@ ResponseJson prompt_logprobs_json(const Tokenizer& tokenizer, std::span<const To
 // Where vLLM puts "prompt_logprobs": in the choice for completions, at the top level of the response (or
 // stream chunk) for chat, whose choices share one prompt.
 ResponseJson& prompt_logprobs_place(Endpoint endpoint, ResponseJson& response, ResponseJson& choice);
-// The whole non-streaming response (usage: the choices' tokens are its completion_tokens).
+// The whole non-streaming response, with `usage` as counted by the caller.
 ResponseJson generation_response(Endpoint endpoint, const ResponseHead& head, const std::vector<ChoiceState>& choices,
                                    const Usage& usage, const Tokenizer& tokenizer, const ResponseShape& shape);
 // One stream chunk for choice `index`: text delta, the logprobs of its tokens (logprobs_json) and, once

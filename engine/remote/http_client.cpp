@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <mutex>
 
 namespace kvscope {
@@ -83,6 +84,12 @@ std::string redacted_url(const std::string& url) {
     const size_t at = url.find('@', start), slash = url.find('/', start);
     if (at == std::string::npos || (slash != std::string::npos && at > slash)) return url;
     return url.substr(0, start) + url.substr(at + 1);
+}
+
+std::string request_timeout_text(double seconds) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", seconds);
+    return std::string(text) + " s (--request-timeout)";
 }
 
 std::string body_excerpt(const std::string& body, size_t max) {

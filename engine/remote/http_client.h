@@ -56,6 +56,9 @@ std::string redacted_url(const std::string& url);
 // "HTTP 404: <the server's error message>" (its JSON error body's message where it has one, else the
 // start of the body), for messages.
 std::string http_status_text(int status, const std::string& body);
+// "0.5 s (--request-timeout)": the end of the messages of a request the timeout ended (the pool's silence,
+// the reader's bytes without a token), the seconds as given.
+std::string request_timeout_text(double seconds);
 // The part of a response body worth putting in a message: at most `max` bytes, one line.
 std::string body_excerpt(const std::string& body, size_t max = 200);
 

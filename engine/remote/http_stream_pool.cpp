@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <map>
 
 namespace kvscope {
@@ -96,9 +95,7 @@ void HttpStreamPool::run() {
     // averages over about 5 s and counts whole seconds, so --request-timeout 1 fired after 6 s.
     using Clock = std::chrono::steady_clock;
     const auto timeout = std::chrono::duration<double>(endpoint_.request_timeout_s);
-    char timeout_text[32];
-    std::snprintf(timeout_text, sizeof timeout_text, "%g", endpoint_.request_timeout_s);
-    const std::string timed_out = std::string("timed out: no data for ") + timeout_text + " s (--request-timeout)";
+    const std::string timed_out = "timed out: no data for " + request_timeout_text(endpoint_.request_timeout_s);
     // How often the stalls are looked for: a tenth of the timeout, 10 ms to 1 s.
     const int check_ms = static_cast<int>(std::clamp(endpoint_.request_timeout_s * 100, 10.0, 1000.0));
     auto finish = [&](CURL* easy, const std::string& error) {

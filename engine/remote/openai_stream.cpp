@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
 
 namespace kvscope {
 
@@ -69,9 +68,7 @@ bool OpenAiStreamReader::feed(int status, std::string_view bytes, double t) {
         return false;
     }
     if (stall_s_ > 0 && t - last_progress_t_ > stall_s_) {
-        char seconds[32];
-        std::snprintf(seconds, sizeof seconds, "%g", stall_s_);
-        error_ = std::string("timed out: bytes but no token for ") + seconds + " s (--request-timeout)";
+        error_ = "timed out: bytes but no token for " + request_timeout_text(stall_s_);
         return false;
     }
     return true;
@@ -124,14 +121,14 @@ bool OpenAiStreamReader::take_event(const std::string& data, double t) {
     // SGLang, vLLM before 0.10) or delta.reasoning (vLLM since): its chunks are tokens too (vLLM's
     // benchmark times every chunk), though not the answer's text.
     const json* text = nullptr;
-    const json* reasoning = nullptr;
+    bool reasoning = false;
     if (api_ == OpenAiApi::CHAT) {
         if (c.contains("delta") && c["delta"].is_object()) {
             const json& delta = c["delta"];
             if (delta.contains("content")) text = &delta["content"];
             for (const char* key : {"reasoning_content", "reasoning"})
-                if (delta.contains(key) && delta[key].is_string() && !delta[key].get_ref<const std::string&>().empty())
-                    reasoning = &delta[key];
+                reasoning = reasoning || (delta.contains(key) && delta[key].is_string() &&
+                                          !delta[key].get_ref<const std::string&>().empty());
         }
     } else if (c.contains("text")) {
         text = &c["text"];
