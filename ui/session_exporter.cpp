@@ -20,9 +20,8 @@ namespace kvscope::ui {
 
 namespace {
 
-// A latency in ms, or null / "" where the request has no such figure (negative: a failed request has no
+// A latency in ms for requests.csv, or "" where the request has no such figure (negative: a failed request has no
 // first token, a one-token one no TPOT). -1000 had gone out as a TTFT.
-QJsonValue msJson(double seconds) { return seconds >= 0 ? QJsonValue(seconds * 1e3) : QJsonValue(); }
 QString msCsv(double seconds) { return seconds >= 0 ? QString::number(seconds * 1e3) : QString(); }
 
 QJsonObject stepJson(const StepRecord& r) {
@@ -79,10 +78,8 @@ QJsonObject requestJson(const RequestRecord& r) {
         for (double t : m.prefill_chunk_times) chunks.append(t);
         o["prefill_chunk_times"] = chunks;
         o["finish_time"] = m.finish_time;
-        o["ttft_ms"] = msJson(m.ttft());
-        o["tpot_ms"] = msJson(m.tpot());
-        o["e2el_ms"] = msJson(m.e2el());
-        o["queue_time_ms"] = msJson(m.queue_time());
+        const QJsonObject latencies = toQJsonObject(request_latencies_ms(m));
+        for (auto it = latencies.begin(); it != latencies.end(); ++it) o[it.key()] = it.value();
         QJsonArray preemptions;
         for (double t : m.preemption_times) preemptions.append(t);
         o["preemption_times"] = preemptions;

@@ -7,6 +7,7 @@
 #include "command_line/option_checks.h"
 
 #include "llm_engine.h"
+#include "metrics/export.h"
 #include "sim/simulation_info.h"
 #include "util/errors.h"
 
@@ -211,8 +212,7 @@ int run_generate(int argc, char** argv) {
         };
         if (params.logprobs) add_logprobs(logprobs[i], "logprobs", "token_logprobs", false);
         if (params.prompt_logprobs) add_logprobs(prompt_logprobs[i], "prompt_logprobs", "prompt_token_logprobs", true);
-        j["ttft_ms"] = m.ttft() * 1e3;
-        j["e2el_ms"] = m.e2el() * 1e3;
+        j.update(request_latencies_ms(m));
         j["num_cached_tokens"] = m.num_cached_tokens;
         j["num_preemptions"] = m.num_preemptions;
         std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";

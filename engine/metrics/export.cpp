@@ -179,6 +179,15 @@ void write_csv(const std::string& path, const std::vector<ResultRun>& runs) {
     close_output(out, path);
 }
 
+nlohmann::json request_latencies_ms(const RequestMetrics& m) {
+    auto ms = [](double seconds) { return seconds >= 0 ? nlohmann::json(seconds * 1e3) : nlohmann::json(nullptr); };
+    const bool finished = m.finish_time >= 0;
+    return {{"ttft_ms", ms(m.ttft())},
+            {"tpot_ms", ms(finished ? m.tpot() : -1)},
+            {"e2el_ms", ms(finished ? m.e2el() : -1)},
+            {"queue_time_ms", ms(m.queue_time())}};  // unknown for a remote engine
+}
+
 nlohmann::json request_to_json(const RequestMetrics& m, double submit_time, const std::string& error) {
     nlohmann::json j = {{"request_id", m.request_id},
                         {"num_prompt_tokens", m.num_prompt_tokens},
@@ -194,12 +203,7 @@ nlohmann::json request_to_json(const RequestMetrics& m, double submit_time, cons
                         {"token_times", m.token_times},
                         {"finish_time", m.finish_time}};
     if (!error.empty()) j["error"] = error;
-    if (m.has_first_token()) {
-        j["ttft_ms"] = m.ttft() * 1e3;
-        j["e2el_ms"] = m.e2el() * 1e3;
-        if (m.first_scheduled_time >= 0) j["queue_time_ms"] = m.queue_time() * 1e3;  // unknown for a remote engine
-        j["tpot_ms"] = m.num_output_tokens > 1 ? nlohmann::json(m.tpot() * 1e3) : nlohmann::json(nullptr);
-    }
+    j.update(request_latencies_ms(m));
     return j;
 }
 

@@ -58,6 +58,10 @@ ResultFile read_result_file(const std::string& path);
 std::vector<std::pair<std::string, std::string>> csv_row(const ResultRun& run);
 void write_csv(const std::string& path, const std::vector<ResultRun>& runs);
 
+// A request's derived latencies in ms: ttft_ms, tpot_ms, e2el_ms, queue_time_ms, each null where the request
+// has no such figure (no first token, fewer than two tokens, not finished, a remote engine's queue). Every
+// per-request record (bench, generate, the GUI's session) writes them through this one function.
+nlohmann::json request_latencies_ms(const RequestMetrics& m);
 // One JSON object per request: raw engine-clock timestamps (seconds) and the derived latencies (ms).
 nlohmann::json request_to_json(const RequestMetrics& m, double submit_time, const std::string& error);
 void write_requests_jsonl(std::ostream& out, const std::vector<RequestMetrics>& requests,

@@ -1,5 +1,6 @@
 // BenchmarkSummary against hand-computed values: numpy's linear percentiles, vLLM's TPOT / ITL / E2EL
 // definitions, goodput, 1 s peak buckets, vLLM key names; plus StepRecorder's engine aggregates.
+#include "metrics/export.h"
 #include "metrics/step_recorder.h"
 #include "metrics/summary.h"
 
@@ -151,6 +152,31 @@ private slots:
         QCOMPARE(back.ttft.percentiles.size(), size_t(4));
         QCOMPARE(back.e2el.mean, s.e2el.mean);
         QCOMPARE(back.request_goodput.value_or(-1), 1.0);
+    }
+
+    // Every per-request record carries the four latencies, null where the request has no such figure: a bench
+    // JSONL row of a failed request left ttft_ms out where the GUI's session wrote null, and `generate` wrote
+    // -1000 for it.
+    void requestLatenciesAreNullWhereUnknown() {
+        RequestMetrics done = req(1.0, {1.25, 1.5, 2.0});
+        done.first_scheduled_time = 1.125;
+        const nlohmann::json d = request_to_json(done, 0.5, "");
+        QCOMPARE(d["ttft_ms"].get<double>(), 250.0);
+        QCOMPARE(d["tpot_ms"].get<double>(), 375.0);
+        QCOMPARE(d["e2el_ms"].get<double>(), 1000.0);
+        QCOMPARE(d["queue_time_ms"].get<double>(), 125.0);
+
+        const nlohmann::json failed = request_to_json(req(1.0, {}, FinishReason::ERROR), 0.5, "HTTP 500");
+        for (const char* k : {"ttft_ms", "tpot_ms", "queue_time_ms"}) QVERIFY2(failed.contains(k) && failed[k].is_null(), k);
+        QCOMPARE(failed["e2el_ms"].get<double>(), 0.0);  // it ended where it arrived
+        QCOMPARE(failed["error"].get<std::string>(), std::string("HTTP 500"));
+
+        RequestMetrics running = req(1.0, {1.25, 1.5});
+        running.finish_time = -1;
+        const nlohmann::json r = request_latencies_ms(running);
+        QCOMPARE(r["ttft_ms"].get<double>(), 250.0);
+        QVERIFY(r["e2el_ms"].is_null());
+        QVERIFY(r["tpot_ms"].is_null());
     }
 
     void compareRatiosMeanPagedIsBetter() {
