@@ -37,14 +37,18 @@
 #include <QProgressBar>
 #include <QScreen>
 #include <QScrollArea>
+#include <QScrollBar>
 #include <QSettings>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTableView>
+#include <QTimer>
 #include <QToolBar>
 #include <QVBoxLayout>
 #include <qcustomplot.h>
+
+#include <algorithm>
 
 namespace kvscope::ui {
 
@@ -185,6 +189,26 @@ void MainWindow::buildLayout() {
     m_paneSplitter->addWidget(m_noPaneHint);
     m_paneArea = scrolling(m_paneSplitter, Qt::ScrollBarAsNeeded, this);
     m_paneArea->setObjectName("paneArea");
+    m_paneArea->viewport()->installEventFilter(this);  // its width decides how many panes are in view
+    // A dragged scroll bar comes to rest on a pane's edge, as its arrows and fitPanesToColumn's steps do.
+    QScrollBar* paneBar = m_paneArea->horizontalScrollBar();
+    connect(paneBar, &QScrollBar::sliderReleased, this, [paneBar] {
+        const int step = paneBar->singleStep();
+        if (step > 0) paneBar->setValue((paneBar->value() + step / 2) / step * step);
+    });
+    // Tab into a pane out of view brings the whole pane in (the scroll area alone brings the focused field and
+    // 50 px around it: half a pane).
+    connect(qApp, &QApplication::focusChanged, this, [this](QWidget*, QWidget* now) {
+        for (QWidget* w = now; w; w = w->parentWidget())
+            if (auto* pane = qobject_cast<ChatPane*>(w); pane && m_panes.contains(pane)) {
+                if (!m_paneArea->viewport()->rect().adjusted(-2, -2, 2, 2).contains(QRect(pane->mapTo(m_paneArea->viewport(), QPoint(0, 0)), pane->size())))
+                    m_paneArea->ensureWidgetVisible(pane, 0, 0);
+                return;
+            }
+    });
+    connect(paneBar, &QScrollBar::valueChanged, this, [this, paneBar](int value) {
+            if (m_paneRefits == 0 && paneBar->singleStep() > 0) m_firstPaneInView = (value + paneBar->singleStep() / 2) / paneBar->singleStep();
+    });
 
     m_requestModel = new RequestTableModel(m_controller->session(), this);
     m_requestTable = new HintTableView(this);
@@ -513,9 +537,6 @@ ChatPane* MainWindow::addPane() {
     connect(pane, &ChatPane::requestSelected, this, &MainWindow::selectRequest);
     m_activePane = pane;
     m_noPaneHint->setVisible(false);
-    QList<int> sizes;
-    for (int i = 0; i < m_paneSplitter->count(); ++i) sizes << (m_paneSplitter->widget(i) == m_noPaneHint ? 0 : 1000);
-    m_paneSplitter->setSizes(sizes);
     // The column is never narrower than one whole pane: more panes scroll sideways, one is never cut
     // (at 1024x700 the header's last button was).
     m_paneArea->setMinimumWidth(std::max(m_paneArea->minimumWidth(), pane->minimumSizeHint().width()));
@@ -524,15 +545,49 @@ ChatPane* MainWindow::addPane() {
     if (m_scrollToPane) m_scrollToPane->removeEventFilter(this);
     m_scrollToPane = pane;
     pane->installEventFilter(this);
+    fitPanesToColumn();
     return pane;
 }
 
+// The panes that fit the column at their minimum width share its width, the others lie beside them, one
+// scroll bar step (a pane) apart: the column shows whole panes. At 1024x700, three panes showed the end of
+// one and the start of the next, both cut; at 1920 the third was cut in half.
+void MainWindow::fitPanesToColumn() {
+    if (m_panes.isEmpty()) {
+        m_paneSplitter->setMinimumWidth(0);
+        return;
+    }
+    int minWidth = 0;
+    for (ChatPane* p : m_panes) minWidth = std::max(minWidth, p->minimumSizeHint().width());
+    const int handle = m_paneSplitter->handleWidth(), column = m_paneArea->viewport()->width();
+    const int count = static_cast<int>(m_panes.size());
+    const int inView = std::clamp((column + handle) / (minWidth + handle), 1, count);
+    const int width = std::max(minWidth, (column - (inView - 1) * handle) / inView);
+    QScrollBar* bar = m_paneArea->horizontalScrollBar();
+    m_paneSplitter->setMinimumWidth(count * width + (count - 1) * handle);
+    QList<int> sizes;
+    for (int i = 0; i < m_paneSplitter->count(); ++i) sizes << (m_paneSplitter->widget(i)->isHidden() ? 0 : width);
+    m_paneSplitter->setSizes(sizes);
+    bar->setSingleStep(width + handle);
+    // The pane at the left edge stays there once the scroll area has its new range (posted layout requests,
+    // ahead of this call; the value they clamp on the way is not the user's). A pane just added is scrolled
+    // to by the event filter instead.
+    if (m_scrollToPane) return;
+    ++m_paneRefits;
+    QTimer::singleShot(0, this, [this, bar] {
+        if (--m_paneRefits == 0) bar->setValue(m_firstPaneInView * bar->singleStep());
+    });
+}
+
 bool MainWindow::eventFilter(QObject* watched, QEvent* event) {
+    if (watched == m_paneArea->viewport() && event->type() == QEvent::Resize) fitPanesToColumn();
     // The added pane, at its first full-width place (a squeezed interim geometry is not yet its place):
     // scrolled to once, then left where the user scrolls.
     if (m_scrollToPane && watched == m_scrollToPane.data() && (event->type() == QEvent::Resize || event->type() == QEvent::Move) &&
         m_scrollToPane->width() >= m_scrollToPane->minimumSizeHint().width()) {
-        m_paneArea->ensureWidgetVisible(m_scrollToPane);
+        m_paneArea->ensureWidgetVisible(m_scrollToPane, 0, 0);  // no margins: its edges on the column's
+        const QScrollBar* bar = m_paneArea->horizontalScrollBar();
+        m_firstPaneInView = (bar->value() + bar->singleStep() / 2) / std::max(1, bar->singleStep());  // refits keep it
         m_scrollToPane->removeEventFilter(this);
         m_scrollToPane = nullptr;
     }
@@ -550,6 +605,7 @@ void MainWindow::closePane(ChatPane* pane) {
     pane->hide();  // leaves the splitter's layout now; deleted once its queued signals are through
     pane->deleteLater();
     m_noPaneHint->setVisible(m_panes.isEmpty());
+    fitPanesToColumn();
 }
 
 ChatPane* MainWindow::activePane() const { return m_activePane ? m_activePane : (m_panes.isEmpty() ? nullptr : m_panes.front()); }

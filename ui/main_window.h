@@ -83,6 +83,7 @@ private:
     void updateStatus();
     void showModelInfo(const ModelSummary& summary);  // the engine panel's model text
     ChatPane* activePane() const;
+    void fitPanesToColumn();
 
     EngineController* m_controller;
     StallMonitor* m_stall;
@@ -92,6 +93,8 @@ private:
     int m_paneCounter = 0;
     QSplitter* m_paneSplitter = nullptr;
     QScrollArea* m_paneArea = nullptr;
+    int m_firstPaneInView = 0;  // the pane at the column's left edge, kept there when the panes are refitted
+    int m_paneRefits = 0;       // refits whose scroll position is still to be restored
     QLabel* m_noPaneHint = nullptr;
     BlockMapWidget* m_blockMap = nullptr;
     RemoteServerView* m_remoteView = nullptr;  // shown instead of the block map while connected

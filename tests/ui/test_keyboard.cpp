@@ -15,6 +15,7 @@
 #include <QPushButton>
 #include <QStandardPaths>
 #include <QScrollArea>
+#include <QScrollBar>
 #include <QTableView>
 #include <QtTest>
 
@@ -138,6 +139,69 @@ private slots:
         const QRect inView(added->mapTo(area->viewport(), QPoint(0, 0)), added->size());
         QVERIFY2(area->viewport()->rect().adjusted(-2, -2, 2, 2).contains(inView),  // the splitter's frame pixel
                  qPrintable(QString("pane at x %1..%2, viewport %3 wide").arg(inView.left()).arg(inView.right()).arg(area->viewport()->width())));
+    }
+
+    // The pane column shows whole panes at any width: at 1024x700 three panes showed the end of one and the start
+    // of the next, at 1920 the third was cut in half. A resize keeps the pane at the left edge; the scroll bar's
+    // arrow moves one pane.
+    void panesFillTheColumnWhole() {
+        MainWindow window;
+        window.resize(1920, 1080);
+        window.show();
+        window.activateWindow();
+        QVERIFY(QTest::qWaitForWindowActive(&window));
+        for (int i = 0; i < 3; ++i) QTest::keyClick(QApplication::focusWidget() ? QApplication::focusWidget() : &window, Qt::Key_N, Qt::ControlModifier);
+        QCOMPARE(int(window.panes().size()), 3);
+        auto settle = [] {
+            for (int round = 0; round < 8; ++round) QCoreApplication::sendPostedEvents(nullptr, QEvent::LayoutRequest);
+            QTest::qWait(20);  // the refit's restored scroll position (a zero timer)
+        };
+        QScrollArea* area = window.findChild<QScrollArea*>("paneArea");
+        QVERIFY(area);
+        // The panes in view, by index; fails on a pane partly in view.
+        auto inView = [&](QList<int>* shown) {
+            shown->clear();
+            const QRect column = area->viewport()->rect();
+            for (int i = 0; i < window.panes().size(); ++i) {
+                ChatPane* p = window.panes()[i];
+                const QRect r(p->mapTo(area->viewport(), QPoint(0, 0)), p->size());
+                const QString where = QString("pane %1 at x %2..%3, column %4 wide").arg(i + 1).arg(r.left()).arg(r.right()).arg(column.width());
+                if (!r.intersects(column)) continue;
+                QVERIFY2(column.adjusted(-2, 0, 2, 0).contains(QRect(r.left(), 0, r.width(), 1)), qPrintable(where));
+                *shown << i;
+            }
+            QVERIFY(!shown->isEmpty());
+        };
+        settle();
+        QList<int> wide;
+        inView(&wide);
+        if (QTest::currentTestFailed()) return;  // inView's QVERIFY left only the lambda
+        QCOMPARE(wide.back(), 2);  // the pane just added
+        QVERIFY2(wide.size() >= 2, "1920 px hold at least two panes");
+        window.resize(1024, 700);
+        settle();
+        QList<int> narrow;
+        inView(&narrow);
+        if (QTest::currentTestFailed()) return;  // inView's QVERIFY left only the lambda
+        QCOMPARE(narrow, QList<int>{wide.front()});
+        area->horizontalScrollBar()->triggerAction(QAbstractSlider::SliderSingleStepAdd);
+        QList<int> next;
+        inView(&next);
+        if (QTest::currentTestFailed()) return;  // inView's QVERIFY left only the lambda
+        QCOMPARE(next, QList<int>{wide.front() + 1});
+        // By keyboard: focus in pane 1, then Tab until it reaches pane 2, which comes into view whole.
+        window.panes()[0]->findChild<QPlainTextEdit*>("messageInput")->setFocus();
+        QList<int> first;
+        inView(&first);
+        if (QTest::currentTestFailed()) return;
+        QCOMPARE(first, QList<int>{0});
+        for (int i = 0; i < 12 && !window.panes()[1]->isAncestorOf(QApplication::focusWidget()); ++i)
+            QTest::keyClick(QApplication::focusWidget(), Qt::Key_Tab);
+        QVERIFY(window.panes()[1]->isAncestorOf(QApplication::focusWidget()));
+        QList<int> tabbed;
+        inView(&tabbed);
+        if (QTest::currentTestFailed()) return;
+        QCOMPARE(tabbed, QList<int>{1});
     }
 
     // Script mode replays a session at a size and by keys: resize, Ctrl+N twice, Ctrl+W, Tab.
