@@ -22,8 +22,9 @@
 // Shared memory K/V rows are padded by 16 bytes (head_dim + 4 floats, or + 8 halves): 16-byte aligned for
 // cp.async and 16-byte reads, and 8 consecutive keys' 16-byte chunks fall in 8 distinct groups of 4 banks
 // (conflict-free per quarter warp). Shared memory is dynamic (attention_smem_bytes): head_dim 256 (Gemma)
-// needs 81 KB with an F32 cache and 49 KB with a half one, past the 48 KB a static allocation may hold; launches above 48 KB raise the kernel's limit first (every GPU of
-// KVSCOPE_CUDA_ARCHITECTURES, sm_80 and later, allows at least 99 KB per block).
+// needs 81 KB with an F32 cache and 49 KB with a half one, past the 48 KB a static allocation may hold;
+// launches above 48 KB raise the kernel's limit first (every GPU of KVSCOPE_CUDA_ARCHITECTURES, sm_80 and
+// later, allows at least 99 KB per block).
 #include "cuda/paged_attention.cuh"
 
 #include "cuda/cuda_common.cuh"
@@ -340,8 +341,8 @@ static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(cons
     }
 }
 
-// Head sizes with a compiled kernel, as the launch's switch below instantiates them; any multiple of 4 up to
-// 256 would compile.
+// Head sizes with a compiled kernel, as the launch's switch below instantiates them; any multiple of 8 up to
+// 256 would compile (a half cache's 16-byte chunk is 8 values).
 constexpr int kHeadDims[] = {8, 32, 64, 80, 96, 128, 256};
 static bool paged_attention_supports_head_dim(int head_dim) {
     return std::find(std::begin(kHeadDims), std::end(kHeadDims), head_dim) != std::end(kHeadDims);
