@@ -62,6 +62,7 @@ private slots:
         QTest::addColumn<int>("kind");
         QTest::addColumn<int>("window");
         QTest::addColumn<int>("kv_dtype");
+        QTest::addColumn<float>("softcap");
         constexpr int f32 = static_cast<int>(DType::F32);
         const std::pair<AttentionKind, const char*> kinds[] = {
             {AttentionKind::decode, "decode"}, {AttentionKind::prefill, "prefill"}, {AttentionKind::long_context, "long"}};
@@ -69,35 +70,48 @@ private slots:
             for (int gqa : {1, 4, 8})
                 for (int B : {8, 16, 32})
                     for (auto [kind, name] : kinds)
-                        QTest::addRow("D=%d gqa=%d B=%d %s", D, gqa, B, name) << D << gqa << B << static_cast<int>(kind) << 0 << f32;
-        QTest::addRow("D=64 gqa=4 B=1 decode") << 64 << 4 << 1 << static_cast<int>(AttentionKind::decode) << 0 << f32;
-        QTest::addRow("D=64 gqa=4 B=256 prefill") << 64 << 4 << 256 << static_cast<int>(AttentionKind::prefill) << 0 << f32;
+                        QTest::addRow("D=%d gqa=%d B=%d %s", D, gqa, B, name) << D << gqa << B << static_cast<int>(kind) << 0 << f32 << 0.0f;
+        QTest::addRow("D=64 gqa=4 B=1 decode") << 64 << 4 << 1 << static_cast<int>(AttentionKind::decode) << 0 << f32 << 0.0f;
+        QTest::addRow("D=64 gqa=4 B=256 prefill") << 64 << 4 << 256 << static_cast<int>(AttentionKind::prefill) << 0 << f32 << 0.0f;
         QTest::addRow("D=64 gqa=16 B=16 prefill (one row per token)")
-            << 64 << 16 << 16 << static_cast<int>(AttentionKind::prefill) << 0 << f32;
+            << 64 << 16 << 16 << static_cast<int>(AttentionKind::prefill) << 0 << f32 << 0.0f;
         // Gemma's head size: the kernel whose shared memory needs the raised limit.
-        for (auto [kind, name] : kinds) QTest::addRow("D=256 gqa=2 B=16 %s", name) << 256 << 2 << 16 << static_cast<int>(kind) << 0 << f32;
+        for (auto [kind, name] : kinds) QTest::addRow("D=256 gqa=2 B=16 %s", name) << 256 << 2 << 16 << static_cast<int>(kind) << 0 << f32 << 0.0f;
         QTest::addRow("D=256 gqa=8 B=16 long window=300")
-            << 256 << 8 << 16 << static_cast<int>(AttentionKind::long_context) << 300 << f32;
+            << 256 << 8 << 16 << static_cast<int>(AttentionKind::long_context) << 300 << f32 << 0.0f;
         // Phi-2's and Phi-3's head sizes: not a multiple of the warp, so lanes hold 3 (or 2 and 3) dimensions.
         for (int D : {80, 96})
-            for (auto [kind, name] : kinds) QTest::addRow("D=%d gqa=4 B=16 %s", D, name) << D << 4 << 16 << static_cast<int>(kind) << 0 << f32;
+            for (auto [kind, name] : kinds) QTest::addRow("D=%d gqa=4 B=16 %s", D, name) << D << 4 << 16 << static_cast<int>(kind) << 0 << f32 << 0.0f;
         // Sliding windows: splits wholly before a row's window are skipped by the kernel and the merge.
         for (int window : {1, 37, 300, 3000})
             QTest::addRow("D=128 gqa=4 B=16 long window=%d", window)
-                << 128 << 4 << 16 << static_cast<int>(AttentionKind::long_context) << window << f32;
+                << 128 << 4 << 16 << static_cast<int>(AttentionKind::long_context) << window << f32 << 0.0f;
         // Half caches: K/V tiles staged as halves (8 per 16-byte copy) and widened as read. Every head size
         // (D = 8 is one chunk per row; 256 at 49 KB still needs the raised limit), GQA groups, windows.
         for (DType kv : {DType::F16, DType::BF16})
             for (int D : {8, 64, 80, 96, 128, 256})
                 for (auto [kind, name] : kinds)
                     QTest::addRow("%s D=%d gqa=4 B=16 %s", dtype_name(kv).data(), D, name)
-                        << D << 4 << 16 << static_cast<int>(kind) << 0 << static_cast<int>(kv);
+                        << D << 4 << 16 << static_cast<int>(kind) << 0 << static_cast<int>(kv) << 0.0f;
         for (DType kv : {DType::F16, DType::BF16}) {
             QTest::addRow("%s D=64 gqa=1 B=8 prefill", dtype_name(kv).data())
-                << 64 << 1 << 8 << static_cast<int>(AttentionKind::prefill) << 0 << static_cast<int>(kv);
+                << 64 << 1 << 8 << static_cast<int>(AttentionKind::prefill) << 0 << static_cast<int>(kv) << 0.0f;
             QTest::addRow("%s D=128 gqa=8 B=32 long window=300", dtype_name(kv).data())
-                << 128 << 8 << 32 << static_cast<int>(AttentionKind::long_context) << 300 << static_cast<int>(kv);
+                << 128 << 8 << 32 << static_cast<int>(AttentionKind::long_context) << 300 << static_cast<int>(kv) << 0.0f;
+            QTest::addRow("%s D=32 gqa=8 B=16 decode", dtype_name(kv).data())
+                << 32 << 8 << 16 << static_cast<int>(AttentionKind::decode) << 0 << static_cast<int>(kv) << 0.0f;
+            for (int window : {1, 37, 3000})
+                QTest::addRow("%s D=256 gqa=2 B=16 long window=%d", dtype_name(kv).data(), window)
+                    << 256 << 2 << 16 << static_cast<int>(AttentionKind::long_context) << window << static_cast<int>(kv) << 0.0f;
         }
+        // Gemma 2's soft-capped scores (cap * tanh(score / cap)), alone and with a window, on each cache type.
+        for (DType kv : {DType::F32, DType::F16, DType::BF16})
+            for (auto [kind, name] : kinds)
+                QTest::addRow("%s D=256 gqa=2 B=16 %s softcap=50", dtype_name(kv).data(), name)
+                    << 256 << 2 << 16 << static_cast<int>(kind) << (kind == AttentionKind::long_context ? 300 : 0)
+                    << static_cast<int>(kv) << 50.0f;
+        QTest::addRow("F32 D=64 gqa=4 B=16 prefill softcap=5 (most scores capped)")
+            << 64 << 4 << 16 << static_cast<int>(AttentionKind::prefill) << 0 << f32 << 5.0f;
     }
     void paged_attention_splits() {
         QFETCH(int, head_dim);
@@ -106,9 +120,10 @@ private slots:
         QFETCH(int, kind);
         QFETCH(int, window);
         QFETCH(int, kv_dtype);
+        QFETCH(float, softcap);
         std::mt19937_64 rng(case_seed(seed_));
         const PagedAttentionCase c = make_paged_attention_case(head_dim, gqa, block_size, static_cast<DType>(kv_dtype),
-                                                               static_cast<AttentionKind>(kind), rng, window);
+                                                               static_cast<AttentionKind>(kind), rng, window, softcap);
         // The cache: the cached tokens scattered on the host, the new ones written by write_kv (checked by
         // test_backend_ops). A float vector large enough for any element type.
         std::vector<float> cache(c.layout.total_elems());
