@@ -132,6 +132,20 @@ ChartsPanel::ChartsPanel(SessionData* session, QWidget* parent)
     }
     connect(m_charts.front().plot, &QCustomPlot::afterLayout, this, &ChartsPanel::layoutEventLabels);
 
+    // Before its first data a chart says what it waits for: bare axes from 0 to 1 read as a broken view.
+    for (const Chart& c : m_charts) {
+        auto* hint = new QCPItemText(c.plot);
+        hint->position->setType(QCPItemPosition::ptViewportRatio);  // the histogram's three rects share it
+        hint->setClipToAxisRect(false);
+        hint->position->setCoords(0.5, 0.5);
+        hint->setPositionAlignment(Qt::AlignCenter);
+        hint->setTextAlignment(Qt::AlignCenter);
+        hint->setText(c.fromSteps ? tr("No engine step yet") : c.plot == p ? tr("No request yet") : tr("No finished request yet"));
+        hint->setPadding(QMargins(6, 3, 6, 3));  // on the chart's background: over the histogram's middle ticks
+        m_emptyHints.push_back(hint);
+    }
+    styleEmptyHints();
+
     connect(session, &SessionData::stepsAppended, this, &ChartsPanel::appendSteps);
     connect(session, &SessionData::requestChanged, this, [this](int row) {
         m_changedRows.insert(row);
@@ -408,7 +422,9 @@ void ChartsPanel::reset() {
         for (int i = c.plot->itemCount() - 1; i >= 0; --i) {
             QCPAbstractItem* item = c.plot->item(i);
             // The engine's, not the data's.
-            if (isSimulationWatermark(item) || std::find(m_notes.begin(), m_notes.end(), item) != m_notes.end()) continue;
+            if (isSimulationWatermark(item) || std::find(m_notes.begin(), m_notes.end(), item) != m_notes.end() ||
+                std::find(m_emptyHints.begin(), m_emptyHints.end(), item) != m_emptyHints.end())
+                continue;
             if (std::find(m_percentileLines.begin(), m_percentileLines.end(), item) == m_percentileLines.end() &&
                 !m_histogram->ownsItem(item))
                 c.plot->removeItem(item);
@@ -452,6 +468,12 @@ void ChartsPanel::setStepChartsNote(const QString& note) {
     markDirty();
 }
 
+QString ChartsPanel::emptyHint(const QCustomPlot* plot) const {
+    for (const QCPItemText* t : m_emptyHints)
+        if (t->parentPlot() == plot && t->visible()) return t->text();
+    return {};
+}
+
 QString ChartsPanel::stepChartsNote(const QCustomPlot* plot) const {
     for (const QCPItemText* t : m_notes)
         if (t->parentPlot() == plot) return t->text();
@@ -489,6 +511,12 @@ void ChartsPanel::refresh() {
     const double begin = steps.empty() ? 0.0 : std::floor(steps.front().stats.start_time);
     const double end = std::max(begin + 1.0, now);
     const QCPRange time(begin, end + (end - begin) * 0.02);
+    const bool noLatency = std::all_of(m_latencyMs.begin(), m_latencyMs.end(), [](const auto& v) { return v.empty(); });
+    for (size_t i = 0; i < m_charts.size(); ++i) {
+        const Chart& c = m_charts[i];
+        const bool empty = c.fromSteps ? steps.empty() : c.plot == m_timeline->parentPlot() ? m_timeline->lanes().empty() : noLatency;
+        m_emptyHints[i]->setVisible(empty && stepChartsNote(c.plot).isEmpty());
+    }
     for (Chart& c : m_charts) {
         if (c.follow && c.plot == m_histogramPlot) {
             m_histogram->rescale();
@@ -548,9 +576,17 @@ void ChartsPanel::replotNow() {
     for (Chart& c : m_charts) c.plot->replot(QCustomPlot::rpImmediateRefresh);
 }
 
+void ChartsPanel::styleEmptyHints() {
+    for (QCPItemText* t : m_emptyHints) {
+        t->setColor(t->parentPlot()->xAxis->labelColor());
+        t->setBrush(Theme::chartBackground());
+    }
+}
+
 void ChartsPanel::restyle() {
     for (Chart& c : m_charts) Theme::styleChart(c.plot);
     for (QCPItemText* t : m_notes) t->setColor(t->parentPlot()->xAxis->labelColor());
+    styleEmptyHints();
     markDirty();
 }
 

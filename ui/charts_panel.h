@@ -65,6 +65,8 @@ public:
     // (an export too) instead of standing empty; "" removes the note.
     void setStepChartsNote(const QString& note);
     QString stepChartsNote(const QCustomPlot* plot) const;  // "" when the chart has none
+    // What an empty chart says it waits for ("No engine step yet", ...); "" once it has data (or a note).
+    QString emptyHint(const QCustomPlot* plot) const;
 
     int columnCount() const { return m_columns; }
     // As narrow as one column: a scroll area gives the panel its width, and the panel fits its columns.
@@ -86,7 +88,8 @@ private:
     void appendRequests();
     void updateTimeline();
     void addEventMarker(const SessionEvent& event);
-    void layoutEventLabels();  // on the first chart, at each of its layouts
+    void layoutEventLabels();
+    void styleEmptyHints();  // the theme's text colour on the chart's background  // on the first chart, at each of its layouts
     void reset();
     void refresh();
     QCPRange latencyRange() const;  // the latency chart's log y axis, ms
@@ -122,6 +125,7 @@ private:
     std::vector<EventMarker> m_events;
     std::set<QCustomPlot*> m_stalePlots;  // out of view at the last refresh: replotted when next painted
     std::vector<QCPItemText*> m_notes;  // setStepChartsNote's, one per step chart, owned by its plot
+    std::vector<QCPItemText*> m_emptyHints;  // one per chart (m_charts' order), shown while it has no data
 };
 
 }  // namespace kvscope::ui

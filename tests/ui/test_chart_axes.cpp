@@ -94,6 +94,41 @@ private slots:
         QVERIFY(!inLegend());
     }
 
+    // Before its first data a chart says what it waits for (bare axes from 0 to 1 read as a broken view); the
+    // step charts lose the hint at the first step, the latency charts at the first finished request, the
+    // timeline at the first request; a cleared session brings the hints back.
+    void emptyChartsSayWhatTheyWaitFor() {
+        SessionData session;
+        ChartsPanel panel(&session);
+        panel.resize(1000, 900);
+        panel.replotNow();
+        for (const auto& c : panel.charts()) QVERIFY2(panel.emptyHint(c.plot).endsWith("yet"), qPrintable(c.name));
+        QCOMPARE(panel.emptyHint(chart(panel, "occupancy")), QString("No engine step yet"));
+
+        EngineUpdate u;
+        u.steps.push_back(step(1.0, 1));
+        u.engineTime = 1.01;
+        session.applyUpdate(u);
+        session.addRequest("r1", "pane 1", Qt::red);
+        panel.replotNow();
+        for (const auto& c : panel.charts()) {
+            const bool waits = c.name == "latency" || c.name == "latency_histogram";
+            QVERIFY2(panel.emptyHint(c.plot).isEmpty() != waits, qPrintable(c.name));
+        }
+        QCOMPARE(panel.emptyHint(chart(panel, "latency")), QString("No finished request yet"));
+
+        EngineUpdate done;
+        done.finished.push_back(finished_request("r1", 1.0, 20, 5, 8));
+        done.engineTime = 2;
+        session.applyUpdate(done);
+        panel.replotNow();
+        for (const auto& c : panel.charts()) QVERIFY2(panel.emptyHint(c.plot).isEmpty(), qPrintable(c.name));
+
+        session.clear();
+        panel.replotNow();
+        for (const auto& c : panel.charts()) QVERIFY2(!panel.emptyHint(c.plot).isEmpty(), qPrintable(c.name));
+    }
+
     void rejectedRequestSetsNoLatencyFloor() {
         SessionData session;
         ChartsPanel panel(&session);
