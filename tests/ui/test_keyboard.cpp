@@ -21,6 +21,18 @@
 
 using namespace kvscope::ui;
 
+namespace {
+
+// The window shown at a size and active, as a user's: the keys below go to it.
+bool showActive(MainWindow& window, int width, int height) {
+    window.resize(width, height);
+    window.show();
+    window.activateWindow();
+    return QTest::qWaitForWindowActive(&window);
+}
+
+}  // namespace
+
 class TestKeyboard : public QObject {
     Q_OBJECT
 private slots:
@@ -59,10 +71,7 @@ private slots:
 
     void paneShortcuts() {
         MainWindow window;
-        window.resize(1600, 1000);
-        window.show();
-        window.activateWindow();
-        QVERIFY(QTest::qWaitForWindowActive(&window));
+        QVERIFY(showActive(window, 1600, 1000));
         QTest::keyClick(&window, Qt::Key_N, Qt::ControlModifier);
         QTest::keyClick(QApplication::focusWidget(), Qt::Key_N, Qt::ControlModifier);
         QCOMPARE(int(window.panes().size()), 2);
@@ -104,10 +113,7 @@ private slots:
     // benchmark's rows.
     void tabLeavesTheRequestTable() {
         MainWindow window;
-        window.resize(1600, 1000);
-        window.show();
-        window.activateWindow();
-        QVERIFY(QTest::qWaitForWindowActive(&window));
+        QVERIFY(showActive(window, 1600, 1000));
         for (const char* id : {"a", "b", "c"}) window.controller()->session()->addRequest(id, "test", Qt::red);
         auto* table = window.findChild<QTableView*>("requestTable");
         QVERIFY(table && table->model()->rowCount() == 3);
@@ -122,10 +128,7 @@ private slots:
     // view (it opened off screen, and typing went where no one could see).
     void newPaneIsScrolledIntoView() {
         MainWindow window;
-        window.resize(1600, 1000);  // as a script starts, then resizes and adds panes at once
-        window.show();
-        window.activateWindow();
-        QVERIFY(QTest::qWaitForWindowActive(&window));
+        QVERIFY(showActive(window, 1600, 1000));  // as a script starts, then resizes and adds panes at once
         window.resize(1024, 700);
         QTest::keyClick(&window, Qt::Key_N, Qt::ControlModifier);
         QTest::keyClick(QApplication::focusWidget(), Qt::Key_N, Qt::ControlModifier);
@@ -146,10 +149,7 @@ private slots:
     // arrow moves one pane.
     void panesFillTheColumnWhole() {
         MainWindow window;
-        window.resize(1920, 1080);
-        window.show();
-        window.activateWindow();
-        QVERIFY(QTest::qWaitForWindowActive(&window));
+        QVERIFY(showActive(window, 1920, 1080));
         for (int i = 0; i < 3; ++i) QTest::keyClick(QApplication::focusWidget() ? QApplication::focusWidget() : &window, Qt::Key_N, Qt::ControlModifier);
         QCOMPARE(int(window.panes().size()), 3);
         auto settle = [] {
