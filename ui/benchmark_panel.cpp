@@ -25,9 +25,11 @@
 #include <QPushButton>
 #include <QResizeEvent>
 #include <QSaveFile>
+#include <QScrollArea>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QTableView>
+#include <QTimer>
 #include <QVBoxLayout>
 #include <qcustomplot.h>
 
@@ -201,10 +203,34 @@ BenchmarkPanel::BenchmarkPanel(EngineController* controller, QWidget* parent)
         m_progress->setFormat(failed > 0 ? tr("%v / %m requests, %1 failed").arg(failed) : tr("%v / %m requests"));
         m_results->addResult(r);
         updateChart();
+        // Once the table has its new row laid out.
+        QTimer::singleShot(0, this, &BenchmarkPanel::revealLatestRun);
         emit runFinished(r);
     });
     connect(m_results, &QAbstractItemModel::rowsInserted, this, &BenchmarkPanel::updateChart);
     connect(m_results, &QAbstractItemModel::modelReset, this, &BenchmarkPanel::updateChart);
+}
+
+void BenchmarkPanel::showEvent(QShowEvent* event) {
+    QWidget::showEvent(event);
+    if (m_revealPending) QTimer::singleShot(0, this, &BenchmarkPanel::revealLatestRun);
+}
+
+void BenchmarkPanel::revealLatestRun() {
+    // The run's row in view: in a narrow window the table lies below the settings, past the tab's fold (at
+    // 1024x700 only its header showed), and a run's figures are what the user waits for.
+    const int row = m_results->rowCount() - 1;
+    // A hidden tab has no layout to scroll by: the row is revealed when the tab is next shown (showEvent).
+    m_revealPending = !isVisible();
+    if (row < 0 || m_revealPending) return;
+    const QModelIndex index = m_results->index(row, 0);
+    m_table->scrollTo(index);
+    for (QWidget* w = parentWidget(); w; w = w->parentWidget())
+        if (auto* area = qobject_cast<QScrollArea*>(w); area && area->widget()) {
+            const QPoint bottom = m_table->viewport()->mapTo(area->widget(), m_table->visualRect(index).bottomLeft());
+            area->ensureVisible(bottom.x(), bottom.y(), 0, 8);
+            return;
+        }
 }
 
 BenchSpec BenchmarkPanel::spec() const {

@@ -47,12 +47,14 @@ signals:
 
 protected:
     void resizeEvent(QResizeEvent* event) override;
+    void showEvent(QShowEvent* event) override;
     bool eventFilter(QObject* watched, QEvent* event) override;
 
 private:
     void updateChart();
     void showWorkloadTotal();
     void setRunning(bool running);
+    void revealLatestRun();
 
     EngineController* m_controller;
     BenchResultsModel* m_results;
@@ -75,6 +77,7 @@ private:
     QBoxLayout* m_columns;  // settings beside the results, or above them in a narrow window
     QLabel* m_mixNote;  // shown while the table mixes simulated and measured runs
     int m_runNumber = 0;
+    bool m_revealPending = false;  // a run finished while the tab was hidden: its row is shown with the tab
 };
 
 }  // namespace kvscope::ui

@@ -171,6 +171,16 @@ private slots:
         // The tab scrolls down if it must, never sideways.
         auto* area = qobject_cast<QScrollArea*>(panel->parentWidget()->parentWidget());
         QVERIFY(area);
+        // The last run's row is in view without scrolling: at 1024x700 the table lay below the fold.
+        {
+            auto* results = panel->findChild<QTableView*>();
+            QVERIFY(results);
+            const QRect last = results->visualRect(results->model()->index(results->model()->rowCount() - 1, 0));
+            const QPoint top = results->viewport()->mapTo(area->viewport(), last.topLeft());
+            const QPoint bottom = results->viewport()->mapTo(area->viewport(), last.bottomLeft());
+            QVERIFY2(last.isValid() && area->viewport()->rect().contains(top) && area->viewport()->rect().contains(bottom),
+                     qPrintable(QString("last run's row at y %1..%2 of a %3 px tab").arg(top.y()).arg(bottom.y()).arg(area->viewport()->height())));
+        }
         QVERIFY2(panel->width() <= area->viewport()->width(),
                  qPrintable(QString("panel %1 px in a %2 px tab").arg(panel->width()).arg(area->viewport()->width())));
 
