@@ -221,12 +221,17 @@ void BenchmarkPanel::revealLatestRun() {
     // 1024x700 only its header showed), and a run's figures are what the user waits for.
     const int row = m_results->rowCount() - 1;
     // A hidden tab has no layout to scroll by: the row is revealed when the tab is next shown (showEvent).
+    const bool wasPending = m_revealPending;
     m_revealPending = !isVisible();
     if (row < 0 || m_revealPending) return;
     const QModelIndex index = m_results->index(row, 0);
     m_table->scrollTo(index);
     for (QWidget* w = parentWidget(); w; w = w->parentWidget())
         if (auto* area = qobject_cast<QScrollArea*>(w); area && area->widget()) {
+            // Where the user watched the run (its progress bar in view), or did not see the tab at all; one who
+            // scrolled up to the settings stays there.
+            const QPoint bar = m_progress->mapTo(area->viewport(), QPoint(0, m_progress->height() / 2));
+            if (!wasPending && !area->viewport()->rect().contains(bar)) return;
             const QPoint bottom = m_table->viewport()->mapTo(area->widget(), m_table->visualRect(index).bottomLeft());
             area->ensureVisible(bottom.x(), bottom.y(), 0, 8);
             return;

@@ -140,7 +140,7 @@ ChartsPanel::ChartsPanel(SessionData* session, QWidget* parent)
         hint->position->setCoords(0.5, 0.5);
         hint->setPositionAlignment(Qt::AlignCenter);
         hint->setTextAlignment(Qt::AlignCenter);
-        hint->setText(c.fromSteps ? tr("No engine step yet") : c.plot == p ? tr("No request yet") : tr("No finished request yet"));
+        hint->setText(c.fromSteps ? tr("No engine step yet") : c.plot == p ? tr("No request yet") : tr("No latency yet"));
         hint->setPadding(QMargins(6, 3, 6, 3));  // on the chart's background: over the histogram's middle ticks
         m_emptyHints.push_back(hint);
     }

@@ -88,8 +88,8 @@ private:
     void appendRequests();
     void updateTimeline();
     void addEventMarker(const SessionEvent& event);
-    void layoutEventLabels();
-    void styleEmptyHints();  // the theme's text colour on the chart's background  // on the first chart, at each of its layouts
+    void layoutEventLabels();  // on the first chart, at each of its layouts
+    void styleEmptyHints();    // the theme's text colour on the chart's background
     void reset();
     void refresh();
     QCPRange latencyRange() const;  // the latency chart's log y axis, ms

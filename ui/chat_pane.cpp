@@ -173,6 +173,9 @@ ChatPane::ChatPane(EngineController* controller, int number, const QColor& color
     layout->addWidget(m_statsLabel);
     layout->addWidget(m_input);
     layout->addLayout(buttons);
+    // Focus coming into any field or button of the pane is seen (activated, tabbedInto), not only the message box.
+    for (QWidget* w : findChildren<QWidget*>())
+        if (w->focusPolicy() & Qt::TabFocus) w->installEventFilter(this);
 
     connect(m_controller, &EngineController::requestUpdated, this, [this](const RequestProgress& p) {
         if (p.requestId == m_requestId) applyProgress(p);
@@ -491,6 +494,11 @@ void ChatPane::updateColorSwatch() {
 
 bool ChatPane::eventFilter(QObject* watched, QEvent* event) {
     if (event->type() == QEvent::FocusIn || event->type() == QEvent::MouseButtonPress) emit activated(this);
+    if (event->type() == QEvent::FocusIn) {
+        const Qt::FocusReason reason = static_cast<QFocusEvent*>(event)->reason();
+        if ((reason == Qt::TabFocusReason || reason == Qt::BacktabFocusReason) && static_cast<QWidget*>(watched)->window() == window())
+            emit tabbedInto(this);
+    }
     if (watched == m_input && event->type() == QEvent::KeyPress) {
         auto* key = static_cast<QKeyEvent*>(event);
         if ((key->key() == Qt::Key_Return || key->key() == Qt::Key_Enter) && (key->modifiers() & Qt::ControlModifier)) {

@@ -67,6 +67,8 @@ signals:
     void requestSelected(const QString& requestId);
     void closeRequested(kvscope::ui::ChatPane* pane);
     void activated(kvscope::ui::ChatPane* pane);
+    // The keyboard focus came into the pane by Tab or Backtab (a click or a returning window do not count).
+    void tabbedInto(kvscope::ui::ChatPane* pane);
 
 protected:
     bool eventFilter(QObject* watched, QEvent* event) override;

@@ -35,6 +35,7 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QProgressBar>
+#include <QResizeEvent>
 #include <QScreen>
 #include <QScrollArea>
 #include <QScrollBar>
@@ -196,18 +197,8 @@ void MainWindow::buildLayout() {
         const int step = paneBar->singleStep();
         if (step > 0) paneBar->setValue((paneBar->value() + step / 2) / step * step);
     });
-    // Tab into a pane out of view brings the whole pane in (the scroll area alone brings the focused field and
-    // 50 px around it: half a pane).
-    connect(qApp, &QApplication::focusChanged, this, [this](QWidget*, QWidget* now) {
-        for (QWidget* w = now; w; w = w->parentWidget())
-            if (auto* pane = qobject_cast<ChatPane*>(w); pane && m_panes.contains(pane)) {
-                if (!m_paneArea->viewport()->rect().adjusted(-2, -2, 2, 2).contains(QRect(pane->mapTo(m_paneArea->viewport(), QPoint(0, 0)), pane->size())))
-                    m_paneArea->ensureWidgetVisible(pane, 0, 0);
-                return;
-            }
-    });
     connect(paneBar, &QScrollBar::valueChanged, this, [this, paneBar](int value) {
-            if (m_paneRefits == 0 && paneBar->singleStep() > 0) m_firstPaneInView = (value + paneBar->singleStep() / 2) / paneBar->singleStep();
+        if (m_paneRefits == 0 && paneBar->singleStep() > 0) m_firstPaneInView = (value + paneBar->singleStep() / 2) / paneBar->singleStep();
     });
 
     m_requestModel = new RequestTableModel(m_controller->session(), this);
@@ -535,11 +526,16 @@ ChatPane* MainWindow::addPane() {
     connect(pane, &ChatPane::closeRequested, this, &MainWindow::closePane);
     connect(pane, &ChatPane::activated, this, [this](ChatPane* p) { m_activePane = p; });
     connect(pane, &ChatPane::requestSelected, this, &MainWindow::selectRequest);
+    // Tab into a pane out of view brings the whole pane in (the scroll area alone brings the focused field and
+    // 50 px around it: half a pane).
+    connect(pane, &ChatPane::tabbedInto, this, &MainWindow::showWholePane);
     m_activePane = pane;
     m_noPaneHint->setVisible(false);
     // The column is never narrower than one whole pane: more panes scroll sideways, one is never cut
     // (at 1024x700 the header's last button was).
-    m_paneArea->setMinimumWidth(std::max(m_paneArea->minimumWidth(), pane->minimumSizeHint().width()));
+    // (Room for a vertical scroll bar too: with one showing, a pane of the column's minimum width was cut.)
+    m_paneArea->setMinimumWidth(std::max(m_paneArea->minimumWidth(),
+                                         pane->minimumSizeHint().width() + m_paneArea->verticalScrollBar()->sizeHint().width()));
     // Scrolled into view once the splitter has laid it out (now it has no place yet): at 1024x700 a second pane
     // opened off screen with the keyboard focus in it, and typing went where no one could see.
     if (m_scrollToPane) m_scrollToPane->removeEventFilter(this);
@@ -564,6 +560,7 @@ void MainWindow::fitPanesToColumn() {
     const int inView = std::clamp((column + handle) / (minWidth + handle), 1, count);
     const int width = std::max(minWidth, (column - (inView - 1) * handle) / inView);
     QScrollBar* bar = m_paneArea->horizontalScrollBar();
+    m_firstPaneInView = std::clamp(m_firstPaneInView, 0, count - inView);  // no empty space at the right end
     m_paneSplitter->setMinimumWidth(count * width + (count - 1) * handle);
     QList<int> sizes;
     for (int i = 0; i < m_paneSplitter->count(); ++i) sizes << (m_paneSplitter->widget(i)->isHidden() ? 0 : width);
@@ -579,13 +576,24 @@ void MainWindow::fitPanesToColumn() {
     });
 }
 
+void MainWindow::showWholePane(ChatPane* pane) {
+    // Sideways only: a pane taller than a short column keeps the user's vertical place.
+    const int left = pane->mapTo(m_paneArea->viewport(), QPoint(0, 0)).x(), column = m_paneArea->viewport()->width();
+    QScrollBar* bar = m_paneArea->horizontalScrollBar();
+    if (left < 0 || pane->width() > column) bar->setValue(bar->value() + left);
+    else if (left + pane->width() > column) bar->setValue(bar->value() + left + pane->width() - column);
+}
+
 bool MainWindow::eventFilter(QObject* watched, QEvent* event) {
-    if (watched == m_paneArea->viewport() && event->type() == QEvent::Resize) fitPanesToColumn();
+    // Widths only: a height change (the request table's splitter, a scroll bar) keeps the user's pane widths.
+    if (watched == m_paneArea->viewport() && event->type() == QEvent::Resize &&
+        static_cast<QResizeEvent*>(event)->size().width() != static_cast<QResizeEvent*>(event)->oldSize().width())
+        fitPanesToColumn();
     // The added pane, at its first full-width place (a squeezed interim geometry is not yet its place):
     // scrolled to once, then left where the user scrolls.
     if (m_scrollToPane && watched == m_scrollToPane.data() && (event->type() == QEvent::Resize || event->type() == QEvent::Move) &&
         m_scrollToPane->width() >= m_scrollToPane->minimumSizeHint().width()) {
-        m_paneArea->ensureWidgetVisible(m_scrollToPane, 0, 0);  // no margins: its edges on the column's
+        showWholePane(m_scrollToPane);
         const QScrollBar* bar = m_paneArea->horizontalScrollBar();
         m_firstPaneInView = (bar->value() + bar->singleStep() / 2) / std::max(1, bar->singleStep());  // refits keep it
         m_scrollToPane->removeEventFilter(this);
@@ -600,6 +608,7 @@ void MainWindow::closePane(ChatPane* pane) {
         m_scrollToPane = nullptr;
     }
     pane->stop();
+    if (m_panes.indexOf(pane) < m_firstPaneInView) --m_firstPaneInView;  // the panes in view stay in view
     m_panes.removeAll(pane);
     if (m_activePane == pane) m_activePane = m_panes.isEmpty() ? nullptr : m_panes.back();
     pane->hide();  // leaves the splitter's layout now; deleted once its queued signals are through

@@ -84,6 +84,7 @@ private:
     void showModelInfo(const ModelSummary& summary);  // the engine panel's model text
     ChatPane* activePane() const;
     void fitPanesToColumn();
+    void showWholePane(kvscope::ui::ChatPane* pane);  // scrolled sideways until its edges are in the column
 
     EngineController* m_controller;
     StallMonitor* m_stall;

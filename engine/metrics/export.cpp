@@ -183,7 +183,7 @@ nlohmann::json request_latencies_ms(const RequestMetrics& m) {
     auto ms = [](double seconds) { return seconds >= 0 ? nlohmann::json(seconds * 1e3) : nlohmann::json(nullptr); };
     const bool finished = m.finish_time >= 0;
     return {{"ttft_ms", ms(m.ttft())},
-            {"tpot_ms", ms(finished ? m.tpot() : -1)},
+            {"tpot_ms", ms(finished && m.has_first_token() ? m.tpot() : -1)},  // a count from usage alone has no TTFT
             {"e2el_ms", ms(finished ? m.e2el() : -1)},
             {"queue_time_ms", ms(m.queue_time())}};  // unknown for a remote engine
 }

@@ -171,6 +171,10 @@ private slots:
         QCOMPARE(failed["e2el_ms"].get<double>(), 0.0);  // it ended where it arrived
         QCOMPARE(failed["error"].get<std::string>(), std::string("HTTP 500"));
 
+        RequestMetrics counted = req(1.0, {}, FinishReason::ERROR);  // a remote stream's usage said 12, no token came
+        counted.num_output_tokens = 12;
+        QVERIFY(request_latencies_ms(counted)["tpot_ms"].is_null());
+
         RequestMetrics running = req(1.0, {1.25, 1.5});
         running.finish_time = -1;
         const nlohmann::json r = request_latencies_ms(running);

@@ -102,7 +102,7 @@ private slots:
         ChartsPanel panel(&session);
         panel.resize(1000, 900);
         panel.replotNow();
-        for (const auto& c : panel.charts()) QVERIFY2(panel.emptyHint(c.plot).endsWith("yet"), qPrintable(c.name));
+        for (const auto& c : panel.charts()) QVERIFY2(panel.emptyHint(c.plot).endsWith(" yet"), qPrintable(c.name));
         QCOMPARE(panel.emptyHint(chart(panel, "occupancy")), QString("No engine step yet"));
 
         EngineUpdate u;
@@ -115,7 +115,7 @@ private slots:
             const bool waits = c.name == "latency" || c.name == "latency_histogram";
             QVERIFY2(panel.emptyHint(c.plot).isEmpty() != waits, qPrintable(c.name));
         }
-        QCOMPARE(panel.emptyHint(chart(panel, "latency")), QString("No finished request yet"));
+        QCOMPARE(panel.emptyHint(chart(panel, "latency")), QString("No latency yet"));
 
         EngineUpdate done;
         done.finished.push_back(finished_request("r1", 1.0, 20, 5, 8));

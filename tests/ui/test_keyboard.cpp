@@ -189,19 +189,33 @@ private slots:
         inView(&next);
         if (QTest::currentTestFailed()) return;  // inView's QVERIFY left only the lambda
         QCOMPARE(next, QList<int>{wide.front() + 1});
-        // By keyboard: focus in pane 1, then Tab until it reaches pane 2, which comes into view whole.
-        window.panes()[0]->findChild<QPlainTextEdit*>("messageInput")->setFocus();
-        QList<int> first;
-        inView(&first);
-        if (QTest::currentTestFailed()) return;
-        QCOMPARE(first, QList<int>{0});
-        for (int i = 0; i < 12 && !window.panes()[1]->isAncestorOf(QApplication::focusWidget()); ++i)
-            QTest::keyClick(QApplication::focusWidget(), Qt::Key_Tab);
-        QVERIFY(window.panes()[1]->isAncestorOf(QApplication::focusWidget()));
+        // By keyboard: from the message box of the pane in view, Backtab until the focus reaches the pane before
+        // it, which comes into view whole.
+        ChatPane* shown = window.panes()[next.front()];
+        ChatPane* before = window.panes()[next.front() - 1];
+        shown->findChild<QPlainTextEdit*>("messageInput")->setFocus();
+        for (int i = 0; i < 12 && !before->isAncestorOf(QApplication::focusWidget()); ++i)
+            QTest::keyClick(QApplication::focusWidget(), Qt::Key_Backtab, Qt::ShiftModifier);
+        QVERIFY(before->isAncestorOf(QApplication::focusWidget()));
         QList<int> tabbed;
         inView(&tabbed);
         if (QTest::currentTestFailed()) return;
-        QCOMPARE(tabbed, QList<int>{1});
+        QCOMPARE(tabbed, QList<int>{next.front() - 1});
+        // Closing a pane left of the view keeps the pane in view in view: a fourth pane (scrolled to), Backtab to
+        // the third, close the first.
+        ChatPane* fourth = window.addPane();
+        settle();
+        fourth->findChild<QPlainTextEdit*>("messageInput")->setFocus();
+        ChatPane* third = window.panes()[2];
+        for (int i = 0; i < 12 && !third->isAncestorOf(QApplication::focusWidget()); ++i)
+            QTest::keyClick(QApplication::focusWidget(), Qt::Key_Backtab, Qt::ShiftModifier);
+        QVERIFY(third->isAncestorOf(QApplication::focusWidget()));
+        window.closePane(window.panes()[0]);
+        settle();
+        QList<int> afterClose;
+        inView(&afterClose);
+        if (QTest::currentTestFailed()) return;
+        QCOMPARE(window.panes()[afterClose.front()], third);
     }
 
     // Script mode replays a session at a size and by keys: resize, Ctrl+N twice, Ctrl+W, Tab.
