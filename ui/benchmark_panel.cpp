@@ -136,6 +136,7 @@ BenchmarkPanel::BenchmarkPanel(EngineController* controller, QWidget* parent)
     m_table = new QTableView(this);
     m_table->setModel(m_results);
     m_table->setAlternatingRowColors(true);
+    m_table->setTabKeyNavigation(false);  // Tab leaves the table (arrows move in it): cell by cell it trapped the keyboard
     m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_table->verticalHeader()->hide();
     m_table->setWordWrap(false);
@@ -185,6 +186,9 @@ BenchmarkPanel::BenchmarkPanel(EngineController* controller, QWidget* parent)
     split->addWidget(m_chart);
     rightLayout->addWidget(split, 1);
     rightLayout->addLayout(buttons);
+    // Tab in the order of the screen: the table, then the buttons below it (made first, they came before it).
+    setTabOrder(m_table, loadButton);
+    setTabOrder(loadButton, exportButton);
 
     m_columns = new QBoxLayout(QBoxLayout::LeftToRight, this);
     m_columns->addWidget(left);

@@ -135,7 +135,9 @@ ChartsPanel::ChartsPanel(SessionData* session, QWidget* parent)
     // Before its first data a chart says what it waits for: bare axes from 0 to 1 read as a broken view.
     for (const Chart& c : m_charts) {
         auto* hint = new QCPItemText(c.plot);
-        hint->position->setType(QCPItemPosition::ptViewportRatio);  // the histogram's three rects share it
+        // In the middle of the (middle) axis rect: across the histogram's three it covered the middle one's ticks.
+        hint->position->setType(QCPItemPosition::ptAxisRectRatio);
+        hint->position->setAxisRect(c.plot->axisRect(c.plot->axisRectCount() / 2));
         hint->setClipToAxisRect(false);
         hint->position->setCoords(0.5, 0.5);
         hint->setPositionAlignment(Qt::AlignCenter);

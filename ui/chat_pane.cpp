@@ -83,6 +83,8 @@ ChatPane::ChatPane(EngineController* controller, int number, const QColor& color
     header->addWidget(clearButton);
     header->addWidget(m_settingsButton);
     header->addWidget(closeButton);
+    setTabOrder(clearButton, m_settingsButton);  // as on screen: Clear, Settings..., close
+    setTabOrder(m_settingsButton, closeButton);
 
     buildSettings();
     connect(m_settingsButton, &QToolButton::clicked, this, [this] {

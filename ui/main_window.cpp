@@ -64,13 +64,19 @@ QColor paneColor(int index) {
 constexpr int kChartsTab = 0;
 constexpr int kBenchmarkTab = 1;
 
-// A page that scrolls instead of squeezing its content below its minimum size in a small window.
-QScrollArea* scrolling(QWidget* content, Qt::ScrollBarPolicy horizontal, QWidget* parent) {
+// A page that scrolls instead of squeezing its content below its minimum size in a small window. The field
+// that takes the keyboard focus is scrolled into view however it got it: QScrollArea does so only for Tab from
+// inside it, and Tab into the benchmark form from outside left its first field 5 px in view.
+QScrollArea* scrolling(QWidget* content, Qt::ScrollBarPolicy horizontal, QWidget* parent, bool followFocus = true) {
     auto* area = new QScrollArea(parent);
     area->setWidgetResizable(true);
     area->setFrameShape(QFrame::NoFrame);
     area->setHorizontalScrollBarPolicy(horizontal);
     area->setWidget(content);
+    if (followFocus)
+        QObject::connect(qApp, &QApplication::focusChanged, area, [area](QWidget*, QWidget* now) {
+            if (now && area->widget() && area->widget()->isAncestorOf(now)) area->ensureWidgetVisible(now, 8, 8);
+        });
     return area;
 }
 
@@ -188,8 +194,11 @@ void MainWindow::buildLayout() {
     m_noPaneHint->setWordWrap(true);
     m_noPaneHint->setEnabled(false);
     m_paneSplitter->addWidget(m_noPaneHint);
-    m_paneArea = scrolling(m_paneSplitter, Qt::ScrollBarAsNeeded, this);
+    // The panes scroll into view whole (showWholePane), not field by field; the column itself is no Tab stop
+    // (it showed no focus, and Tab into a pane scrolls it).
+    m_paneArea = scrolling(m_paneSplitter, Qt::ScrollBarAsNeeded, this, false);
     m_paneArea->setObjectName("paneArea");
+    m_paneArea->setFocusPolicy(Qt::NoFocus);
     m_paneArea->viewport()->installEventFilter(this);  // its width decides how many panes are in view
     // A dragged scroll bar comes to rest on a pane's edge, as its arrows and fitPanesToColumn's steps do.
     QScrollBar* paneBar = m_paneArea->horizontalScrollBar();
@@ -572,7 +581,14 @@ void MainWindow::fitPanesToColumn() {
     if (m_scrollToPane) return;
     ++m_paneRefits;
     QTimer::singleShot(0, this, [this, bar] {
-        if (--m_paneRefits == 0) bar->setValue(m_firstPaneInView * bar->singleStep());
+        if (--m_paneRefits != 0) return;
+        bar->setValue(m_firstPaneInView * bar->singleStep());
+        // Unless the keyboard is in a pane now out of view: typing went where no one could see.
+        for (QWidget* w = QApplication::focusWidget(); w; w = w->parentWidget())
+            if (auto* pane = qobject_cast<ChatPane*>(w); pane && m_panes.contains(pane)) {
+                showWholePane(pane);
+                break;
+            }
     });
 }
 
@@ -608,9 +624,14 @@ void MainWindow::closePane(ChatPane* pane) {
         m_scrollToPane = nullptr;
     }
     pane->stop();
-    if (m_panes.indexOf(pane) < m_firstPaneInView) --m_firstPaneInView;  // the panes in view stay in view
+    const int index = static_cast<int>(m_panes.indexOf(pane));
+    if (index < m_firstPaneInView) --m_firstPaneInView;  // the panes in view stay in view
+    const bool hadFocus = pane->isAncestorOf(QApplication::focusWidget());
     m_panes.removeAll(pane);
-    if (m_activePane == pane) m_activePane = m_panes.isEmpty() ? nullptr : m_panes.back();
+    // The next pane takes over, or the one before the last (a browser's tabs close so); with the keyboard in
+    // the closed pane, its message box takes the focus and comes into view (the fitting below keeps it there).
+    if (m_activePane == pane) m_activePane = m_panes.isEmpty() ? nullptr : m_panes[std::min(index, int(m_panes.size()) - 1)];
+    if (hadFocus && m_activePane) m_activePane->focusInput();
     pane->hide();  // leaves the splitter's layout now; deleted once its queued signals are through
     pane->deleteLater();
     m_noPaneHint->setVisible(m_panes.isEmpty());

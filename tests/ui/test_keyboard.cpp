@@ -1,6 +1,8 @@
 // The window by keyboard alone (issue 17): Tab leaves every pane's message box without typing a tab
 // and reaches Send; Ctrl+N opens a pane with the focus in its message box, Ctrl+W closes the active one;
 // Help > Keyboard shortcuts lists these keys. No model is needed: nothing is sent.
+#include "bench_results_model.h"
+#include "benchmark_panel.h"
 #include "chat_pane.h"
 #include "engine_controller.h"
 #include "main_window.h"
@@ -16,6 +18,7 @@
 #include <QStandardPaths>
 #include <QScrollArea>
 #include <QScrollBar>
+#include <QTabWidget>
 #include <QTableView>
 #include <QtTest>
 
@@ -122,6 +125,22 @@ private slots:
         QTRY_COMPARE(QApplication::focusWidget(), static_cast<QWidget*>(table));
         QTest::keyClick(table, Qt::Key_Tab);
         QVERIFY(QApplication::focusWidget() != table);
+
+        // The benchmark results table the same way (found by a keyboard-only run: Tab cycled its cells).
+        for (int i = 0; i < 2; ++i) {
+            BenchResult r;
+            r.spec.name = QString("run %1").arg(i + 1);
+            r.summary = QJsonObject{{"completed", 8}, {"output_throughput", 12.5}};
+            window.benchmarkPanel()->resultsModel()->addResult(r);
+        }
+        window.findChild<QTabWidget*>()->setCurrentIndex(1);
+        auto* results = window.benchmarkPanel()->findChild<QTableView*>();
+        QVERIFY(results && results->model()->rowCount() == 2);
+        results->setFocus(Qt::TabFocusReason);
+        results->setCurrentIndex(results->model()->index(0, 0));
+        QTRY_COMPARE(QApplication::focusWidget(), static_cast<QWidget*>(results));
+        QTest::keyClick(results, Qt::Key_Tab);
+        QVERIFY(QApplication::focusWidget() != results);
     }
 
     // At 1024x700 two panes do not fit side by side: the new one, which has the focus, is scrolled into
@@ -178,11 +197,25 @@ private slots:
         if (QTest::currentTestFailed()) return;  // inView's QVERIFY left only the lambda
         QCOMPARE(wide.back(), 2);  // the pane just added
         QVERIFY2(wide.size() >= 2, "1920 px hold at least two panes");
+        // Narrower: the pane with the keyboard in it stays in view (typing must not go where no one sees)...
+        window.resize(1024, 700);
+        settle();
+        QList<int> focused;
+        inView(&focused);
+        if (QTest::currentTestFailed()) return;  // inView's QVERIFY left only the lambda
+        QCOMPARE(focused, QList<int>{2});
+        // ... and with the keyboard elsewhere, the pane at the left edge does.
+        window.findChild<QTableView*>("requestTable")->setFocus();
+        window.resize(1920, 1080);
+        settle();
+        inView(&wide);
+        if (QTest::currentTestFailed()) return;
+        QCOMPARE(wide, (QList<int>{1, 2}));
         window.resize(1024, 700);
         settle();
         QList<int> narrow;
         inView(&narrow);
-        if (QTest::currentTestFailed()) return;  // inView's QVERIFY left only the lambda
+        if (QTest::currentTestFailed()) return;
         QCOMPARE(narrow, QList<int>{wide.front()});
         area->horizontalScrollBar()->triggerAction(QAbstractSlider::SliderSingleStepAdd);
         QList<int> next;
@@ -216,6 +249,16 @@ private slots:
         inView(&afterClose);
         if (QTest::currentTestFailed()) return;
         QCOMPARE(window.panes()[afterClose.front()], third);
+        // Ctrl+W on the pane in view: the next pane takes the keyboard and comes into view with it.
+        third->focusInput();
+        ChatPane* after = window.panes()[window.panes().indexOf(third) + 1];
+        QTest::keyClick(QApplication::focusWidget(), Qt::Key_W, Qt::ControlModifier);
+        settle();
+        QVERIFY(after->isAncestorOf(QApplication::focusWidget()));
+        QList<int> afterCtrlW;
+        inView(&afterCtrlW);
+        if (QTest::currentTestFailed()) return;
+        QCOMPARE(window.panes()[afterCtrlW.front()], after);
     }
 
     // Script mode replays a session at a size and by keys: resize, Ctrl+N twice, Ctrl+W, Tab.
