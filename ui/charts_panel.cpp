@@ -133,8 +133,8 @@ ChartsPanel::ChartsPanel(SessionData* session, QWidget* parent)
     connect(m_charts.front().plot, &QCustomPlot::afterLayout, this, &ChartsPanel::layoutEventLabels);
 
     // Before its first data a chart says what it waits for: bare axes from 0 to 1 read as a broken view.
-    for (const Chart& c : m_charts) {
-        auto* hint = new QCPItemText(c.plot);
+    for (Chart& c : m_charts) {
+        auto* hint = c.emptyHint = new QCPItemText(c.plot);
         // In the middle of the (middle) axis rect: across the histogram's three it covered the middle one's ticks.
         hint->position->setType(QCPItemPosition::ptAxisRectRatio);
         hint->position->setAxisRect(c.plot->axisRect(c.plot->axisRectCount() / 2));
@@ -144,7 +144,6 @@ ChartsPanel::ChartsPanel(SessionData* session, QWidget* parent)
         hint->setTextAlignment(Qt::AlignCenter);
         hint->setText(c.fromSteps ? tr("No engine step yet") : c.plot == p ? tr("No request yet") : tr("No latency yet"));
         hint->setPadding(QMargins(6, 3, 6, 3));  // on the chart's background: over the histogram's middle ticks
-        m_emptyHints.push_back(hint);
     }
     styleEmptyHints();
 
@@ -424,8 +423,7 @@ void ChartsPanel::reset() {
         for (int i = c.plot->itemCount() - 1; i >= 0; --i) {
             QCPAbstractItem* item = c.plot->item(i);
             // The engine's, not the data's.
-            if (isSimulationWatermark(item) || std::find(m_notes.begin(), m_notes.end(), item) != m_notes.end() ||
-                std::find(m_emptyHints.begin(), m_emptyHints.end(), item) != m_emptyHints.end())
+            if (isSimulationWatermark(item) || item == c.emptyHint || std::find(m_notes.begin(), m_notes.end(), item) != m_notes.end())
                 continue;
             if (std::find(m_percentileLines.begin(), m_percentileLines.end(), item) == m_percentileLines.end() &&
                 !m_histogram->ownsItem(item))
@@ -471,8 +469,8 @@ void ChartsPanel::setStepChartsNote(const QString& note) {
 }
 
 QString ChartsPanel::emptyHint(const QCustomPlot* plot) const {
-    for (const QCPItemText* t : m_emptyHints)
-        if (t->parentPlot() == plot && t->visible()) return t->text();
+    for (const Chart& c : m_charts)
+        if (c.plot == plot && c.emptyHint->visible()) return c.emptyHint->text();
     return {};
 }
 
@@ -514,12 +512,9 @@ void ChartsPanel::refresh() {
     const double end = std::max(begin + 1.0, now);
     const QCPRange time(begin, end + (end - begin) * 0.02);
     const bool noLatency = std::all_of(m_latencyMs.begin(), m_latencyMs.end(), [](const auto& v) { return v.empty(); });
-    for (size_t i = 0; i < m_charts.size(); ++i) {
-        const Chart& c = m_charts[i];
-        const bool empty = c.fromSteps ? steps.empty() : c.plot == m_timeline->parentPlot() ? m_timeline->lanes().empty() : noLatency;
-        m_emptyHints[i]->setVisible(empty && stepChartsNote(c.plot).isEmpty());
-    }
     for (Chart& c : m_charts) {
+        const bool empty = c.fromSteps ? steps.empty() : c.plot == m_timeline->parentPlot() ? m_timeline->lanes().empty() : noLatency;
+        c.emptyHint->setVisible(empty && stepChartsNote(c.plot).isEmpty());
         if (c.follow && c.plot == m_histogramPlot) {
             m_histogram->rescale();
         } else if (c.follow && c.plot == m_timeline->parentPlot()) {
@@ -579,9 +574,9 @@ void ChartsPanel::replotNow() {
 }
 
 void ChartsPanel::styleEmptyHints() {
-    for (QCPItemText* t : m_emptyHints) {
-        t->setColor(t->parentPlot()->xAxis->labelColor());
-        t->setBrush(Theme::chartBackground());
+    for (const Chart& c : m_charts) {
+        c.emptyHint->setColor(c.plot->xAxis->labelColor());
+        c.emptyHint->setBrush(Theme::chartBackground());
     }
 }
 

@@ -48,6 +48,7 @@ public:
         bool follow = true;
         bool engineTimeAxis = true;  // x is engine time: rebuild markers are drawn on it
         bool fromSteps = true;       // drawn from the engine's per-step figures (a remote engine has none)
+        QCPItemText* emptyHint = nullptr;  // shown while the chart has no data ("No engine step yet")
     };
     const std::vector<Chart>& charts() const { return m_charts; }
     const LatencyHistogramChart& latencyHistogram() const { return *m_histogram; }
@@ -125,7 +126,6 @@ private:
     std::vector<EventMarker> m_events;
     std::set<QCustomPlot*> m_stalePlots;  // out of view at the last refresh: replotted when next painted
     std::vector<QCPItemText*> m_notes;  // setStepChartsNote's, one per step chart, owned by its plot
-    std::vector<QCPItemText*> m_emptyHints;  // one per chart (m_charts' order), shown while it has no data
 };
 
 }  // namespace kvscope::ui

@@ -61,6 +61,12 @@ QColor paneColor(int index) {
     return colors[index % 8];
 }
 
+// The pane nearest to the pane column's scroll position `value` (panes one scroll bar step apart).
+int paneAt(const QScrollBar* bar, int value) {
+    const int step = std::max(1, bar->singleStep());
+    return (value + step / 2) / step;
+}
+
 constexpr int kChartsTab = 0;
 constexpr int kBenchmarkTab = 1;
 
@@ -202,12 +208,10 @@ void MainWindow::buildLayout() {
     m_paneArea->viewport()->installEventFilter(this);  // its width decides how many panes are in view
     // A dragged scroll bar comes to rest on a pane's edge, as its arrows and fitPanesToColumn's steps do.
     QScrollBar* paneBar = m_paneArea->horizontalScrollBar();
-    connect(paneBar, &QScrollBar::sliderReleased, this, [paneBar] {
-        const int step = paneBar->singleStep();
-        if (step > 0) paneBar->setValue((paneBar->value() + step / 2) / step * step);
-    });
+    connect(paneBar, &QScrollBar::sliderReleased, this,
+            [paneBar] { paneBar->setValue(paneAt(paneBar, paneBar->value()) * paneBar->singleStep()); });
     connect(paneBar, &QScrollBar::valueChanged, this, [this, paneBar](int value) {
-        if (m_paneRefits == 0 && paneBar->singleStep() > 0) m_firstPaneInView = (value + paneBar->singleStep() / 2) / paneBar->singleStep();
+        if (m_paneRefits == 0) m_firstPaneInView = paneAt(paneBar, value);
     });
 
     m_requestModel = new RequestTableModel(m_controller->session(), this);
@@ -611,7 +615,7 @@ bool MainWindow::eventFilter(QObject* watched, QEvent* event) {
         m_scrollToPane->width() >= m_scrollToPane->minimumSizeHint().width()) {
         showWholePane(m_scrollToPane);
         const QScrollBar* bar = m_paneArea->horizontalScrollBar();
-        m_firstPaneInView = (bar->value() + bar->singleStep() / 2) / std::max(1, bar->singleStep());  // refits keep it
+        m_firstPaneInView = paneAt(bar, bar->value());  // what the refits pending keep
         m_scrollToPane->removeEventFilter(this);
         m_scrollToPane = nullptr;
     }
