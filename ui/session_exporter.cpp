@@ -20,9 +20,12 @@ namespace kvscope::ui {
 
 namespace {
 
-// A latency in ms for requests.csv, or "" where the request has no such figure (negative: a failed request has no
-// first token, a one-token one no TPOT). -1000 had gone out as a TTFT.
-QString msCsv(double seconds) { return seconds >= 0 ? QString::number(seconds * 1e3) : QString(); }
+// A request's latency for requests.csv, as request_latencies_ms gives it: "" where it is null (a failed request
+// has no first token, a one-token one no TPOT; -1000 had gone out as a TTFT).
+QString msCsv(const nlohmann::json& latencies, const char* key) {
+    const auto v = latencies.find(key);
+    return v != latencies.end() && v->is_number() ? QString::number(v->get<double>()) : QString();
+}
 
 QJsonObject stepJson(const StepRecord& r) {
     const StepStats& s = r.stats;
@@ -168,11 +171,11 @@ bool exportSession(const QString& dir, const SessionExportInputs& in, QString* e
            "num_preemptions,arrival_time,ttft_ms,tpot_ms,e2el_ms\n";
     for (const RequestRecord& r : in.session->requests()) {
         const auto& m = r.metrics;
+        const nlohmann::json latencies = m ? request_latencies_ms(*m) : nlohmann::json::object();
         req << csvField(r.requestId) << ',' << csvField(r.origin) << ',' << statusName(r.status) << ','
             << finishReasonName(r.finishReason) << ',' << r.numPromptTokens << ',' << r.numOutputTokens << ','
             << r.numCachedTokens << ',' << r.numPreemptions << ',' << (m ? m->arrival_time : r.arrivalTime) << ','
-            << (m ? msCsv(m->ttft()) : QString()) << ',' << (m ? msCsv(m->tpot()) : QString()) << ','
-            << (m ? msCsv(m->e2el()) : QString()) << '\n';
+            << msCsv(latencies, "ttft_ms") << ',' << msCsv(latencies, "tpot_ms") << ',' << msCsv(latencies, "e2el_ms") << '\n';
     }
     req.flush();
     if (!writeFile(d.filePath("requests.csv"), csv.toUtf8(), error)) return false;
