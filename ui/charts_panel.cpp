@@ -225,6 +225,11 @@ ChartsPanel::Chart& ChartsPanel::addChart(const QString& name, const QString& ti
     // As many y labels as fit the chart's height (two text lines apart: a nice step may add some), set
     // at each layout for every axis rect (the histogram has three); a changed count replots once more.
     connect(plot, &QCustomPlot::afterLayout, this, [plot] {
+        // At least as tall as its title, legend rows and axis rect need (their margins are known only
+        // after a layout): at 140 px the timeline's two key rows made QCustomPlot squeeze every row
+        // under its text, and the keys lost their descenders at 1024x700.
+        const int needed = plot->plotLayout()->minimumOuterSizeHint().height();
+        if (needed > plot->minimumHeight()) plot->setMinimumHeight(needed);
         bool changed = false;
         for (QCPAxisRect* rect : plot->axisRects()) {
             QCPAxis* y = rect->axis(QCPAxis::atLeft);

@@ -354,6 +354,34 @@ private slots:
         QTRY_COMPARE_WITH_TIMEOUT(problem(), QString(), 2000);
     }
 
+    // Every legend key is drawn whole (its item as tall as its text) in a one-column panel at its charts'
+    // minimum height, as at 1024x700: the request timeline's two key rows were squeezed into less than
+    // their height and the keys lost their descenders ("queued", "preempted").
+    void legendKeysAreWhole() {
+        SessionData session;
+        auto* panel = new ChartsPanel(&session);
+        QScrollArea area;
+        area.setWidgetResizable(true);
+        area.setWidget(panel);
+        area.resize(340, 600);
+        area.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&area));
+        QTRY_COMPARE(panel->columnCount(), 1);
+        QCoreApplication::processEvents();
+        panel->replotNow();
+        for (const auto& c : panel->charts()) {
+            QCOMPARE(c.plot->height(), c.plot->minimumHeight());
+            for (int i = 0; i < c.plot->legend->itemCount(); ++i) {
+                const QCPAbstractLegendItem* item = c.plot->legend->item(i);
+                if (!item || !item->visible()) continue;
+                QVERIFY2(item->outerRect().height() >= item->minimumOuterSizeHint().height(),
+                         qPrintable(QString("%1: key %2 is %3 px high, its text %4")
+                                        .arg(c.name).arg(i).arg(item->outerRect().height())
+                                        .arg(item->minimumOuterSizeHint().height())));
+            }
+        }
+    }
+
     // The "simulated ..." watermark fits a chart of any width (issue 20): every line it shows lies within
     // the chart's axis rect, the model and step-time model break onto lines of their own or end in a
     // visible ellipsis rather than being cut, and the whole label stays the watermark's (exports, tests).
