@@ -663,6 +663,13 @@ void MainWindow::selectRequest(const QString& requestId) {
     const int row = m_controller->session()->indexOf(requestId);
     if (row >= 0 && row < m_requestModel->rowCount() && m_requestTable->currentIndex().row() != row)
         m_requestTable->setCurrentIndex(m_requestModel->index(row, 0));
+    // The pane that sent it comes into view too (at 1024 px the column shows one pane): a request picked
+    // in the table or the block map showed its blocks beside another pane's conversation.
+    for (ChatPane* pane : std::as_const(m_panes))
+        if (pane->title() == r->origin) {
+            showWholePane(pane);
+            break;
+        }
 }
 
 void MainWindow::showModelInfo(const ModelSummary& s) {

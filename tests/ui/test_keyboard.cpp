@@ -259,6 +259,15 @@ private slots:
         inView(&afterCtrlW);
         if (QTest::currentTestFailed()) return;
         QCOMPARE(window.panes()[afterCtrlW.front()], after);
+        // A request picked in the table brings the pane that sent it into view, as the block map shows its blocks.
+        ChatPane* sender = window.panes()[0];
+        window.controller()->session()->addRequest("req-from-first", sender->title(), Qt::red);
+        window.selectRequest("req-from-first");
+        settle();
+        QList<int> selected;
+        inView(&selected);
+        if (QTest::currentTestFailed()) return;
+        QCOMPARE(window.panes()[selected.front()], sender);
     }
 
     // Script mode replays a session at a size and by keys: resize, Ctrl+N twice, Ctrl+W, Tab.
