@@ -29,7 +29,10 @@ RequestOutput OutputProcessor::process_token(const Request& r, int32_t token) {
     size_t holdback = 0;
     if (!reason)
         for (const auto& s : r.sampling_params.stop) holdback = std::max(holdback, s.size() - 1);
-    const size_t ready = st.text.size() > holdback ? st.text.size() - holdback : 0;
+    size_t ready = st.text.size() > holdback ? st.text.size() - holdback : 0;
+    // Never half a character: a stop string's byte count held back the end of a "“" (3 bytes), and each
+    // streamed delta, serialised on its own, turned the halves into U+FFFD.
+    while (ready > st.emitted && ready < st.text.size() && (static_cast<unsigned char>(st.text[ready]) & 0xC0) == 0x80) --ready;
     if (ready > st.emitted) {
         o.text_delta = st.text.substr(st.emitted, ready - st.emitted);
         st.emitted = ready;

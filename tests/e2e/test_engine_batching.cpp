@@ -10,6 +10,7 @@
 #include "metrics/step_recorder.h"
 #include "util/errors.h"
 #include "util/host_memory.h"
+#include "util/utf8.h"
 
 #include <map>
 #include <random>
@@ -351,7 +352,7 @@ private slots:
         engine.set_metrics_sink(&recorder);
         SamplingParams p;
         p.max_tokens = 50;
-        for (const char* id : {"a", "b"}) engine.add_request(NewRequest{id, {1, 400, 401, 402}, p});
+        for (const char* id : {"a", "b"}) engine.add_request(NewRequest{id, {1, 400, 401, 402}, p, 0, ""});
         engine.step();
         QCOMPARE(recorder.steps().back().num_running, 2);
         QVERIFY(!engine.has_pending_event());
@@ -539,6 +540,26 @@ private slots:
             for (const auto& o : engine.step()) held += o.text_delta;
         QVERIFY2(held.starts_with(", there was a little girl named Lily"), held.c_str());
         QVERIFY(engine.request_metrics("m")->num_output_tokens >= 20);
+    }
+
+    // A stop string holds back its length less one byte of text, never part of a character: each delta is
+    // whole UTF-8 (a stream serialises them one by one; half a "\u201c" became U+FFFD there).
+    void stopStringHoldbackKeepsCharactersWhole() {
+        LlmEngine engine(stories(), test::checked_engine_config());
+        SamplingParams p = greedy(4);
+        p.stop = {"zz"};
+        const std::string quote = "\xe2\x80\x9c";
+        const int32_t token = 465;  // stories260K's piece for the quote (3 bytes)
+        QCOMPARE(stories()->tokenizer.decode(std::vector<int32_t>{token, token}), quote + quote);
+        p.logit_bias = {{token, 100.0f}};  // every token the quote
+        engine.add_request({"q", model_prompt(), p, 0, ""});
+        std::string text;
+        while (engine.has_unfinished_requests())
+            for (const auto& o : engine.step()) {
+                QVERIFY2(utf8_is_valid(o.text_delta), o.text_delta.c_str());
+                text += o.text_delta;
+            }
+        QCOMPARE(text, quote + quote + quote + quote);
     }
 
 private:
