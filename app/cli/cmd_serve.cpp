@@ -137,6 +137,9 @@ int run_serve(int argc, char** argv) {
         ->type_name("SECONDS")->check(command_line::real_above(0))->group(limit_group);
     app->add_option("--keep-alive-timeout", http.keep_alive_timeout_s, "seconds an idle connection is kept between requests")
         ->type_name("SECONDS")->check(command_line::real_above(0))->group(limit_group);
+    app->add_option("--write-timeout", http.write_timeout_s,
+                    "seconds a response may wait on a client that reads none of it (the connection is dropped)")
+        ->type_name("SECONDS")->check(command_line::real_above(0))->group(limit_group);
     app->add_option("--max-json-depth", limits.max_json_depth, "nesting of arrays and objects in a request body")
         ->type_name("UINT")->check(command_line::int_in(2, 10000))->group(limit_group);
     app->add_option("--max-prompt-bytes", limits.max_prompt_bytes, "bytes of one prompt, checked before it is tokenized")

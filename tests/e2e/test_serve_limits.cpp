@@ -215,6 +215,42 @@ private slots:
         QVERIFY2(small.stop(&error), error.constData());
     }
 
+    // --write-timeout counts a client's silence, not its whole download: a reader that takes several times
+    // the timeout over a body of megabytes, reading all the while, gets all of it (it was cut off at the
+    // timeout, a 200 with half its JSON). Not shorter than 3 s: the kernel wakes a blocked writer only once a
+    // third of its send buffer (up to 4 MB) has drained, about a second at this reader's pace.
+    void slowReaderGetsTheWholeBody() {
+        ServeProcess small;
+        QByteArray error;
+        QVERIFY2(small.start({"--model", model_path(), "--max-model-len", "512", "--write-timeout", "3"}, &error),
+                 error.constData());
+        const std::string body = json{{"prompt", "Once"}, {"n", 40}, {"max_tokens", 400}, {"ignore_eos", true},
+                                      {"logprobs", 20}, {"seed", 1}}.dump();
+        const int fd = connect_loopback(small.port(), 16384);
+        QVERIFY(fd >= 0);
+        QVERIFY(send_all(fd, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                             "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body));
+        std::string reply;
+        char buf[32768];
+        const auto t0 = std::chrono::steady_clock::now();
+        for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) {
+            reply.append(buf, static_cast<size_t>(n));
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));  // about 3 MB/s at most
+        }
+        ::close(fd);
+        const double seconds = seconds_since(t0);
+        const size_t head_end = reply.find("\r\n\r\n");
+        QVERIFY2(head_end != std::string::npos, reply.substr(0, 200).c_str());
+        QCOMPARE(status_of(reply), 200);
+        const json parsed = json::parse(reply.substr(head_end + 4), nullptr, false);
+        QVERIFY2(!parsed.is_discarded(), qPrintable(QString("%1 bytes in %2 s, not whole JSON").arg(reply.size()).arg(seconds)));
+        QCOMPARE(parsed["choices"].size(), size_t(40));
+        qInfo("%zu bytes read in %.1f s with --write-timeout 3", reply.size(), seconds);
+        // Longer than the timeout past what the socket buffers hold (a few MB), or the test proves nothing.
+        QVERIFY2(seconds > 5, "the body came too fast to outlast the timeout");
+        QVERIFY2(small.stop(&error), error.constData());
+    }
+
     // Clients that send a whole head and then none of the body they declared are held by the gate, not by
     // generation workers (a second server with --http-threads 2): a completion answers at once beside 8 of
     // them, and they get 408 when --body-timeout runs out. Before, they took every worker until then.

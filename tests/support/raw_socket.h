@@ -22,10 +22,12 @@
 
 namespace kvscope::test {
 
-// A blocking socket connected to 127.0.0.1:port, or -1.
-inline int connect_loopback(int port) {
+// A blocking socket connected to 127.0.0.1:port, or -1; receive_buffer > 0 sets SO_RCVBUF before the
+// connection (a small window makes a slow reader's server wait on its writes).
+inline int connect_loopback(int port, int receive_buffer = 0) {
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return -1;
+    if (receive_buffer > 0) ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<uint16_t>(port));
