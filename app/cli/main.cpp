@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,10 @@ int main(int argc, char** argv) {
     } catch (const kvscope::Unreachable& e) {
         std::fprintf(stderr, "kvscope-cli %s: error: %s\n", command.c_str(), e.what());
         return 1;
+    } catch (const std::filesystem::filesystem_error& e) {  // a path the user gave that cannot be looked at
+        std::fprintf(stderr, "kvscope-cli %s: error: %s: %s\n", command.c_str(),
+                     kvscope::printable_message(e.path1().string()).c_str(), e.code().message().c_str());
+        return 2;
     } catch (const std::bad_alloc&) {
         std::fprintf(stderr, "kvscope-cli %s: error: out of memory\n", command.c_str());
         return 1;

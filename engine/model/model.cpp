@@ -4,6 +4,7 @@
 #include "model/gguf_vocab.h"
 #include "model/safetensors_file.h"
 #include "util/errors.h"
+#include "util/file_status.h"
 #include "util/host_memory.h"
 
 #include <cctype>
@@ -70,7 +71,7 @@ std::unique_ptr<Model> load_gguf(const std::string& path) {
 
 std::string hf_config_path(const std::string& dir) {
     const std::string path = (fs::path(dir) / "config.json").string();
-    if (!fs::exists(path)) throw BadInput(dir + ": no config.json (not a Hugging Face model directory)");
+    if (!checked_exists(path)) throw BadInput(dir + ": no config.json (not a Hugging Face model directory)");
     return path;
 }
 
@@ -78,9 +79,9 @@ std::unique_ptr<Model> load_hf(const std::string& dir, bool with_weights) {
     const fs::path d(dir);
     ModelConfig config = config_from_hf_json(hf_config_path(dir));
     const std::string tok_path = (d / "tokenizer.json").string();
-    if (!fs::exists(tok_path)) throw BadInput(dir + ": no tokenizer.json");
+    if (!checked_exists(tok_path)) throw BadInput(dir + ": no tokenizer.json");
     const std::string tok_config = (d / "tokenizer_config.json").string();
-    Tokenizer tokenizer = Tokenizer::from_hf_files(tok_path, fs::exists(tok_config) ? tok_config : "");
+    Tokenizer tokenizer = Tokenizer::from_hf_files(tok_path, checked_exists(tok_config) ? tok_config : "");
     if (tokenizer.vocab_size() > config.vocab_size)
         throw BadInput(tok_path + ": " + std::to_string(tokenizer.vocab_size()) + " tokens exceed vocab_size " +
                        std::to_string(config.vocab_size) + " of config.json");
@@ -100,9 +101,9 @@ enum class ModelKind { DUMMY, HF, GGUF };
 // What spec names; throws BadInput naming it when it is none of them.
 ModelKind model_kind(const std::string& spec) {
     if (spec.rfind("dummy:", 0) == 0) return ModelKind::DUMMY;
-    std::error_code ec;
-    if (fs::is_directory(spec, ec)) return ModelKind::HF;
-    if (!fs::exists(spec, ec)) throw BadInput(spec + ": no such file or directory");
+    const fs::file_status status = checked_status(spec);
+    if (status.type() == fs::file_type::directory) return ModelKind::HF;
+    if (status.type() == fs::file_type::not_found) throw BadInput(spec + ": no such file or directory");
     if (spec.size() >= 5 && spec.compare(spec.size() - 5, 5, ".gguf") == 0) return ModelKind::GGUF;
     throw BadInput(spec + ": not a model (expected a Hugging Face directory, a .gguf file or dummy:PRESET)");
 }

@@ -1,6 +1,7 @@
 #include "model/safetensors_file.h"
 
 #include "util/errors.h"
+#include "util/file_status.h"
 #include "util/json_number.h"
 
 #include <nlohmann/json.hpp>
@@ -156,11 +157,12 @@ void SafetensorsModel::add_file(const std::string& path, bool keep_metadata) {
 SafetensorsModel SafetensorsModel::open(const std::string& path) {
     SafetensorsModel m;
     std::error_code ec;
-    if (fs::is_regular_file(path, ec)) {
+    const fs::file_status status = checked_status(path);
+    if (status.type() == fs::file_type::regular) {
         m.add_file(path, true);
         return m;
     }
-    if (!fs::is_directory(path, ec)) fail(path, "no such file or directory");
+    if (status.type() != fs::file_type::directory) fail(path, "no such file or directory");
 
     const fs::path dir(path);
     const fs::path index_path = dir / "model.safetensors.index.json";
