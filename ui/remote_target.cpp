@@ -16,8 +16,7 @@ QJsonObject RemoteTarget::toJson() const {
 
 RemoteTarget probeEndpoint(const RemoteConnection& c) {
     const std::string url = c.baseUrl.trimmed().toStdString();
-    if (!url.starts_with("http://") && !url.starts_with("https://"))
-        throw BadInput("'" + redacted_url(url) + "' must start with http:// or https://");
+    check_base_url(url);
     HttpEndpoint endpoint;
     endpoint.base_url = url;
     endpoint.api_key = c.apiKey.toStdString();

@@ -19,6 +19,7 @@
 #include "metrics/export.h"
 #include "sim/simulation_info.h"
 #include "util/errors.h"
+#include "util/file_status.h"
 
 #include <algorithm>
 #include <cmath>
@@ -36,8 +37,10 @@ namespace {
 void add_goodput(const std::string& item, GoodputSlo& slo) {
     const auto colon = item.find(':');
     char* end = nullptr;
-    const double ms = colon == std::string::npos ? -1 : std::strtod(item.c_str() + colon + 1, &end);
-    if (colon == std::string::npos || !end || *end != '\0' || !(ms >= 0))
+    const char* value = colon == std::string::npos ? nullptr : item.c_str() + colon + 1;
+    const double ms = value ? std::strtod(value, &end) : -1;
+    // "ttft:" parsed as 0 ms (strtod reads nothing and ends at the string's end).
+    if (!value || end == value || *end != '\0' || !(ms >= 0) || !std::isfinite(ms))
         throw CLI::ValidationError("'" + item + "' is not METRIC:MS (ttft, tpot, e2el; ms >= 0)");
     const std::string key = item.substr(0, colon);
     if (key == "ttft") slo.ttft_ms = ms;
@@ -266,7 +269,7 @@ void check_outputs(const BenchArgs& a) {
         if (!path->empty()) {
             // Probed by opening it; a file the probe made is removed again, so that a run that fails or is
             // interrupted before its report leaves no empty result behind.
-            const bool existed = std::filesystem::exists(*path);
+            const bool existed = checked_exists(*path);
             std::ofstream probe(*path, std::ios::app);
             if (!probe) throw BadInput(std::string(flag) + ": cannot write " + *path);
             probe.close();
@@ -324,9 +327,12 @@ int run_bench(int argc, char** argv) {
 
     std::shared_ptr<const Model> model = load_model_for(engine_options);
     const EngineConfig config = engine_config_from(engine_options, model->config);
-    if (sweep)
-        for (const auto& v : sweep->values) (void)apply_knob(config, sweep->knob, v);
     const WorkloadOptions wopts = workload_from(args, config.scheduler.max_model_len);
+    check_workload_options(wopts);
+    int widest = config.scheduler.max_model_len;  // the longest context of any run
+    if (sweep)
+        for (const auto& v : sweep->values) widest = std::max(widest, apply_knob(config, sweep->knob, v).scheduler.max_model_len);
+    check_prompts_fit(wopts, widest);
     std::vector<BenchRequest> workload = make_workload(wopts, model->tokenizer, model->config.vocab_size);
     BenchOptions options = options_from(args, workload.size());
     if (!args.compare.empty() &&

@@ -32,6 +32,9 @@ std::vector<std::string> read_prompts_file(const std::string& path) {
     std::string line;
     const bool jsonl = path.size() > 5 && (path.ends_with(".jsonl") || path.ends_with(".json"));
     for (int n = 1; std::getline(in, line); ++n) {
+        // A file saved on Windows: its CRLF ends and its byte-order mark are not part of the prompts.
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (n == 1 && line.starts_with("\xEF\xBB\xBF")) line.erase(0, 3);
         if (line.empty()) continue;
         if (!jsonl) {
             prompts.push_back(line);
@@ -46,6 +49,7 @@ std::vector<std::string> read_prompts_file(const std::string& path) {
             throw BadInput(path + ":" + std::to_string(n) + ": invalid JSON: " + e.what());
         }
     }
+    if (prompts.empty()) throw BadInput("--prompts-file " + path + ": no prompt in the file (one per line)");
     return prompts;
 }
 
@@ -114,8 +118,8 @@ int run_generate(int argc, char** argv) {
     int num_logprobs = -1;
     app->add_option("--logprobs", num_logprobs,
                     "with --json: each generated token's log-probability and its K most likely alternatives "
-                    "(raw logits, before any sampling transform)")
-        ->type_name("K")->check(int_in(0, kMaxLogprobs));
+                    "(raw logits, before any sampling transform; -1 = off)")
+        ->type_name("K")->check(int_in(-1, kMaxLogprobs))->default_str("-1");
     int num_prompt_logprobs = -1;
     app->add_option("--prompt-logprobs", num_prompt_logprobs,
                     "with --json: each prompt token's log-probability given the tokens before it and the K most "

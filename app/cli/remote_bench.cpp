@@ -140,8 +140,7 @@ void print_server_series(const ServerSeries& s, const std::string& metrics_url) 
 
 int run_remote_bench_command(const BenchArgs& a, const RemoteArgs& r, const EngineOptions& e, bool backend_given) {
     if (!a.compare.empty()) throw BadInput("--compare naive compares the local engine's modes; it has no meaning with --base-url");
-    if (!r.base_url.starts_with("http://") && !r.base_url.starts_with("https://"))
-        throw BadInput("--base-url '" + redacted_url(r.base_url) + "' must start with http:// or https://");
+    check_base_url(r.base_url, "--base-url ");
     const Target target = resolve_target(r, e, backend_given);
     const std::optional<RemoteSweep> sweep = a.sweep.empty() ? std::nullopt : std::optional(parse_remote_sweep(a.sweep));
     check_outputs(a);

@@ -40,9 +40,15 @@ CLI::Validator int_in(int64_t lo, int64_t hi) {
     const bool unbounded = hi == std::numeric_limits<int>::max() || hi == std::numeric_limits<int64_t>::max();
     const std::string range = unbounded ? ">= " + std::to_string(lo) : std::to_string(lo) + ".." + std::to_string(hi);
     return CLI::Validator(
-        [lo, hi, range](std::string& text) -> std::string {
+        [lo, hi, range, unbounded](std::string& text) -> std::string {
             const auto v = parse_whole(text, int64_t{});
+            const bool digits = !text.empty() && text.find_first_not_of("0123456789", text[0] == '-') == std::string::npos &&
+                                text != "-";
+            // Past int64 ("99999999999999999999") is a whole number too, out of range: say the range.
+            if (!v && digits) return "must be " + (unbounded ? std::to_string(lo) + ".." + std::to_string(hi) : range) + ", got " + text;
             if (!v) return "'" + text + "' is not a whole number";
+            // Above an unbounded option's hidden cap (INT_MAX), ">= 1" would not say what was wrong.
+            if (*v > hi && unbounded) return "must be " + std::to_string(lo) + ".." + std::to_string(hi) + ", got " + text;
             if (*v < lo || *v > hi) return "must be " + range + ", got " + text;
             return {};
         },

@@ -49,6 +49,17 @@ void check_workload_options(const WorkloadOptions& o) {
     if (o.prefix_len < 0) throw BadInput("--prefix-len must be >= 0 (got " + std::to_string(o.prefix_len) + ")");
 }
 
+void check_prompts_fit(const WorkloadOptions& o, int max_model_len) {
+    if (o.dataset == "sharegpt") return;
+    const int64_t prefix = o.dataset == "shared-prefix" ? (o.prefix_len > 0 ? o.prefix_len : o.input_len) : 0;
+    const int64_t shortest = prefix + std::max(1, static_cast<int>(o.input_len * (1.0 - o.range_ratio)));
+    if (shortest >= max_model_len)
+        throw BadInput("prompts of at least " + std::to_string(shortest) + " tokens (" +
+                       (prefix > 0 ? "--prefix-len " + std::to_string(prefix) + " and " : std::string()) + "--input-len " +
+                       std::to_string(o.input_len) + ") do not fit max_model_len " + std::to_string(max_model_len) +
+                       ": every request would be refused (lower them or raise --max-model-len)");
+}
+
 namespace {
 
 std::vector<BenchRequest> random_workload(const WorkloadOptions& o, const std::vector<int32_t>& ids,

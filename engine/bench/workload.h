@@ -34,6 +34,10 @@ struct WorkloadOptions {
 // Throws BadInput naming the option or file when the workload cannot be built.
 // Throws BadInput naming the first option out of range (make_workload checks them first too).
 void check_workload_options(const WorkloadOptions& options);
+// Throws BadInput when even the shortest prompt of a random or shared-prefix workload (its prefix and the
+// lower end of --input-len's range) leaves no room in max_model_len for a token: every request would be
+// refused, after gigabytes of prompts were built for a mistyped length. sharegpt skips what does not fit.
+void check_prompts_fit(const WorkloadOptions& options, int max_model_len);
 std::vector<BenchRequest> make_workload(const WorkloadOptions& options, const Tokenizer& tokenizer, int vocab_size);
 // The random and shared-prefix datasets drawn from `ordinary_ids` (for a remote engine whose vocabulary
 // is known only through its /tokenize); sharegpt needs a tokenizer and is refused (BadInput).

@@ -35,6 +35,10 @@ TokenizerVocab vocab_from_gguf(const GgufFile& g) {
         if (merges->type != GgufType::ARRAY || merges->array_type != GgufType::STRING)
             throw BadInput(g.path() + ": tokenizer.ggml.merges is not an array of strings");
         v.merges = merges->strings;
+    } else if (v.kind == TokenizerKind::ByteLevelBpe) {
+        // As llama.cpp refuses it: without merges a byte-level BPE splits every word into characters, and
+        // those without a piece of their own into <unk>.
+        throw BadInput(g.path() + ": tokenizer.ggml.merges is missing (a gpt2 tokenizer needs its merges)");
     }
     v.pre_tokenizer = g.get_string_or("tokenizer.ggml.pre", "");
     v.bos_id = g.get_i32_or("tokenizer.ggml.bos_token_id", -1);

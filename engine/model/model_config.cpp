@@ -86,7 +86,7 @@ void ModelConfig::validate(const std::string& source) const {
     at_most(static_cast<int64_t>(num_heads) * head_dim, 1 << 20, "num_attention_heads x head_dim");
     need(max_position_embeddings > 0, "max_position_embeddings must be positive");
     need(rms_norm_eps > 0 && std::isfinite(rms_norm_eps), "rms_norm_eps must be positive");
-    need(rope_theta > 0 && std::isfinite(rope_theta), "rope_theta must be positive");
+    need(rope_theta > 0 && std::isfinite(rope_theta), "rope_theta must be a positive finite number (as a float)");
 }
 
 float ModelConfig::attention_scale() const {

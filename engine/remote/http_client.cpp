@@ -1,5 +1,7 @@
 #include "remote/http_client.h"
 
+#include "util/errors.h"
+
 #include <curl/curl.h>
 #include <nlohmann/json.hpp>
 
@@ -84,6 +86,20 @@ std::string redacted_url(const std::string& url) {
     const size_t at = url.find('@', start), slash = url.find('/', start);
     if (at == std::string::npos || (slash != std::string::npos && at > slash)) return url;
     return url.substr(0, start) + url.substr(at + 1);
+}
+
+void check_base_url(const std::string& url, const std::string& flag) {
+    const std::string shown = flag + "'" + redacted_url(url) + "'";
+    if (!url.starts_with("http://") && !url.starts_with("https://")) throw BadInput(shown + " must start with http:// or https://");
+    CURLU* parsed = curl_url();
+    if (!parsed) throw std::bad_alloc();
+    const CURLUcode code = curl_url_set(parsed, CURLUPART_URL, url.c_str(), 0);
+    char* host = nullptr;
+    const bool has_host = code == CURLUE_OK && curl_url_get(parsed, CURLUPART_HOST, &host, 0) == CURLUE_OK && host && *host;
+    curl_free(host);
+    curl_url_cleanup(parsed);
+    if (code != CURLUE_OK) throw BadInput(shown + " is not a valid URL: " + curl_url_strerror(code));
+    if (!has_host) throw BadInput(shown + " has no host");
 }
 
 std::string request_timeout_text(double seconds) {

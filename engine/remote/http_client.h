@@ -51,6 +51,9 @@ inline constexpr size_t kCurlErrorBytes = 256;  // CURL_ERROR_SIZE, without curl
 // curl's message for a failed transfer: the error buffer's detail ("SSL certificate problem: self-signed
 // certificate", "Failed to connect to host port 1: Connection refused") where it has one, else the code's text.
 std::string curl_error_text(int code, const char* error_buffer);
+// Throws BadInput "<flag>'URL' ..." unless url is an http:// or https:// URL with a host and a valid port
+// (libcurl's URL parser), so that "http://" or a port of 99999 is bad input, not a failed connection.
+void check_base_url(const std::string& url, const std::string& flag = "");
 // The base URL as shown and exported: without user:password@ (credentials never go into a result file).
 std::string redacted_url(const std::string& url);
 // "HTTP 404: <the server's error message>" (its JSON error body's message where it has one, else the

@@ -9,12 +9,12 @@ namespace kvscope {
 
 void SamplingParams::validate() const {
     auto bad = [](const std::string& what) { throw BadInput("invalid sampling parameter: " + what); };
-    if (!(temperature >= 0) || !std::isfinite(temperature)) bad("temperature must be >= 0, got " + std::to_string(temperature));
+    if (!(temperature >= 0) || !std::isfinite(temperature)) bad("temperature must be a finite number >= 0, got " + std::to_string(temperature));
     if (!(top_p > 0 && top_p <= 1)) bad("top_p must be in (0, 1], got " + std::to_string(top_p));
     if (top_k < 0) bad("top_k must be >= 0 (0 = off), got " + std::to_string(top_k));
     if (!(min_p >= 0 && min_p <= 1)) bad("min_p must be in [0, 1], got " + std::to_string(min_p));
     if (!(repetition_penalty > 0) || !std::isfinite(repetition_penalty))
-        bad("repetition_penalty must be > 0, got " + std::to_string(repetition_penalty));
+        bad("repetition_penalty must be a finite number > 0, got " + std::to_string(repetition_penalty));
     if (!std::isfinite(presence_penalty) || presence_penalty < -2 || presence_penalty > 2)
         bad("presence_penalty must be in [-2, 2], got " + std::to_string(presence_penalty));
     if (!std::isfinite(frequency_penalty) || frequency_penalty < -2 || frequency_penalty > 2)

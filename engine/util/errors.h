@@ -5,22 +5,16 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace kvscope {
 
-// `message` with its control characters but newline and tab written as \xNN. Names quoted from a damaged
-// file may hold a NUL (what() is a C string, which it would cut: "architecture 'llama" and no reason) or
-// an escape sequence that a terminal would act on.
-inline std::string printable_message(std::string message) {
-    static constexpr char kHex[] = "0123456789abcdef";
-    for (size_t i = 0; i < message.size(); ++i) {
-        const unsigned char c = static_cast<unsigned char>(message[i]);
-        if ((c >= 0x20 && c != 0x7f) || c == '\n' || c == '\t') continue;
-        message.replace(i, 1, std::string{'\\', 'x', kHex[c >> 4], kHex[c & 15]});
-        i += 3;
-    }
-    return message;
-}
+// `message` with its control characters but newline and tab, and every byte that is not part of valid
+// UTF-8, written as \xNN, and cut in the middle past 2,000 bytes (its start and its end kept, with how
+// much was left out). Names quoted from a damaged file may hold a NUL (what() is a C string, which it
+// would cut: "architecture 'llama" and no reason), an escape sequence that a terminal would act on, or a
+// megabyte of binary (a string length field gone wrong).
+std::string printable_message(std::string_view message);
 
 struct BadInput : std::runtime_error {
     explicit BadInput(const std::string& message) : std::runtime_error(printable_message(message)) {}

@@ -185,11 +185,18 @@ private slots:
                                                << "/nonexistent.json";
         QTest::newRow("sharegpt file a directory") << QStringList{"--dataset", "sharegpt", "--dataset-path", "/"}
                                                    << "--dataset-path /: not a regular file";
-        // Every request refused by the engine: exit 2 with the engine's reason, not a table of zeros (it was an
-        // internal error, exit 1, before).
+        // Prompts that max_model_len cannot hold: exit 2 before the workload is built (a mistyped --input-len of
+        // 2e9 built 12 GB of prompts first), not a table of zeros (an internal error, exit 1, once).
         QTest::newRow("prompts past max_model_len") << QStringList{"--input-len", "300", "--max-model-len", "256"}
-                                                    << "every request was refused; the first: request bench-0-0: prompt of 300";
+                                                    << "prompts of at least 300 tokens (--input-len 300) do not fit max_model_len 256";
+        QTest::newRow("prefix past max_model_len")
+            << QStringList{"--dataset", "shared-prefix", "--prefix-len", "250", "--input-len", "8", "--max-model-len", "256"}
+            << "prompts of at least 258 tokens (--prefix-len 250 and --input-len 8) do not fit";
         QTest::newRow("empty base url") << QStringList{"--base-url", ""} << "--base-url: empty";  // ran the local engine, before
+        // Bad input, not an unreachable server (exit 1 before).
+        QTest::newRow("base url without host") << QStringList{"--base-url", "http://"} << "--base-url 'http://' is not a valid URL";
+        QTest::newRow("base url port") << QStringList{"--base-url", "http://127.0.0.1:99999"} << "is not a valid URL: Port number";
+        QTest::newRow("goodput without ms") << QStringList{"--goodput", "ttft:"} << "'ttft:' is not METRIC:MS";  // was 0 ms
         QTest::newRow("csv on a full disk") << QStringList{"--input-len", "8", "--output-len", "2", "--output-csv", "/dev/full"}
                                             << "/dev/full: write failed";
     }

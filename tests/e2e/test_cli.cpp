@@ -241,6 +241,7 @@ private slots:
         QTest::newRow("bad number") << "number" << "--max-tokens";
         QTest::newRow("unknown dummy preset") << "dummy" << "dummy:gpt5";
         QTest::newRow("prompts file a directory") << "prompts-dir" << "a directory, not a file";  // read as empty, before
+        QTest::newRow("prompts file empty") << "prompts-empty" << "no prompt in the file";  // "give at least one --prompt", before
         // Activations for 2e9 tokens a step (2 TB): "out of memory", exit 1, naming nothing, before.
         QTest::newRow("batched tokens past memory") << "batched-tokens" << "lower max_num_batched_tokens";
     }
@@ -333,6 +334,10 @@ private slots:
         } else if (kind == "prompts-dir") {
             model = gguf;
             extra << "--prompts-file" << dir.path();
+        } else if (kind == "prompts-empty") {
+            model = gguf;
+            write_file(dir.filePath("empty.txt"), "\r\n\n");
+            extra << "--prompts-file" << dir.filePath("empty.txt");
         }
         const Run r = cli(QStringList{"generate", "--model", model, "--prompt", "hi", "--max-tokens", "4"} + extra);
         QCOMPARE(r.code, 2);
@@ -408,8 +413,13 @@ private slots:
                                         << QStringList{"--prompt-ids", "'2x' is not a token id"};
         QTest::newRow("empty prompt id") << QStringList{"generate", "--model", gguf, "--prompt-ids", "1,,2"}
                                          << QStringList{"--prompt-ids", "'' is not a token id"};
+        // Past an int option's cap the message says the cap ("must be >= 1, got 4294967296" did not).
+        QTest::newRow("max tokens past int") << generate + QStringList{"--max-tokens", "4294967296"}
+                                             << QStringList{"--max-tokens", "must be 1..2147483647, got 4294967296"};
+        QTest::newRow("max tokens past int64") << generate + QStringList{"--max-tokens", "99999999999999999999"}
+                                               << QStringList{"must be 1..2147483647, got 99999999999999999999"};
         QTest::newRow("logprobs out of range") << generate + QStringList{"--logprobs", "21"}
-                                               << QStringList{"--logprobs", "0..20"};
+                                               << QStringList{"--logprobs", "-1..20"};
         QTest::newRow("prompt logprobs negative") << generate + QStringList{"--prompt-logprobs", "-2"}
                                                   << QStringList{"--prompt-logprobs", "-1..20"};
         QTest::newRow("prompt logprobs out of range") << generate + QStringList{"--prompt-logprobs", "21"}

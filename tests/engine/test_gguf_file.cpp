@@ -3,9 +3,11 @@
 // huge counts and lengths, bad dims, misaligned or out-of-file data) throws BadInput naming the file.
 #include "test_support.h"
 #include "model/gguf_file.h"
+#include "model/gguf_vocab.h"
 #include "model/gguf_writer.h"
 #include "model/safetensors_file.h"
 #include "util/errors.h"
+#include "util/utf8.h"
 
 #include <QTemporaryDir>
 
@@ -385,6 +387,40 @@ private slots:
             else
                 QVERIFY2(err.empty(), err.c_str());
         }
+    }
+
+    // A name quoted from a damaged file reaches the terminal printable and bounded: bytes that are not UTF-8
+    // escaped (they were printed raw), valid UTF-8 kept, and a megabyte string (a length field gone wrong
+    // made a 1.3 MB error of binary) cut in the middle with its start and its reason kept.
+    void quotedNamesArePrintable() {
+        const std::string name = "caf\xc3\xa9 \xff\xfe\x1b[2J" + std::string(1 << 20, 'x');
+        const std::string err = BadInput("m.gguf: architecture '" + name + "' is not supported").what();
+        QVERIFY2(err.size() <= 2100, std::to_string(err.size()).c_str());
+        QVERIFY(err.starts_with("m.gguf: architecture 'caf\xc3\xa9 \\xff\\xfe\\x1b[2J"));
+        QVERIFY(err.ends_with("' is not supported"));
+        QVERIFY(err.find(" bytes left out) ") != std::string::npos);
+        QVERIFY(utf8_is_valid(err));
+    }
+
+    // A gpt2 (byte-level) vocabulary without tokenizer.ggml.merges is refused, as llama.cpp refuses it: it
+    // loaded and split every word into characters, spaces into <unk>.
+    void gpt2VocabNeedsMerges() {
+        GgufWriter w;
+        w.set_string("general.architecture", "llama");
+        w.set_string("tokenizer.ggml.model", "gpt2");
+        w.set_string_array("tokenizer.ggml.tokens", {"a", "b", "ab"});
+        QTemporaryDir dir;
+        const std::string path = dir.filePath("vocab.gguf").toStdString();
+        write_bytes(path, w.to_bytes());
+        try {
+            vocab_from_gguf(GgufFile::open(path));
+            QFAIL("no BadInput");
+        } catch (const BadInput& e) {
+            QCOMPARE(std::string(e.what()), path + ": tokenizer.ggml.merges is missing (a gpt2 tokenizer needs its merges)");
+        }
+        w.set_string_array("tokenizer.ggml.merges", {"a b"});
+        write_bytes(path, w.to_bytes());
+        QCOMPARE(vocab_from_gguf(GgufFile::open(path)).merges.size(), size_t(1));
     }
 
     void rejectsMissingFile() {
