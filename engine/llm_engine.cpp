@@ -46,6 +46,8 @@ LlmEngine::LlmEngine(std::shared_ptr<const Model> model, const EngineConfig& con
                        std::to_string(m.head_dim) + ", " + std::to_string(m.num_heads) + " query heads over " +
                        std::to_string(m.num_kv_heads) + " KV heads)");
     build_pool(config_);
+    const int32_t bos = model_->tokenizer.bos_id();
+    runner_->check_logits_finite(bos >= 0 && bos < m.vocab_size ? bos : 0);
 }
 
 LlmEngine::~LlmEngine() = default;

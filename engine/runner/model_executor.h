@@ -31,6 +31,10 @@ public:
 
     // vLLM's profile run: brings activations to their peak before the KV pool is sized from what is left.
     virtual void profile_run() = 0;
+    // One forward of `token` at position 0 (in the pool's first block, which no request holds yet): throws
+    // BadInput when its logits are not all finite, for a model whose weights hold NaN or Inf (a damaged
+    // file generated token 0 for ever, with rc 0). Executors without logits (a simulation) do nothing.
+    virtual void check_logits_finite(int32_t /*token*/) {}
     // Grows the step buffers for larger steps (live reconfiguration); never shrinks them.
     virtual void ensure_capacity(int max_num_tokens, int max_num_logits) = 0;
     // Rebuilds the KV cache for a new geometry (drain-and-rebuild: no request may hold blocks).

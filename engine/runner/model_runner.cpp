@@ -222,6 +222,21 @@ void ModelRunner::profile_run() {
     execute(in);
 }
 
+void ModelRunner::check_logits_finite(int32_t token) {
+    ModelInput in;
+    in.clear();
+    in.add_sequence(&token, 0, 1, {0}, layout_.block_size, true);
+    in.finalize();
+    const StepOutput o = execute(in);
+    if (!o.logits) return;  // kept on the device (no host copy to look at)
+    const int vocab = model_.config.vocab_size;
+    for (int i = 0; i < vocab; ++i)
+        if (!std::isfinite(o.logits[i]))
+            throw BadInput(model_.source + ": the model's logits for token " + std::to_string(token) +
+                           " are not finite (" + (std::isnan(o.logits[i]) ? "NaN" : "Inf") + " for token id " +
+                           std::to_string(i) + "): its weights hold NaN or Inf values (a damaged file?)");
+}
+
 void ModelRunner::reset_kv_cache(int num_blocks, int block_size, DType kv_dtype) {
     const ModelConfig& c = model_.config;
     if (!backend_.supports_kv_dtype(kv_dtype))

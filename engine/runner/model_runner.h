@@ -82,6 +82,7 @@ public:
     // peak and device memory in use afterwards is weights + activations + scratch + the KV pool.
     // Replaces the KV pool by one just large enough for it: call reset_kv_cache() afterwards.
     void profile_run() override;
+    void check_logits_finite(int32_t token) override;
 
     // Grows the activation buffers for larger steps (live reconfiguration); never shrinks them.
     void ensure_capacity(int max_num_tokens, int max_num_logits) override;

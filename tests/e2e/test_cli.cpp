@@ -233,6 +233,8 @@ private slots:
         QTest::newRow("hf missing tensor") << "hf-missing" << "model.layers.1.mlp.up_proj.weight";
         QTest::newRow("hf wrong shape") << "hf-shape" << "model.norm.weight";
         QTest::newRow("hf unknown dtype") << "hf-dtype" << "I64";
+        // One NaN in a layer's weights: every logit NaN, and token 0 generated for ever with exit 0, before.
+        QTest::newRow("hf NaN weight") << "hf-nan" << "logits for token 1 are not finite (NaN";
         QTest::newRow("hf bad tokenizer.json") << "hf-tokenizer" << "tokenizer.json";
         QTest::newRow("hf bad config.json") << "hf-config" << "config.json";
         QTest::newRow("unknown flag") << "flag" << "--frobnicate";
@@ -310,6 +312,12 @@ private slots:
             });
         } else if (kind == "hf-dtype") {
             hf([&](const std::string& d) { write_tensors(d, [](test::RandomTensor&) {}, false); });
+        } else if (kind == "hf-nan") {
+            hf([&](const std::string& d) {
+                write_tensors(d, [](test::RandomTensor& t) {
+                    if (t.hf_name == "model.layers.0.self_attn.q_proj.weight") t.values[5] = std::numeric_limits<float>::quiet_NaN();
+                }, false);
+            });
         } else if (kind == "hf-tokenizer") {
             hf([](const std::string& d) { std::ofstream(d + "/tokenizer.json") << "{\"model\": {\"type\": "; });
         } else if (kind == "hf-config") {
