@@ -265,6 +265,11 @@ void write_outputs(const BenchArgs& a, const nlohmann::json& result, const std::
 void check_outputs(const BenchArgs& a) {
     const std::pair<const char*, const std::string*> outputs[] = {
         {"--output-json", &a.output_json}, {"--output-csv", &a.output_csv}, {"--output-requests", &a.output_requests}};
+    for (size_t i = 0; i < std::size(outputs); ++i)
+        for (size_t j = i + 1; j < std::size(outputs); ++j)
+            if (!outputs[i].second->empty() && *outputs[i].second == *outputs[j].second)  // the second would replace the first
+                throw BadInput(std::string(outputs[i].first) + " and " + outputs[j].first + " name the same file " +
+                               *outputs[i].second);
     for (const auto& [flag, path] : outputs)
         if (!path->empty()) {
             // Probed by opening it; a file the probe made is removed again, so that a run that fails or is
@@ -323,6 +328,8 @@ int run_bench(int argc, char** argv) {
 
     const std::optional<SweepSpec> sweep = args.sweep.empty() ? std::nullopt : std::optional(parse_sweep(args.sweep));
     if (sweep && !args.compare.empty()) throw BadInput("--sweep and --compare cannot be combined");
+    if (!args.compare.empty() && engine_options.mode == "naive")  // it runs both modes
+        throw BadInput("--compare naive runs the workload in paged and naive mode; --mode naive has no place beside it");
     check_outputs(args);
 
     std::shared_ptr<const Model> model = load_model_for(engine_options);

@@ -128,9 +128,11 @@ int run_serve(int argc, char** argv) {
     app->add_option("--max-connections", http.max_connections, "open client connections; past it new ones are closed")
         ->type_name("UINT")->check(command_line::int_in(1, 1 << 20))->group(limit_group);
     app->add_option("--max-request-bytes", http.max_body_bytes, "bytes of a request body (413 past it); accepts 512K, 32M")
-        ->type_name("SIZE")->transform(command_line::byte_size())->group(limit_group);
+        ->type_name("SIZE")->transform(command_line::byte_size())
+        ->check(command_line::int_in(1, std::numeric_limits<int64_t>::max()))->group(limit_group);
     app->add_option("--max-header-bytes", http.max_header_bytes, "bytes of a request line and headers (431 past it)")
-        ->type_name("SIZE")->transform(command_line::byte_size())->group(limit_group);
+        ->type_name("SIZE")->transform(command_line::byte_size())
+        ->check(command_line::int_in(1, std::numeric_limits<int64_t>::max()))->group(limit_group);
     app->add_option("--header-timeout", http.header_timeout_s, "seconds from a request's first byte to its whole head (408 past it)")
         ->type_name("SECONDS")->check(command_line::real_above(0))->group(limit_group);
     app->add_option("--body-timeout", http.body_timeout_s, "seconds for a whole request body once its head is in")

@@ -197,6 +197,10 @@ private slots:
         QTest::newRow("base url without host") << QStringList{"--base-url", "http://"} << "--base-url 'http://' is not a valid URL";
         QTest::newRow("base url port") << QStringList{"--base-url", "http://127.0.0.1:99999"} << "is not a valid URL: Port number";
         QTest::newRow("goodput without ms") << QStringList{"--goodput", "ttft:"} << "'ttft:' is not METRIC:MS";  // was 0 ms
+        QTest::newRow("compare beside naive mode") << QStringList{"--compare", "naive", "--mode", "naive"}
+                                                   << "--mode naive has no place beside it";  // ignored, before
+        QTest::newRow("one file for two outputs") << QStringList{"--output-csv", "same.json", "--output-requests", "same.json"}
+                                                  << "--output-csv and --output-requests name the same file";
         QTest::newRow("csv on a full disk") << QStringList{"--input-len", "8", "--output-len", "2", "--output-csv", "/dev/full"}
                                             << "/dev/full: write failed";
     }

@@ -405,6 +405,8 @@ private slots:
         QTest::newRow("max-num-seqs overflows int")
             << QStringList{"info", "--model", gguf, "--max-num-seqs", "99999999999"}
             << QStringList{"--max-num-seqs", "99999999999"};
+        QTest::newRow("zero request bytes") << QStringList{"serve", "--model", gguf, "--max-request-bytes", "0"}
+                                            << QStringList{"--max-request-bytes", ">= 1"};  // served 413 to every POST
         QTest::newRow("port out of range") << QStringList{"serve", "--model", gguf, "--port", "70000"}
                                            << QStringList{"--port", "0..65535"};
         QTest::newRow("negative seed") << generate + QStringList{"--seed", "-1"} << QStringList{"--seed"};
