@@ -59,6 +59,7 @@ int64_t as_integer(const json& v, const std::string& name) {
     if (v.is_number_float()) {  // 20.0 from clients that only have doubles
         const double d = v.get<double>();
         if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15) return static_cast<int64_t>(d);
+        if (std::isfinite(d) && d == std::floor(d)) throw ApiError(400, name + " is too large: " + shown(v), name);  // 1e30
     }
     throw ApiError(400, name + " must be an integer, got " + shown(v), name);
 }
@@ -402,8 +403,7 @@ GenerationJob parse_generation_request(Endpoint endpoint, const json& body, cons
     p.n = get_int(body, "n", 1);
     p.logprobs = get_logprobs(body, endpoint);
     // Chat's prompt is the rendered template's token ids: its log-probabilities come the same way.
-    if (const auto k = get_integer(body, "prompt_logprobs"); k && *k != -1)  // -1: off
-        job.prompt_logprobs = static_cast<int>(std::clamp<int64_t>(*k, INT_MIN, INT_MAX));
+    if (const int k = get_int(body, "prompt_logprobs", -1); k != -1) job.prompt_logprobs = k;  // -1: off
     p.prompt_logprobs = job.prompt_logprobs;
     job.echo = get_bool(body, "echo", false);
     if (!chat && job.echo && p.logprobs) p.prompt_logprobs = std::max(p.prompt_logprobs.value_or(0), *p.logprobs);

@@ -219,6 +219,12 @@ private slots:
         QTest::newRow("temperature past float") << QByteArray("/v1/completions")
                                                 << QByteArray(R"({"prompt": "Once", "temperature": 1e308})")
                                                 << QByteArray("temperature is out of range");
+        // Integers past the range say so (they said "must be an integer", or named the clamped value).
+        QTest::newRow("top_k 1e30") << QByteArray("/v1/completions") << QByteArray(R"({"prompt": "Once", "top_k": 1e30})")
+                                    << QByteArray("top_k is too large: 1e+30");
+        QTest::newRow("prompt_logprobs 2^40") << QByteArray("/v1/completions")
+                                              << QByteArray(R"({"prompt": "Once", "prompt_logprobs": 1099511627776})")
+                                              << QByteArray("prompt_logprobs is out of range: 1099511627776");
         QTest::newRow("token outside vocab") << QByteArray("/v1/completions") << QByteArray(R"({"prompt": [1, 100000]})")
                                              << QByteArray("prompt");
         QTest::newRow("no messages") << QByteArray("/v1/chat/completions") << QByteArray(R"({"max_tokens": 4})")
