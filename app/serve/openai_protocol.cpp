@@ -422,6 +422,7 @@ GenerationJob parse_generation_request(Endpoint endpoint, const json& body, cons
         // As OpenAI and vLLM refuse it: the options say how to stream, so without a stream they are a mistake.
         if (!job.stream) throw ApiError(400, "stream_options can only be set with \"stream\": true", "stream_options");
         job.include_usage = get_bool(*so, "include_usage", false);
+        job.continuous_usage = job.include_usage && get_bool(*so, "continuous_usage_stats", false);  // as vLLM
     }
 
     // The choices bound first: it is known before any prompt is tokenized.
@@ -452,8 +453,8 @@ GenerationJob parse_generation_request(Endpoint endpoint, const json& body, cons
     }
     if (longest >= static_cast<size_t>(max_model_len))
         throw ApiError(400, "this model's maximum context length is " + std::to_string(max_model_len) +
-                                " tokens, but the " + prompt_field + " has " + std::to_string(longest) +
-                                " (at least one token must be generated)", prompt_field);
+                                " tokens, but the " + (chat ? "conversation" : "prompt") + " has " + std::to_string(longest) +
+                                " tokens (at least one token must be generated)", prompt_field);
 
     // max_tokens: completions default to 16 (OpenAI); chat to whatever still fits the context.
     const char* max_field = "max_tokens";

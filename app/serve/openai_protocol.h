@@ -49,6 +49,7 @@ struct GenerationJob {
     std::string cache_salt;  // "" = none
     bool stream = false;
     bool include_usage = false;  // stream_options.include_usage
+    bool continuous_usage = false;  // and continuous_usage_stats (vLLM's): each chunk carries its choice's usage
     bool echo = false;           // completions: the prompt comes first in the text (and in logprobs); chat: see above
     bool echo_only = false;      // completions, echo with max_tokens 0: the prompt alone (its one token is not shown)
     // vLLM's extension, as asked (chat: of the rendered template's tokens). params.prompt_logprobs is the

@@ -56,9 +56,11 @@ struct Generation {
     Endpoint endpoint;
     ResponseHead head;
     bool include_usage = false;
+    bool continuous_usage = false;
     bool usage_details = false;  // --enable-prompt-tokens-details
     ResponseShape shape;
     int64_t prompt_tokens = 0;
+    std::vector<int64_t> prompt_lengths;  // tokens of each prompt
     std::vector<size_t> prompt_of;  // choice -> prompt
     std::shared_ptr<OutputStream> stream;
     std::vector<std::string> ids;            // choice i's engine request id
@@ -183,13 +185,15 @@ void OpenAiServer::generate(Endpoint endpoint, const httplib::Request& req, http
     gen->head = {next_id(endpoint == Endpoint::CHAT ? "chatcmpl-" : "cmpl-"), static_cast<int64_t>(std::time(nullptr)),
                  options_.served_name};
     gen->include_usage = job.include_usage;
+    gen->continuous_usage = job.continuous_usage;
     gen->usage_details = options_.enable_prompt_tokens_details;
     gen->shape = response_shape(job);
     gen->stream = std::make_shared<OutputStream>();
     std::vector<NewRequest> requests;
     for (size_t p = 0; p < job.prompts.size(); ++p) {
         requests.push_back({gen->head.id + "-" + std::to_string(p), job.prompts[p], job.params, job.priority, job.cache_salt});
-        gen->prompt_tokens += static_cast<int64_t>(job.prompts[p].size());
+        gen->prompt_lengths.push_back(static_cast<int64_t>(job.prompts[p].size()));
+        gen->prompt_tokens += gen->prompt_lengths.back();
     }
     // Choice i = prompt p, sample j, in that order (OpenAI's index for a batch of prompts with n).
     std::vector<size_t>& prompt_of = gen->prompt_of;
@@ -273,6 +277,9 @@ void OpenAiServer::generate(Endpoint endpoint, const httplib::Request& req, http
             if (o.prompt_logprobs && shape.prompt_logprobs)
                 prompt_logprobs_place(gen->endpoint, chunk, chunk["choices"][0]) =
                     prompt_logprobs_json(tokenizer, *o.prompt_logprobs, *shape.prompt_logprobs);
+            // vLLM's continuous_usage_stats: the choice's own prompt and completion tokens so far.
+            if (gen->continuous_usage)
+                chunk["usage"] = usage_json({gen->prompt_lengths[gen->prompt_of[i]], c.num_tokens, std::nullopt});
             ok = write(chunk);
         });
         if (!ok || !sink.is_writable()) return false;  // the releaser aborts what is left

@@ -10,6 +10,7 @@
 #include <QFile>
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <memory>
 
 using namespace kvscope;
@@ -315,6 +316,37 @@ private slots:
                 seen = cached_tokens(json::parse(line.mid(6).toStdString())["usage"]);
         QCOMPARE(seen, hit);
         QVERIFY2(cached.stop(&error), error.constData());
+    }
+
+    // vLLM's stream_options.continuous_usage_stats: each choice chunk carries its choice's prompt tokens and
+    // its completion tokens so far; the final usage chunk the sums (it was ignored).
+    void continuousUsageStats() {
+        const json body = {{"prompt", {"Once", "Lily went to the park"}}, {"max_tokens", 5}, {"ignore_eos", true},
+                           {"stream", true}, {"stream_options", {{"include_usage", true}, {"continuous_usage_stats", true}}}};
+        const Reply r = post(port_, "/v1/completions", body);
+        QVERIFY2(r.status == 200, r.body.constData());
+        std::map<int, std::vector<json>> usage_of;  // choice index -> its chunks' usage
+        json total;
+        for (const QByteArray& event : sse_events(r.body)) {
+            if (event == "[DONE]") continue;
+            const json chunk = json::parse(event.toStdString());
+            QVERIFY2(chunk.contains("usage"), event.constData());
+            if (chunk["choices"].empty()) total = chunk["usage"];
+            else usage_of[chunk["choices"][0]["index"].get<int>()].push_back(chunk["usage"]);
+        }
+        QCOMPARE(int(usage_of.size()), 2);
+        int64_t prompts = 0;
+        for (const auto& [index, usages] : usage_of) {
+            QCOMPARE(usages.back()["completion_tokens"].get<int>(), 5);
+            for (size_t k = 1; k < usages.size(); ++k) {
+                QCOMPARE(usages[k]["prompt_tokens"], usages[0]["prompt_tokens"]);
+                QVERIFY(usages[k]["completion_tokens"].get<int>() >= usages[k - 1]["completion_tokens"].get<int>());
+            }
+            prompts += usages[0]["prompt_tokens"].get<int64_t>();
+        }
+        QVERIFY(usage_of[0][0]["prompt_tokens"] != usage_of[1][0]["prompt_tokens"]);  // each choice its own prompt
+        QCOMPARE(total["prompt_tokens"].get<int64_t>(), prompts);
+        QCOMPARE(total["completion_tokens"].get<int>(), 10);
     }
 
     // CORS as vLLM allows it by default: a browser's preflight is answered (before any API key check), and
