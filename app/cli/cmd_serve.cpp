@@ -144,6 +144,8 @@ int run_serve(int argc, char** argv) {
         ->type_name("SECONDS")->check(command_line::real_above(0))->group(limit_group);
     app->add_option("--max-json-depth", limits.max_json_depth, "nesting of arrays and objects in a request body")
         ->type_name("UINT")->check(command_line::int_in(2, 10000))->group(limit_group);
+    app->add_option("--max-json-containers", limits.max_json_containers, "arrays and objects in a request body")
+        ->type_name("UINT")->check(command_line::int_in(1, 1 << 30))->group(limit_group);
     app->add_option("--max-prompt-bytes", limits.max_prompt_bytes, "bytes of one prompt, checked before it is tokenized")
         ->type_name("SIZE")->transform(command_line::byte_size())
         ->default_str("0 = what max_model_len tokens can hold")->group(limit_group);

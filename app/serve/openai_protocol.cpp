@@ -262,8 +262,11 @@ std::string message_text(const json& c, const std::string& at) {
 // time one of its objects ends, so a body of many small objects took quadratic time: 4 s of a core for
 // 160,000 of them, hours for a 32 MB body, which went on after the client had gone.) Malformed text is
 // left to the parser, which names where it fails.
-bool nests_deeper_than(std::string_view text, int max_depth) {
+// What makes a body too costly to parse, before the parser sees it: nesting deeper than the limit (the
+// parser recurses), or more arrays and objects than the limit; "" when neither.
+std::string json_shape_problem(std::string_view text, const RequestLimits& limits) {
     int depth = 0;
+    int64_t containers = 0;
     bool in_string = false;
     for (size_t i = 0; i < text.size(); ++i) {
         const char c = text[i];
@@ -275,12 +278,16 @@ bool nests_deeper_than(std::string_view text, int max_depth) {
         } else if (c == '"') {
             in_string = true;
         } else if (c == '[' || c == '{') {
-            if (++depth > max_depth) return true;
+            if (++depth > limits.max_json_depth)
+                return "the JSON body nests deeper than " + std::to_string(limits.max_json_depth) + " levels (--max-json-depth)";
+            if (++containers > limits.max_json_containers)
+                return "the JSON body has more than " + std::to_string(limits.max_json_containers) +
+                       " arrays and objects (--max-json-containers)";
         } else if (c == ']' || c == '}') {
             --depth;
         }
     }
-    return false;
+    return {};
 }
 
 }  // namespace
@@ -337,9 +344,8 @@ std::vector<int32_t> chat_prompt(const json& body, const Model& model, const Pro
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 std::string dump(const ResponseJson& j) { return j.dump(-1, ' ', false, ResponseJson::error_handler_t::replace); }
 
-json parse_json_body(std::string_view body, int max_depth) {
-    if (nests_deeper_than(body, max_depth))
-        throw ApiError(400, "the JSON body nests deeper than " + std::to_string(max_depth) + " levels (--max-json-depth)");
+json parse_json_body(std::string_view body, const RequestLimits& limits) {
+    if (const std::string problem = json_shape_problem(body, limits); !problem.empty()) throw ApiError(400, problem);
     try {
         return json::parse(body);
     } catch (const json::exception& e) {  // a syntax error, or a number past double's range (1e400)

@@ -69,7 +69,7 @@ ResponseShape response_shape(const GenerationJob& job);
 
 // Parses a request body, refusing nesting deeper than max_depth while it parses (a deep body never
 // reaches anything recursive). Throws ApiError (400) naming the problem.
-nlohmann::json parse_json_body(std::string_view body, int max_depth);
+nlohmann::json parse_json_body(std::string_view body, const RequestLimits& limits);
 
 // The most prompt bytes that max_model_len tokens of this tokenizer can come from: limits.max_prompt_bytes
 // when set, else max_model_len x the longest token's bytes x 2 (normalizers may shrink text).

@@ -160,20 +160,20 @@ void OpenAiServer::install(HttpFrontend& frontend) {
     // vLLM's tokenizer routes, so that a remote benchmark builds exact prompts without the model's files.
     frontend.post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
         answering_errors(res, [&] {
-            const json body = parse_json_body(req.body, options_.limits.max_json_depth);
+            const json body = parse_json_body(req.body, options_.limits);
             send_json(res, 200, tokenize_response(body, model_, options_.max_model_len, prompt_byte_cap_));
         });
     });
     frontend.post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
         answering_errors(res, [&] {
-            const json body = parse_json_body(req.body, options_.limits.max_json_depth);
+            const json body = parse_json_body(req.body, options_.limits);
             send_json(res, 200, detokenize_response(body, model_, options_.max_model_len));
         });
     });
 }
 
 void OpenAiServer::generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
-    const json body = parse_json_body(req.body, options_.limits.max_json_depth);
+    const json body = parse_json_body(req.body, options_.limits);
     const GenerationJob job =
         parse_generation_request(endpoint, body, model_, options_.max_model_len, options_.limits, prompt_byte_cap_);
     if (!job.model.empty() && job.model != options_.served_name && job.model != model_.name)

@@ -107,7 +107,7 @@ private slots:
             const std::string body = m.below(10) == 0 ? base : m.mutate(base);
             const Endpoint endpoint = body.find("messages") != std::string::npos ? Endpoint::CHAT : Endpoint::COMPLETIONS;
             try {
-                const json j = parse_json_body(body, limits.max_json_depth);
+                const json j = parse_json_body(body, limits);
                 const GenerationJob job = parse_generation_request(endpoint, j, *model, 512, limits, cap);
                 QVERIFY(!job.prompts.empty());
                 for (const auto& p : job.prompts) QVERIFY(!p.empty() && p.size() < 512);
