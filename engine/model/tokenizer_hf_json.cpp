@@ -354,6 +354,10 @@ HfTokenizerSpec parse_hf_tokenizer(std::string_view tokenizer_json_text, std::st
                     if (t.is_object() && t.value("name", std::string()) == "default" && t.contains("template") &&
                         t["template"].is_string())
                         spec.chat_template = t["template"].get<std::string>();
+            } else if (!it->is_null()) {
+                // Not a template (a number, an object): kept as its JSON text, which no known template
+                // matches, so that it falls back to plain with the warning, not silently as "no template".
+                spec.chat_template = it->dump();
             }
         }
     } catch (const json::exception& e) {

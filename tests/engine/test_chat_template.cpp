@@ -8,6 +8,11 @@
 #include "util/local_time.h"
 
 #include <QtTest>
+#include <QTemporaryDir>
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
 
 using kvscope::ChatMessage;
 using kvscope::ChatTemplate;
@@ -626,6 +631,22 @@ private slots:
         QVERIFY(!ChatTemplate::of_family("zephyr").renders_bos());
         QVERIFY(!ChatTemplate::of_family("plain").renders_bos());
         QVERIFY_THROWS_EXCEPTION(kvscope::BadInput, ChatTemplate::of_family("jinja"));
+    }
+
+    // A chat_template in tokenizer_config.json that is not a template (a number) falls back to plain with
+    // the warning, as an unknown template does; it passed as "no template" without one.
+    void non_string_template_warns() {
+        QTemporaryDir dir;
+        const std::string src = kvscope::test::models_dir() + "/stories260K-hf/";
+        nlohmann::json config;
+        std::ifstream(src + "tokenizer_config.json") >> config;
+        config["chat_template"] = 5;
+        const std::string path = dir.filePath("tokenizer_config.json").toStdString();
+        std::ofstream(path) << config.dump();
+        const auto tok = kvscope::Tokenizer::from_hf_files(src + "tokenizer.json", path);
+        const ChatTemplate t = ChatTemplate::detect(tok.chat_template());
+        QCOMPARE(QString::fromStdString(t.family()), QString("plain"));
+        QVERIFY(t.unrecognized());
     }
 
     // Rendered text through encode: exactly one BOS either way, and the
