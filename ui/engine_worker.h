@@ -73,7 +73,7 @@ private:
     // The work of the submit and abort commands, also used by the benchmark driver (not counted as commands).
     void addRequest(const SubmitCommand& command);
     std::vector<int32_t> conversationPrompt(std::vector<ChatMessage> messages, int maxTokens, int* dropped) const;
-    void abortOne(const QString& requestId);
+    void abortOne(const QString& requestId, bool publishNow = true);
     void scheduleStep();
     void runStep();
     void feedBenchmark();

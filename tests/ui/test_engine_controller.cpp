@@ -179,6 +179,40 @@ private slots:
         QCOMPARE(selected.at(0).at(0).toString(), finished.at(0).at(0).toString());
     }
 
+    // Stopping a benchmark with thousands of requests still queued aborts them in one update: an update per
+    // abort (each with the pool's snapshot and every pending request) made stopping 15,000 queued requests
+    // quadratic, with gigabytes of queued updates and no end.
+    void cancellingABigBenchmarkIsOneUpdate() {
+        EngineController controller;
+        QVERIFY(loadInto(controller));
+        BenchSpec spec;
+        spec.numPrompts = 3000;
+        spec.inputLen = 4;
+        spec.outputLen = 1;
+        spec.seed = 1;
+        QSignalSpy progressed(&controller, &EngineController::benchmarkProgressed);
+        controller.runBenchmark(spec);
+        QVERIFY(progressed.wait(30000));
+        QElapsedTimer queued;  // most of it admitted and still waiting
+        queued.start();
+        while (controller.status().numWaiting < 1000 && queued.elapsed() < 30000) {
+            QSignalSpy spy(&controller, &EngineController::updateApplied);
+            spy.wait(50);
+        }
+        QVERIFY2(controller.status().numWaiting >= 1000, "the benchmark's requests never queued");
+        QSignalSpy updates(&controller, &EngineController::updateApplied);
+        QSignalSpy finished(&controller, &EngineController::benchmarkFinished);
+        controller.cancelBenchmark();
+        QVERIFY(finished.wait(30000));
+        QVERIFY(waitIdle(controller));
+        const BenchResult result = finished.front().front().value<BenchResult>();
+        const int completed = result.summary["completed"].toInt();
+        QVERIFY2(completed < 3000, qPrintable(QString("%1 completed: nothing was left to abort").arg(completed)));
+        qInfo("%d completed, %d updates", completed, int(updates.count()));
+        // Steps run meanwhile publish their own updates; 3000 - completed aborts must not add one each.
+        QVERIFY2(updates.count() < 100, qPrintable(QString("%1 updates for %2 aborts").arg(updates.count()).arg(3000 - completed)));
+    }
+
     void knobsMovedMidRunChangeNothing() {
         EngineController controller;
         QVERIFY(loadInto(controller));
