@@ -30,7 +30,7 @@ QString statusText(const EngineStatus& s) {
         if (s.kv->num_cached_free_blocks > 0) kv += tr(" (%1 of them cached)").arg(s.kv->num_cached_free_blocks);
         parts << kv;
     }
-    parts << tr("%1 preemptions").arg(s.totalPreemptions);
+    parts << (s.totalPreemptions == 1 ? tr("1 preemption") : tr("%1 preemptions").arg(s.totalPreemptions));
     return parts.join("  |  ");
 }
 

@@ -202,6 +202,18 @@ bool ScriptRunner::loadJson(const QJsonObject& script, QString* error) {
         for (const auto& [action, key] : kNeeds)
             if (name == action && !a.contains(key))
                 return failWith(QString("actions[%1] (%2): \"%3\" is missing").arg(i).arg(name, key));
+        // A colour or a key Qt cannot read did nothing (the pane's dot turned black, the key press was lost).
+        if (name == "open_pane" && a.contains("color") && !QColor::isValidColorName(a.value("color").toString()))
+            return failWith(QString("actions[%1] (open_pane): \"color\" '%2' is not a colour (#rrggbb or a name)")
+                                .arg(i).arg(a.value("color").toString()));
+        if (name == "key") {
+            const QKeySequence keys(a.value("keys").toString());
+            bool known = !keys.isEmpty();
+            for (int k = 0; k < keys.count(); ++k) known = known && keys[k].key() != Qt::Key_unknown;
+            if (!known)
+                return failWith(QString("actions[%1] (key): \"keys\" '%2' is not a key sequence (e.g. Tab, Ctrl+N, a)")
+                                    .arg(i).arg(a.value("keys").toString()));
+        }
         if (name == "resize" && !a.contains("width") && !a.contains("height"))
             return failWith(QString("actions[%1] (resize): give \"width\", \"height\" or both").arg(i));
         try {
@@ -331,6 +343,7 @@ bool ScriptRunner::runAction(const QJsonObject& a) {
     };
     if (action == "open_pane") {
         ChatPane* p = m_window->addPane();
+        p->focusInput();  // as New pane (Ctrl+N) leaves it: the keys of a later "key" action go there
         p->setSamplingParams(samplingFrom(a, p->samplingParams()));
         p->setPriority(a.value("priority").toInt(0));
         if (a.contains("system")) p->setSystemPrompt(a.value("system").toString());
@@ -473,6 +486,11 @@ bool ScriptRunner::runAction(const QJsonObject& a) {
         return false;
     }
     if (action == "benchmark") {
+        if (controller->isBenchmarkRunning()) {  // the panel runs one at a time: this one would be dropped
+            fail(QString("actions[%1] (benchmark): a benchmark is already running (add \"wait_benchmark\" before it)")
+                     .arg(m_index - 1));
+            return false;
+        }
         const BenchSpec spec = BenchSpec::fromJson(a);
         BenchmarkPanel* panel = m_window->benchmarkPanel();
         panel->setSpec(spec);

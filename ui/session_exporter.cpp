@@ -9,6 +9,7 @@
 
 #include <QDateTime>
 #include <QDir>
+#include <QLocale>
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -20,11 +21,16 @@ namespace kvscope::ui {
 
 namespace {
 
+// A number for the CSV files as session.json writes it (the shortest text that reads back the same double):
+// QTextStream's default 6 digits made requests.csv's latencies differ from session.json's (12.5225 against
+// 12.522468999999997), by whole milliseconds in long sessions.
+QString real(double v) { return QString::number(v, 'g', QLocale::FloatingPointShortest); }
+
 // A request's latency for requests.csv, as request_latencies_ms gives it: "" where it is null (a failed request
 // has no first token, a one-token one no TPOT; -1000 had gone out as a TTFT).
 QString msCsv(const nlohmann::json& latencies, const char* key) {
     const auto v = latencies.find(key);
-    return v != latencies.end() && v->is_number() ? QString::number(v->get<double>()) : QString();
+    return v != latencies.end() && v->is_number() ? real(v->get<double>()) : QString();
 }
 
 QJsonObject stepJson(const StepRecord& r) {
@@ -174,7 +180,7 @@ bool exportSession(const QString& dir, const SessionExportInputs& in, QString* e
         const nlohmann::json latencies = m ? request_latencies_ms(*m) : nlohmann::json::object();
         req << csvField(r.requestId) << ',' << csvField(r.origin) << ',' << statusName(r.status) << ','
             << finishReasonName(r.finishReason) << ',' << r.numPromptTokens << ',' << r.numOutputTokens << ','
-            << r.numCachedTokens << ',' << r.numPreemptions << ',' << (m ? m->arrival_time : r.arrivalTime) << ','
+            << r.numCachedTokens << ',' << r.numPreemptions << ',' << real(m ? m->arrival_time : r.arrivalTime) << ','
             << msCsv(latencies, "ttft_ms") << ',' << msCsv(latencies, "tpot_ms") << ',' << msCsv(latencies, "e2el_ms") << '\n';
     }
     req.flush();
@@ -187,11 +193,11 @@ bool exportSession(const QString& dir, const SessionExportInputs& in, QString* e
           "num_used_blocks,num_cached_free_blocks,num_free_blocks,kv_usage,kv_waste,num_preemptions,host_rss_bytes,event\n";
     for (const StepRecord& r : in.session->steps()) {
         const StepStats& s = r.stats;
-        st << s.step << ',' << s.start_time << ',' << s.duration << ',' << QString::fromStdString(s.mode) << ','
+        st << s.step << ',' << real(s.start_time) << ',' << real(s.duration) << ',' << QString::fromStdString(s.mode) << ','
            << s.num_running << ',' << s.num_waiting << ',' << s.num_scheduled_seqs << ',' << s.num_prefill_tokens << ','
            << s.num_decode_tokens << ',' << r.numOutputTokens << ',' << s.max_num_seqs << ',' << s.max_num_batched_tokens
            << ',' << s.block_size << ',' << s.num_blocks << ',' << s.num_used_blocks << ',' << s.num_cached_free_blocks
-           << ',' << s.num_free_blocks << ',' << s.kv_usage << ',' << s.kv_waste << ',' << s.num_preemptions << ','
+           << ',' << s.num_free_blocks << ',' << real(s.kv_usage) << ',' << real(s.kv_waste) << ',' << s.num_preemptions << ','
            << s.memory.host_rss_bytes << ',' << csvField(QString::fromStdString(s.event)) << '\n';
     }
     st.flush();

@@ -165,8 +165,18 @@ private slots:
                 for (int x = 0; x < timeline.width() && !found; ++x) found = timeline.pixel(x, y) == prefill;
             QVERIFY2(found, qPrintable(pane->color().name() + " lane not found in the timeline export"));
         }
-        QVERIFY(QFileInfo(dir.filePath("requests.csv")).size() > 100);
         QVERIFY(QFileInfo(dir.filePath("timeline.csv")).size() > 100);
+        // requests.csv's latencies are session.json's to the last digit (6 significant digits, before).
+        QFile csv(dir.filePath("requests.csv"));
+        QVERIFY(csv.open(QIODevice::ReadOnly));
+        QMap<QString, QString> csvE2el;
+        for (const QByteArray& line : csv.readAll().split('\n').mid(1))
+            if (!line.isEmpty()) csvE2el[QString(line.split(',').front())] = QString(line.split(',').back());
+        QCOMPARE(csvE2el.size(), 16);
+        for (const QJsonValue& r : requests) {
+            const QJsonObject o = r.toObject();
+            QCOMPARE(csvE2el.value(o.value("request_id").toString()).toDouble(), o.value("e2el_ms").toDouble());
+        }
 
         // The export loads back into the benchmark comparison.
         BenchResultsModel results;
@@ -258,6 +268,9 @@ private slots:
             {R"({"actions": [{"action": "open_pane", "max_tokens": 0}]})", "max_tokens must be >= 1"},
             {R"({"actions": [{"action": "benchmark", "num_prompts": 0}]})", "(benchmark): --num-prompts must be >= 1"},
             {R"({"actions": [{"action": "resize"}]})", "give \"width\", \"height\" or both"},
+            // A colour or keys Qt cannot read did nothing (a black dot; a lost key press).
+            {R"({"actions": [{"action": "open_pane", "color": "notacolor"}]})", "'notacolor' is not a colour"},
+            {R"({"actions": [{"action": "key", "keys": "hello world"}]})", "'hello world' is not a key sequence"},
         };
         for (const auto& [script, expected] : cases) {
             error.clear();
