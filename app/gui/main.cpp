@@ -15,7 +15,10 @@
 
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QDir>
+#include <QFileInfo>
 #include <QSettings>
+#include <QTemporaryFile>
 #include <QTimer>
 
 #include <cstdio>
@@ -119,6 +122,20 @@ int main(int argc, char** argv) {
     if (model.isEmpty()) model = scripted ? QString("dummy:tiny") : settings.value("lastModel", "dummy:tiny").toString();
     const QString exportDir = parser.value(exportOption);
     const bool quitWhenDone = parser.isSet(quitOption);
+    // A folder the export cannot be written into is bad input, found before the session runs (it was
+    // found when the script ended, exit 1, with the wrong reason for a read-only folder).
+    if (parser.isSet(exportOption)) {
+        const QFileInfo where(exportDir);
+        QString problem;
+        if (exportDir.isEmpty()) problem = "give a folder";
+        else if (where.exists() && !where.isDir()) problem = "a file, not a folder";
+        else if (!QDir().mkpath(exportDir)) problem = "cannot create the folder";
+        else if (QTemporaryFile probe(QDir(exportDir).filePath("kvscope-XXXXXX")); !probe.open()) problem = "cannot write into the folder";
+        if (!problem.isEmpty()) {
+            std::fprintf(stderr, "kvscope: error: --export %s: %s\n", qPrintable(exportDir), qPrintable(problem));
+            return 2;
+        }
+    }
 
     if (scripted) window.resize(1600, 1000);
     runner.setOutputDir(exportDir);

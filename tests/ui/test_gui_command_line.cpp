@@ -2,6 +2,7 @@
 // line is parsed before QApplication, which aborts without one. Runs the built GUI with DISPLAY,
 // WAYLAND_DISPLAY and QT_QPA_PLATFORM removed from its environment.
 #include <QProcess>
+#include <QTemporaryDir>
 #include <QtTest>
 
 class TestGuiCommandLine : public QObject {
@@ -60,6 +61,26 @@ private slots:
         const Run r = run(args);
         QCOMPARE(r.exitCode, 2);
         QVERIFY2(r.err.contains(named), qPrintable(r.err));
+    }
+
+    // An export folder that cannot be written is bad input before the session runs: a path that is a file,
+    // an empty one (screenshots went to the working folder). It was found when the script ended, exit 1.
+    void unwritableExportIsBadInput() {
+        QTemporaryDir dir;
+        QVERIFY(dir.isValid());
+        QFile script(dir.filePath("s.json"));
+        QVERIFY(script.open(QIODevice::WriteOnly));
+        script.write(R"({"model": "dummy:tiny", "actions": [{"action": "wait", "ms": 1}]})");
+        script.close();
+        QFile file(dir.filePath("afile"));
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        file.close();
+        const std::pair<QString, QString> cases[] = {{file.fileName(), "a file, not a folder"}, {"", "give a folder"}};
+        for (const auto& [where, named] : cases) {
+            const Run r = run({"--script", script.fileName(), "--export", where, "--quit-when-done"}, true);
+            QCOMPARE(r.exitCode, 2);
+            QVERIFY2(r.err.contains("--export " + where + ": " + named), qPrintable(r.err));
+        }
     }
 
     // A script that fails at run time (here: the engine is still busy when wait_idle's 1 ms is up) exits 1
