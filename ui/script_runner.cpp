@@ -9,6 +9,7 @@
 #include "main_window.h"
 #include "stall_monitor.h"
 #include "tuning_panel.h"
+#include "util/errors.h"
 
 #include <QAction>
 #include <QApplication>
@@ -110,6 +111,16 @@ EngineConfig engineConfigFrom(const QJsonObject& e, const EngineConfig& defaults
 // Throws BadInput naming the first setting the engine would refuse. max_model_len 0 is the model's own
 // length, which only the model knows: checked as a length that any value works with.
 void validateEngineSettings(const QJsonObject& e) {
+    // Past what the tuning panel holds, the engine ran one value and the panel showed another (4096 for
+    // 100000), and a `set` failed mid-run.
+    const std::pair<const char*, std::pair<int, int>> kPanelRanges[] = {
+        {"max_num_seqs", TuningPanel::kMaxNumSeqsRange},
+        {"max_num_batched_tokens", TuningPanel::kMaxNumBatchedTokensRange},
+        {"kv_cache_memory_mib", TuningPanel::kKvCacheMiBRange}};
+    for (const auto& [key, range] : kPanelRanges)
+        if (const double v = e.value(key).toDouble(); e.contains(key) && (v < range.first || v > range.second))
+            throw kvscope::BadInput(QString("%1 %2 is past what the tuning panel holds (%3..%4)")
+                               .arg(key, QString::number(v, 'g', 17)).arg(range.first).arg(range.second).toStdString());
     EngineConfig c = engineConfigFrom(e, EngineController::defaultConfig());
     if (c.scheduler.max_model_len == 0) c.scheduler.max_model_len = std::max(1, c.scheduler.max_num_batched_tokens);
     c.validate();

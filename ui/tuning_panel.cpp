@@ -44,7 +44,7 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent), m_debounce(this) {
     m_maxSeqsSlider = new QSlider(Qt::Horizontal, this);
     m_maxSeqsSlider->setRange(1, 256);
     m_maxSeqs = new QSpinBox(this);
-    m_maxSeqs->setRange(1, 4096);
+    m_maxSeqs->setRange(kMaxNumSeqsRange.first, kMaxNumSeqsRange.second);
     const QString seqTip = tr("<b>max_num_seqs</b>: requests running at once at most (vLLM --max-num-seqs, TensorRT-LLM "
                               "max_batch_size). Applies at the next step; lowering it preempts the latest admitted.");
     m_maxSeqs->setToolTip(seqTip);
@@ -60,7 +60,7 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent), m_debounce(this) {
     seqRow->addWidget(m_maxSeqs);
 
     m_maxTokens = new QSpinBox(this);
-    m_maxTokens->setRange(16, 65536);
+    m_maxTokens->setRange(kMaxNumBatchedTokensRange.first, kMaxNumBatchedTokensRange.second);
     m_maxTokens->setSingleStep(64);
     m_maxTokens->setToolTip(tr("<b>max_num_batched_tokens</b>: token budget of one step, prefill chunks plus decodes "
                                "(vLLM --max-num-batched-tokens, TensorRT-LLM max_num_tokens). Long prompts are "
@@ -88,7 +88,7 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent), m_debounce(this) {
     connect(m_mode, &QComboBox::currentIndexChanged, this, [this] { edited(); });
 
     m_kvMiB = new QSpinBox(this);
-    m_kvMiB->setRange(0, 1 << 20);
+    m_kvMiB->setRange(kKvCacheMiBRange.first, kKvCacheMiBRange.second);
     m_kvMiB->setSuffix(" MiB");
     // 0: the engine sizes it (on a simulated GPU, its memory less weights and activations: vLLM's rule).
     m_kvMiB->setSpecialValueText(tr("engine default"));

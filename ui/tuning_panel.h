@@ -4,6 +4,8 @@
 // give each knob's meaning and its vLLM and TensorRT-LLM names.
 #pragma once
 
+#include <utility>
+
 #include "engine_config.h"
 
 #include <QTimer>
@@ -20,6 +22,12 @@ namespace kvscope::ui {
 class TuningPanel : public QWidget {
     Q_OBJECT
 public:
+    // What the panel's fields hold; a script's engine settings are checked against them at load, so that
+    // the panel and the engine never show different values.
+    static constexpr std::pair<int, int> kMaxNumSeqsRange{1, 4096};
+    static constexpr std::pair<int, int> kMaxNumBatchedTokensRange{16, 65536};
+    static constexpr std::pair<int, int> kKvCacheMiBRange{0, 1 << 20};
+
     explicit TuningPanel(QWidget* parent = nullptr);
     EngineConfig config() const;
 

@@ -268,6 +268,11 @@ private slots:
             {R"({"actions": [{"action": "open_pane", "max_tokens": 0}]})", "max_tokens must be >= 1"},
             {R"({"actions": [{"action": "benchmark", "num_prompts": 0}]})", "(benchmark): --num-prompts must be >= 1"},
             {R"({"actions": [{"action": "resize"}]})", "give \"width\", \"height\" or both"},
+            // Past what the tuning panel holds: the panel showed 4096 while the engine ran 100000, or a set
+            // failed mid-run.
+            {R"({"engine": {"max_num_seqs": 100000}, "actions": []})", "max_num_seqs 100000 is past what the tuning panel holds (1..4096)"},
+            {R"({"actions": [{"action": "set", "max_num_batched_tokens": 1}]})", "max_num_batched_tokens 1 is past"},
+            {R"({"actions": [{"action": "set", "kv_cache_memory_mib": 2000000000}]})", "kv_cache_memory_mib 2000000000 is past"},
             // A colour or keys Qt cannot read did nothing (a black dot; a lost key press).
             {R"({"actions": [{"action": "open_pane", "color": "notacolor"}]})", "'notacolor' is not a colour"},
             {R"({"actions": [{"action": "key", "keys": "hello world"}]})", "'hello world' is not a key sequence"},
