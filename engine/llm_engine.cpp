@@ -46,6 +46,7 @@ LlmEngine::LlmEngine(std::shared_ptr<const Model> model, const EngineConfig& con
                        std::to_string(m.head_dim) + ", " + std::to_string(m.num_heads) + " query heads over " +
                        std::to_string(m.num_kv_heads) + " KV heads)");
     build_pool(config_);
+    check_naive_pool(config_, kv_->num_blocks(), "");
     const int32_t bos = model_->tokenizer.bos_id();
     runner_->check_logits_finite(bos >= 0 && bos < m.vocab_size ? bos : 0);
 }
@@ -230,6 +231,7 @@ void LlmEngine::reconfigure(const EngineConfig& next) {
         return;
     }
     const int next_num_blocks = compute_num_blocks(next, next_kv_dtype);  // BadInput: the budget holds no block
+    check_naive_pool(next, next_num_blocks, " after the change; nothing was changed");
     for (const auto& [id, st] : requests_)
         if (!st.request->is_finished())
             check_fits_pool(id, st.request->num_prompt_tokens, st.request->sampling_params.max_tokens, next,
@@ -261,6 +263,16 @@ void LlmEngine::reconfigure(const EngineConfig& next) {
     if (!pending_event_.empty()) pending_event_ += "; ";
     pending_event_ += event + " (" + std::to_string(old_blocks) + " -> " + std::to_string(kv_->num_blocks()) + " blocks)";
     config_ = next;
+}
+
+void LlmEngine::check_naive_pool(const EngineConfig& c, int num_blocks, const char* context) const {
+    // Naive batching reserves max_model_len for every request: a smaller pool can run none of them.
+    const int max_len = c.scheduler.max_model_len;
+    const int64_t need = (static_cast<int64_t>(max_len) + c.block_size - 1) / c.block_size;
+    if (c.mode == BatchingMode::NAIVE && need > num_blocks)
+        throw BadInput("naive mode reserves max_model_len " + std::to_string(max_len) + " tokens (" + std::to_string(need) +
+                       " KV blocks of " + std::to_string(c.block_size) + ") for every request but the pool has " +
+                       std::to_string(num_blocks) + context + " (raise the KV cache memory or lower max_model_len)");
 }
 
 void LlmEngine::check_fits_pool(const std::string& id, int prompt_len, int max_tokens, const EngineConfig& c,

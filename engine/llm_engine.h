@@ -131,6 +131,8 @@ private:
     std::unique_ptr<Scheduler> make_scheduler(const EngineConfig& config);
     void validate_request(const NewRequest& r) const;
     // Throws BadInput when a request of this length could never run in a pool of num_blocks under c.
+    // Throws BadInput in naive mode when the pool holds less than one request's max_model_len reservation.
+    void check_naive_pool(const EngineConfig& c, int num_blocks, const char* context) const;
     void check_fits_pool(const std::string& id, int prompt_len, int max_tokens, const EngineConfig& c, int num_blocks,
                          const char* context) const;
     // The step's timestamps on every scheduled request (first scheduled, prefill chunks, preemptions).

@@ -243,6 +243,9 @@ private slots:
         QTest::newRow("bad number") << "number" << "--max-tokens";
         QTest::newRow("unknown dummy preset") << "dummy" << "dummy:gpt5";
         QTest::newRow("prompts file a directory") << "prompts-dir" << "a directory, not a file";  // read as empty, before
+        // Naive batching reserves max_model_len per request: a smaller pool is refused at start (each request
+        // was refused on its own, before).
+        QTest::newRow("naive pool under max_model_len") << "naive-pool" << "naive mode reserves max_model_len 512 tokens (32 KV blocks of 16)";
         QTest::newRow("prompts file empty") << "prompts-empty" << "no prompt in the file";  // "give at least one --prompt", before
         // Activations for 2e9 tokens a step (2 TB): "out of memory", exit 1, naming nothing, before.
         QTest::newRow("batched tokens past memory") << "batched-tokens" << "lower max_num_batched_tokens";
@@ -342,6 +345,9 @@ private slots:
         } else if (kind == "prompts-dir") {
             model = gguf;
             extra << "--prompts-file" << dir.path();
+        } else if (kind == "naive-pool") {
+            model = gguf;
+            extra << "--mode" << "naive" << "--num-blocks" << "8" << "--max-model-len" << "512" << "--block-size" << "16";
         } else if (kind == "prompts-empty") {
             model = gguf;
             write_file(dir.filePath("empty.txt"), "\r\n\n");
