@@ -158,6 +158,7 @@ private:
     uint64_t next_request_id_ = 0;
     int64_t num_steps_ = 0;
     std::string pending_event_;
+    int pending_preemptions_ = 0;  // a rebuild's drain, counted in the next step's num_preemptions
     // Requests aborted since the last step: the next step's event says so, and an idle engine steps once
     // (has_pending_event) so that the timeline ends with the blocks they freed, as the block map shows.
     int num_aborted_since_step_ = 0;

@@ -195,6 +195,8 @@ private slots:
     void reconfigureMidRun() {
         EngineConfig c = test::checked_engine_config();
         LlmEngine engine(stories(), c);
+        StepRecorder recorder;
+        engine.set_metrics_sink(&recorder);
         auto prompts = mixed_prompts(7);
         prompts.resize(20);
         const auto out = run_all(engine, prompts, greedy(16), [&](LlmEngine& e, int64_t step) {
@@ -216,6 +218,13 @@ private slots:
         for (size_t i = 0; i < prompts.size(); ++i) QCOMPARE(out[i], alone_outputs()[i]);
         QCOMPARE(engine.kv_cache_manager().block_size(), 8);
         expect_all_blocks_free(engine);
+        // The steps' preemptions add up to the engine's: a drain's count in the step after it (they were in
+        // no step, and the timeline summed to less than the status bar).
+        int64_t per_step = 0;
+        for (const StepStats& s : recorder.steps()) per_step += s.num_preemptions;
+        QVERIFY(engine.num_preemptions() > 0);
+        QCOMPARE(per_step, engine.num_preemptions());
+        QCOMPARE(recorder.steps().back().total_preemptions, engine.num_preemptions());
     }
 
     // Reconfiguration is a transaction: a configuration whose pool cannot hold every unfinished request
