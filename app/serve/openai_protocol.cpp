@@ -59,7 +59,7 @@ int64_t as_integer(const json& v, const std::string& name) {
     if (v.is_number_float()) {  // 20.0 from clients that only have doubles
         const double d = v.get<double>();
         if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15) return static_cast<int64_t>(d);
-        if (std::isfinite(d) && d == std::floor(d)) throw ApiError(400, name + " is too large: " + shown(v), name);  // 1e30
+        if (std::isfinite(d) && d == std::floor(d)) throw ApiError(400, name + " is out of range: " + shown(v), name);  // 1e30
     }
     throw ApiError(400, name + " must be an integer, got " + shown(v), name);
 }
@@ -256,14 +256,12 @@ std::string message_text(const json& c, const std::string& at) {
     return content;
 }
 
-// Whether text nests arrays and objects deeper than max_depth, counted outside strings. One pass over the
-// bytes, before the parser builds anything: a body nested 100,000 deep is refused at once. (A parse
-// callback did this before; nlohmann 3.11's callback parser then scans a container's elements again each
-// time one of its objects ends, so a body of many small objects took quadratic time: 4 s of a core for
-// 160,000 of them, hours for a 32 MB body, which went on after the client had gone.) Malformed text is
-// left to the parser, which names where it fails.
-// What makes a body too costly to parse, before the parser sees it: nesting deeper than the limit (the
-// parser recurses), or more arrays and objects than the limit; "" when neither.
+// What makes a body too costly to parse, before the parser sees it: arrays and objects nested deeper than
+// the limit (the parser recurses), or more of them than the limit; "" when neither. Counted outside strings,
+// in one pass over the bytes, before the parser builds anything: a body nested 100,000 deep is refused at
+// once. (A parse callback did this before; nlohmann 3.11's callback parser then scans a container's
+// elements again each time one of its objects ends, so a body of many small objects took quadratic time:
+// 4 s of a core for 160,000 of them.) Malformed text is left to the parser, which names where it fails.
 std::string json_shape_problem(std::string_view text, const RequestLimits& limits) {
     int depth = 0;
     int64_t containers = 0;

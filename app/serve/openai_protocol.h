@@ -67,8 +67,9 @@ struct ResponseShape {
 };
 ResponseShape response_shape(const GenerationJob& job);
 
-// Parses a request body, refusing nesting deeper than max_depth while it parses (a deep body never
-// reaches anything recursive). Throws ApiError (400) naming the problem.
+// Parses a request body, refusing before it parses one nested deeper than limits.max_json_depth (a deep
+// body never reaches anything recursive) or with more than limits.max_json_containers arrays and objects.
+// Throws ApiError (400) naming the problem.
 nlohmann::json parse_json_body(std::string_view body, const RequestLimits& limits);
 
 // The most prompt bytes that max_model_len tokens of this tokenizer can come from: limits.max_prompt_bytes

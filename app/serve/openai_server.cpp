@@ -240,8 +240,11 @@ void OpenAiServer::generate(Endpoint endpoint, const httplib::Request& req, http
         if (!*opened) {
             *opened = true;
             if (gen->endpoint == Endpoint::CHAT)
-                for (size_t i = 0; i < gen->choices.size(); ++i)
-                    if (!write(stream_chunk(gen->endpoint, gen->head, i, "", gen->choices[i], true))) return false;
+                for (size_t i = 0; i < gen->choices.size(); ++i) {
+                    ResponseJson role = stream_chunk(gen->endpoint, gen->head, i, "", gen->choices[i], true);
+                    if (gen->continuous_usage) role["usage"] = usage_json({gen->prompt_lengths[gen->prompt_of[i]], 0, std::nullopt});
+                    if (!write(role)) return false;
+                }
         }
         bool ok = true;
         gen->collect(kPollInterval, [&](size_t i, const RequestOutput& o) {

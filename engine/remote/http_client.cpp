@@ -83,8 +83,11 @@ std::string HttpEndpoint::shown_url(const std::string& path) const { return reda
 std::string redacted_url(const std::string& url) {
     const size_t scheme = url.find("://");
     const size_t start = scheme == std::string::npos ? 0 : scheme + 3;
-    const size_t at = url.find('@', start), slash = url.find('/', start);
-    if (at == std::string::npos || (slash != std::string::npos && at > slash)) return url;
+    // The authority ends at the first / ? or #; its userinfo at the last @ before that ("user:p@ss@host"
+    // kept "ss@host" when cut at the first one).
+    const size_t end = std::min(url.find_first_of("/?#", start), url.size());
+    const size_t at = url.rfind('@', end == 0 ? 0 : end - 1);
+    if (at == std::string::npos || at < start) return url;
     return url.substr(0, start) + url.substr(at + 1);
 }
 

@@ -228,7 +228,7 @@ void ModelRunner::check_logits_finite(int32_t token) {
     in.add_sequence(&token, 0, 1, {0}, layout_.block_size, true);
     in.finalize();
     const StepOutput o = execute(in);
-    if (!o.logits) return;  // kept on the device (no host copy to look at)
+    if (!o.logits) return;  // (a row without sampling comes back to the host: this is a safeguard)
     const int vocab = model_.config.vocab_size;
     for (int i = 0; i < vocab; ++i)
         if (!std::isfinite(o.logits[i]))

@@ -10,9 +10,12 @@ namespace {
 constexpr size_t kMaxMessage = 2000;
 constexpr size_t kKeptHead = 1400, kKeptTail = 400;
 
-// Backs off from `at` to the start of a UTF-8 character (the escaped text is valid UTF-8).
+// Backs off from `at` to the start of a UTF-8 character (the escaped text is valid UTF-8) and of a \xNN
+// escape, so that a cut splits neither.
 size_t char_start(const std::string& text, size_t at) {
     while (at > 0 && at < text.size() && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80) --at;
+    for (size_t back = 1; back <= 3 && back <= at; ++back)
+        if (text[at - back] == '\\' && text[at - back + 1] == 'x') return at - back;
     return at;
 }
 }  // namespace
@@ -40,7 +43,7 @@ std::string printable_message(std::string_view message) {
     }
     if (out.size() <= kMaxMessage) return out;
     const size_t head = char_start(out, kKeptHead), tail = char_start(out, out.size() - kKeptTail);
-    return out.substr(0, head) + " ... (" + std::to_string(tail - head) + " bytes left out) ... " + out.substr(tail);
+    return out.substr(0, head) + " ... (" + std::to_string(tail - head) + " bytes of the message left out) ... " + out.substr(tail);
 }
 
 }  // namespace kvscope

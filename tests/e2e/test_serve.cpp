@@ -222,7 +222,7 @@ private slots:
                                                 << QByteArray("temperature is out of range");
         // Integers past the range say so (they said "must be an integer", or named the clamped value).
         QTest::newRow("top_k 1e30") << QByteArray("/v1/completions") << QByteArray(R"({"prompt": "Once", "top_k": 1e30})")
-                                    << QByteArray("top_k is too large: 1e+30");
+                                    << QByteArray("top_k is out of range: 1e+30");
         QTest::newRow("prompt_logprobs 2^40") << QByteArray("/v1/completions")
                                               << QByteArray(R"({"prompt": "Once", "prompt_logprobs": 1099511627776})")
                                               << QByteArray("prompt_logprobs is out of range: 1099511627776");

@@ -398,8 +398,16 @@ private slots:
         QVERIFY2(err.size() <= 2100, std::to_string(err.size()).c_str());
         QVERIFY(err.starts_with("m.gguf: architecture 'caf\xc3\xa9 \\xff\\xfe\\x1b[2J"));
         QVERIFY(err.ends_with("' is not supported"));
-        QVERIFY(err.find(" bytes left out) ") != std::string::npos);
+        QVERIFY(err.find(" bytes of the message left out) ") != std::string::npos);
         QVERIFY(utf8_is_valid(err));
+        // A cut never splits an escape: control bytes all the way, cut at any offset.
+        for (size_t pad = 0; pad < 4; ++pad) {
+            const std::string cut = BadInput(std::string(1399 + pad, 'a') + std::string(3000, '\x1b')).what();
+            const size_t dots = cut.find(" ... (");
+            QVERIFY(dots != std::string::npos);
+            QVERIFY2(cut.substr(0, dots).ends_with("a") || cut.substr(0, dots).ends_with("\\x1b"), cut.substr(dots - 8, 8).c_str());
+            QVERIFY2(cut.substr(cut.find(") ... ") + 6).starts_with("\\x1b"), cut.substr(cut.find(") ... ") + 6, 8).c_str());
+        }
     }
 
     // A gpt2 (byte-level) vocabulary without tokenizer.ggml.merges is refused, as llama.cpp refuses it: it

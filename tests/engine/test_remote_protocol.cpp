@@ -335,6 +335,8 @@ private slots:
         QTest::newRow("plain") << "http://h:8000" << "http://h:8000";
         QTest::newRow("user and password") << "https://u:p@h:8000/x" << "https://h:8000/x";
         QTest::newRow("@ in the path") << "http://h/a@b" << "http://h/a@b";
+        QTest::newRow("@ in the password") << "http://u:p@ss@h:8000/v1" << "http://h:8000/v1";  // kept "ss@h" before
+        QTest::newRow("@ in the query") << "http://h:8000?a=b@c" << "http://h:8000?a=b@c";
     }
 
     void credentialsLeaveTheUrl() {
