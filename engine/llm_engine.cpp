@@ -280,12 +280,11 @@ void LlmEngine::check_naive_pool(const EngineConfig& c, int num_blocks, const ch
 
 void LlmEngine::check_fits_pool(const std::string& id, int prompt_len, int max_tokens, const EngineConfig& c,
                                 int num_blocks, const char* context) const {
-    // A request longer than the whole pool could never run, not even alone; in naive mode every request
-    // reserves max_model_len slots.
+    // A request longer than the whole pool could never run, not even alone (naive mode's reservation of
+    // max_model_len is check_naive_pool's, before any request).
     const int max_len = c.scheduler.max_model_len;
     const int64_t longest = std::min<int64_t>(max_len, static_cast<int64_t>(prompt_len) + max_tokens);
-    int64_t need = c.mode == BatchingMode::NAIVE ? (max_len + c.block_size - 1) / c.block_size
-                                     : (longest + c.block_size - 1) / c.block_size;
+    int64_t need = (longest + c.block_size - 1) / c.block_size;
     // Where blocks behind the window are freed, a step's chunk of up to max_num_batched_tokens queries
     // reads keys from window - 1 before its first one: that many tokens, plus one block of misalignment.
     const ModelConfig& m = model_->config;
@@ -294,8 +293,7 @@ void LlmEngine::check_fits_pool(const std::string& id, int prompt_len, int max_t
             need, (m.sliding_window - 1 + c.scheduler.max_num_batched_tokens + c.block_size - 1) / c.block_size + 1);
     if (need > num_blocks)
         throw BadInput("request " + id + ": needs " + std::to_string(need) + " KV blocks of " +
-                       std::to_string(c.block_size) + " tokens" + (c.mode == BatchingMode::NAIVE ? " (naive mode reserves max_model_len)" : "") +
-                       " but the pool has " + std::to_string(num_blocks) + context +
+                       std::to_string(c.block_size) + " tokens but the pool has " + std::to_string(num_blocks) + context +
                        " (raise the KV cache memory or lower max_model_len)");
 }
 

@@ -11,6 +11,8 @@
 #include "tuning_panel.h"
 #include "util/errors.h"
 
+#include <algorithm>
+
 #include <QAction>
 #include <QApplication>
 #include <QDir>
@@ -121,6 +123,13 @@ void validateEngineSettings(const QJsonObject& e) {
         if (const double v = e.value(key).toDouble(); e.contains(key) && (v < range.first || v > range.second))
             throw kvscope::BadInput(QString("%1 %2 is past what the tuning panel holds (%3..%4)")
                                .arg(key, QString::number(v, 'g', 17)).arg(range.first).arg(range.second).toStdString());
+    // The engine's aliases (fp16, bf16) are names the panel's list lacks: it kept its old entry and sent it
+    // back with the next knob moved.
+    if (const QString dtype = e.value("kv_cache_dtype").toString(); e.contains("kv_cache_dtype") &&
+        std::none_of(TuningPanel::kKvCacheDtypes.begin(), TuningPanel::kKvCacheDtypes.end(),
+                     [&](const char* name) { return dtype == QLatin1String(name); }))
+        throw kvscope::BadInput(("kv_cache_dtype '" + dtype + "': the tuning panel takes auto, float32, float16 or bfloat16")
+                                    .toStdString());
     EngineConfig c = engineConfigFrom(e, EngineController::defaultConfig());
     if (c.scheduler.max_model_len == 0) c.scheduler.max_model_len = std::max(1, c.scheduler.max_num_batched_tokens);
     c.validate();

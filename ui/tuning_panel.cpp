@@ -98,7 +98,7 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent), m_debounce(this) {
     connect(m_kvMiB, &QSpinBox::valueChanged, this, [this] { edited(); });
 
     m_kvDtype = new QComboBox(this);
-    m_kvDtype->addItems({"auto", "float32", "float16", "bfloat16"});
+    for (const char* name : kKvCacheDtypes) m_kvDtype->addItem(QString::fromLatin1(name));
     m_kvDtype->setToolTip(tr("<b>kv_cache_dtype</b>: the type of every cached K and V value (vLLM --kv-cache-dtype, "
                              "llama.cpp --cache-type-k/-v). auto follows the weights: F32 weights keep float32, F16/BF16 "
                              "weights their own type, quantized weights float16. A half type holds twice the tokens in "

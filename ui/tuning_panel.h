@@ -4,6 +4,7 @@
 // give each knob's meaning and its vLLM and TensorRT-LLM names.
 #pragma once
 
+#include <array>
 #include <utility>
 
 #include "engine_config.h"
@@ -27,6 +28,7 @@ public:
     static constexpr std::pair<int, int> kMaxNumSeqsRange{1, 4096};
     static constexpr std::pair<int, int> kMaxNumBatchedTokensRange{16, 65536};
     static constexpr std::pair<int, int> kKvCacheMiBRange{0, 1 << 20};
+    static constexpr std::array<const char*, 4> kKvCacheDtypes{"auto", "float32", "float16", "bfloat16"};  // no aliases
 
     explicit TuningPanel(QWidget* parent = nullptr);
     EngineConfig config() const;

@@ -273,6 +273,7 @@ private slots:
             {R"({"engine": {"max_num_seqs": 100000}, "actions": []})", "max_num_seqs 100000 is past what the tuning panel holds (1..4096)"},
             {R"({"actions": [{"action": "set", "max_num_batched_tokens": 1}]})", "max_num_batched_tokens 1 is past"},
             {R"({"actions": [{"action": "set", "kv_cache_memory_mib": 2000000000}]})", "kv_cache_memory_mib 2000000000 is past"},
+            {R"({"engine": {"kv_cache_dtype": "fp16"}, "actions": []})", "kv_cache_dtype 'fp16': the tuning panel takes"},
             // A colour or keys Qt cannot read did nothing (a black dot; a lost key press).
             {R"({"actions": [{"action": "open_pane", "color": "notacolor"}]})", "'notacolor' is not a colour"},
             {R"({"actions": [{"action": "key", "keys": "hello world"}]})", "'hello world' is not a key sequence"},
