@@ -334,12 +334,11 @@ int run_bench(int argc, char** argv) {
 
     std::shared_ptr<const Model> model = load_model_for(engine_options);
     const EngineConfig config = engine_config_from(engine_options, model->config);
+    if (sweep)  // every value checked before anything runs (no sweep knob changes max_model_len)
+        for (const auto& v : sweep->values) (void)apply_knob(config, sweep->knob, v);
     const WorkloadOptions wopts = workload_from(args, config.scheduler.max_model_len);
-    check_workload_options(wopts);
-    int widest = config.scheduler.max_model_len;  // the longest context of any run
-    if (sweep)
-        for (const auto& v : sweep->values) widest = std::max(widest, apply_knob(config, sweep->knob, v).scheduler.max_model_len);
-    check_prompts_fit(wopts, widest);
+    check_workload_options(wopts);  // first: check_prompts_fit reads the lengths
+    check_prompts_fit(wopts, config.scheduler.max_model_len);
     std::vector<BenchRequest> workload = make_workload(wopts, model->tokenizer, model->config.vocab_size);
     BenchOptions options = options_from(args, workload.size());
     if (!args.compare.empty() &&
