@@ -379,7 +379,12 @@ bool ScriptRunner::runAction(const QJsonObject& a) {
         return true;
     }
     if (action == "select") {
-        if (ChatPane* p = paneAt(a)) m_window->selectRequest(p->lastRequestId());
+        // As a click on its row: the table takes the keyboard too. Left in a pane, a later resize brought that
+        // pane back into view beside the selected request's blocks (the README's 1024 screenshot showed pane 3).
+        if (ChatPane* p = paneAt(a)) {
+            m_window->selectRequest(p->lastRequestId());
+            if (auto* table = m_window->findChild<QWidget*>("requestTable")) table->setFocus(Qt::MouseFocusReason);
+        }
         return !m_done;
     }
     if (action == "stop_all") {

@@ -14,6 +14,7 @@
 
 #include <QJsonArray>
 #include <QJsonDocument>
+#include <QScrollArea>
 #include <QSet>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -181,6 +182,28 @@ private slots:
         // The export loads back into the benchmark comparison.
         BenchResultsModel results;
         QCOMPARE(results.loadFile(dir.filePath("session.json"), &error), 1);
+    }
+
+    // `select` is a click on the request's row: its pane comes into view and stays there through resizes
+    // (the keyboard, left in the last pane opened, brought that pane back at the next resize).
+    void selectKeepsTheSendersPaneInView() {
+        MainWindow window;
+        window.show();
+        const auto [ok, message] = runToEnd(window, R"({"engine": {"max_model_len": 128, "kv_cache_memory_mib": 2, "threads": 2},
+            "actions": [{"action": "resize", "width": 1024, "height": 700},
+                        {"action": "open_pane", "max_tokens": 4}, {"action": "open_pane", "max_tokens": 4},
+                        {"action": "send_all", "prompt": "Hi"}, {"action": "wait_idle"},
+                        {"action": "select", "pane": 1}, {"action": "wait", "ms": 50},
+                        {"action": "resize", "width": 1920, "height": 1080}, {"action": "wait", "ms": 50},
+                        {"action": "resize", "width": 1024, "height": 700}, {"action": "wait", "ms": 50}]})");
+        QVERIFY2(ok, qPrintable(message));
+        const QWidget* column = window.findChild<QScrollArea*>("paneArea")->viewport();
+        auto shown = [column](const ChatPane* p) {
+            const QRect r(p->mapTo(column, QPoint(0, 0)), p->size());
+            return column->rect().contains(r.center());
+        };
+        QTRY_VERIFY_WITH_TIMEOUT(shown(window.panes()[0]), 2000);
+        QVERIFY(!shown(window.panes()[1]));  // one pane fits at 1024
     }
 
     // Started as main.cpp starts it, inside modelReady: a first `set` moves its knob and keeps the
