@@ -24,16 +24,13 @@ WorkloadOptions workloadOptions(const BenchSpec& spec, int maxModelLen) {
     return w;
 }
 
-BenchPlan finishPlan(const BenchSpec& spec, std::vector<BenchRequest> workload, int maxModelLen) {
+// The workload's requests run as `kvscope-cli bench` runs them: a prompt past max_model_len is refused on
+// its own, an output that reaches it ends there. Prompts that no request could fit are refused up front by
+// makeBenchPlan, with the CLI's check (the panel refused any request whose prompt and output passed it, after
+// building them all: a benchmark the CLI ran was refused here).
+BenchPlan finishPlan(const BenchSpec& spec, std::vector<BenchRequest> workload) {
     BenchPlan plan;
     plan.workload = std::move(workload);
-    for (size_t i = 0; i < plan.workload.size(); ++i) {
-        const BenchRequest& r = plan.workload[i];
-        if (int(r.prompt_token_ids.size()) + r.output_len > maxModelLen)
-            throw BadInput("benchmark: request " + std::to_string(i) + " needs " +
-                           std::to_string(r.prompt_token_ids.size() + size_t(r.output_len)) +
-                           " tokens, more than max_model_len " + std::to_string(maxModelLen));
-    }
     // `kvscope-cli bench`'s defaults for what the panel does not set: greedy, one warm-up request.
     plan.options.arrival_offsets = arrival_offsets(int(plan.workload.size()), spec.requestRate, spec.burstiness, spec.seed);
     plan.options.max_concurrency = spec.maxConcurrency;
@@ -51,12 +48,15 @@ void checkBenchSpec(const BenchSpec& spec) {
 }
 
 BenchPlan makeBenchPlan(const BenchSpec& spec, const Model& model, int maxModelLen) {
-    return finishPlan(spec, make_workload(workloadOptions(spec, maxModelLen), model.tokenizer, model.config.vocab_size),
-                      maxModelLen);
+    const WorkloadOptions options = workloadOptions(spec, maxModelLen);
+    check_prompts_fit(options, maxModelLen);
+    return finishPlan(spec, make_workload(options, model.tokenizer, model.config.vocab_size));
 }
 
 BenchPlan makeBenchPlan(const BenchSpec& spec, const std::vector<int32_t>& ordinaryIds, int maxModelLen) {
-    return finishPlan(spec, make_workload(workloadOptions(spec, maxModelLen), ordinaryIds), maxModelLen);
+    const WorkloadOptions options = workloadOptions(spec, maxModelLen);
+    check_prompts_fit(options, maxModelLen);
+    return finishPlan(spec, make_workload(options, ordinaryIds));
 }
 
 }  // namespace kvscope::ui

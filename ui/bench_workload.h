@@ -20,7 +20,8 @@ struct BenchPlan {
     BenchOptions options;
 };
 
-// Throws BadInput when the spec cannot run (lengths beyond max_model_len, no prompts).
+// Throws BadInput when the spec cannot run (prompts that cannot fit max_model_len, no prompts), as
+// `kvscope-cli bench` refuses them; a request whose prompt and output pass max_model_len runs to it.
 BenchPlan makeBenchPlan(const BenchSpec& spec, const Model& model, int maxModelLen);
 // Throws BadInput for values no model could run (no prompts, lengths < 1, a negative rate), before any
 // model is known: what a script's benchmark action is checked with at load.

@@ -213,6 +213,38 @@ private slots:
         QVERIFY2(updates.count() < 100, qPrintable(QString("%1 updates for %2 aborts").arg(updates.count()).arg(3000 - completed)));
     }
 
+    // The panel's benchmark fits max_model_len by `kvscope-cli bench`'s rule: prompts that no request fits are
+    // refused before anything runs, with the CLI's message; an output that reaches max_model_len ends there
+    // (the panel refused the whole run for one such request, a run the CLI made).
+    void benchmarkFitsMaxModelLenAsTheCli() {
+        EngineController controller;
+        QVERIFY(loadInto(controller));
+        BenchSpec spec;
+        spec.numPrompts = 4;
+        spec.inputLen = 600;  // max_model_len 512
+        spec.outputLen = 8;
+        spec.seed = 1;
+        QSignalSpy errors(&controller, &EngineController::errorOccurred);
+        QSignalSpy finished(&controller, &EngineController::benchmarkFinished);
+        controller.runBenchmark(spec);
+        QVERIFY(finished.wait(30000));
+        QCOMPARE(errors.count(), 1);
+        QVERIFY2(errors.front().front().toString().contains("do not fit max_model_len 512"),
+                 qPrintable(errors.front().front().toString()));
+        QCOMPARE(finished.front().front().value<BenchResult>().requests.size(), size_t(0));
+
+        spec.inputLen = 400;
+        spec.outputLen = 200;  // 600 > 512: each request stops at max_model_len
+        errors.clear();
+        finished.clear();
+        controller.runBenchmark(spec);
+        QVERIFY(finished.wait(60000));
+        QVERIFY2(errors.isEmpty(), qPrintable(errors.isEmpty() ? QString() : errors.front().front().toString()));
+        const BenchResult result = finished.front().front().value<BenchResult>();
+        QCOMPARE(result.summary["completed"].toInt(), 4);
+        for (const RequestMetrics& r : result.requests) QCOMPARE(r.num_prompt_tokens + r.num_output_tokens, 512);
+    }
+
     void knobsMovedMidRunChangeNothing() {
         EngineController controller;
         QVERIFY(loadInto(controller));
