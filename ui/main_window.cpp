@@ -717,7 +717,7 @@ void MainWindow::showMetricDefinitions() {
     dialog->show();
 }
 
-bool MainWindow::exportSession(const QString& dir, QString* error) {
+bool MainWindow::exportSession(const QString& dir, QString* error, const QJsonObject& script) {
     m_charts->replotNow();
     SessionExportInputs in;
     in.session = m_controller->session();
@@ -745,6 +745,7 @@ bool MainWindow::exportSession(const QString& dir, QString* error) {
     }
     in.charts.emplace_back("benchmark_comparison", m_benchmark->comparisonChart());
     in.window = this;
+    in.script = script;
     // Every run of this window, whatever engine ran it (a connect or a model load starts a new session
     // but keeps the runs to compare); runs loaded from files are not this session's.
     for (const BenchResult& r : m_benchmark->resultsModel()->results())

@@ -7,6 +7,7 @@
 #include "engine_types.h"
 #include "remote_target.h"
 
+#include <QJsonObject>
 #include <QList>
 #include <QMainWindow>
 #include <QPointer>
@@ -49,7 +50,8 @@ public:
     RemoteServerView* remoteServerView() const { return m_remoteView; }
 
     // Writes the session export (see session_exporter.h) into dir.
-    bool exportSession(const QString& dir, QString* error = nullptr);
+    // script: how a replayed script ended ({"file", "ok", "message"}), written into session.json.
+    bool exportSession(const QString& dir, QString* error = nullptr, const QJsonObject& script = {});
     // Every shortcut of the window's actions with what it does (HTML table; Help > Keyboard shortcuts).
     QString shortcutSummary() const;
 

@@ -144,6 +144,8 @@ QJsonObject sessionJson(const SessionExportInputs& in) {
     o["num_requests"] = int(s.requests().size());
     o["num_steps"] = int(s.steps().size());
     o["metric_definitions"] = metricDefinitions();
+    // A failed script's export looked like a finished one (only the exit code told them apart).
+    if (!in.script.isEmpty()) o["script"] = in.script;
     o["gui"] = in.gui;
     if (in.gui.contains("gui_max_stall_ms")) o["gui_max_stall_ms"] = in.gui.value("gui_max_stall_ms");
     QJsonArray events;

@@ -30,6 +30,7 @@ struct SessionExportInputs {
     QJsonObject gui;  // gui_max_stall_ms and friends
     QJsonObject target;         // remote: RemoteTarget::toJson(); empty = the local engine
     QJsonObject serverMetrics;  // remote: the scraped /metrics series (server_series_to_json)
+    QJsonObject script;         // script mode: {"file", "ok", "message"}; empty = an interactive session
 };
 
 QJsonObject sessionJson(const SessionExportInputs& in);

@@ -17,6 +17,7 @@
 #include <QCommandLineParser>
 #include <QDir>
 #include <QFileInfo>
+#include <QJsonObject>
 #include <QSettings>
 #include <QTemporaryFile>
 #include <QTimer>
@@ -141,10 +142,10 @@ int main(int argc, char** argv) {
     runner.setOutputDir(exportDir);
     window.show();
 
-    auto writeExport = [&]() -> bool {
+    auto writeExport = [&](const QJsonObject& script = {}) -> bool {
         if (exportDir.isEmpty()) return true;
         QString error;
-        if (!window.exportSession(exportDir, &error)) {
+        if (!window.exportSession(exportDir, &error, script)) {
             std::fprintf(stderr, "kvscope: error: export: %s\n", qPrintable(error));
             return false;
         }
@@ -187,8 +188,9 @@ int main(int argc, char** argv) {
             else std::fprintf(stderr, "kvscope: script failed: %s\n", qPrintable(message));
             std::fflush(stdout);
             // Let the last updates and the queued replots land before the export grabs the window.
-            QTimer::singleShot(300, &app, [&, ok] {
-                const bool exported = writeExport();
+            QTimer::singleShot(300, &app, [&, ok, message] {
+                const bool exported = writeExport(QJsonObject{
+                    {"file", QFileInfo(parser.value(scriptOption)).absoluteFilePath()}, {"ok", ok}, {"message", message}});
                 if (quitWhenDone) QApplication::exit(ok && exported ? 0 : 1);
             });
         });

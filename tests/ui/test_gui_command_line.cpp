@@ -1,6 +1,10 @@
 // kvscope answers --help, --version and a bad option with no display at all (issue 17): the command
 // line is parsed before QApplication, which aborts without one. Runs the built GUI with DISPLAY,
 // WAYLAND_DISPLAY and QT_QPA_PLATFORM removed from its environment.
+#include <QDir>
+#include <QFileInfo>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -95,10 +99,18 @@ private slots:
                                      {"action": "send_all", "prompt": "Once"},
                                      {"action": "wait_idle", "timeout_ms": 1}]})");
         script.close();
-        const Run r = run({"--script", script.fileName(), "--quit-when-done"}, true);
+        const QString exportDir = dir.filePath("export");
+        const Run r = run({"--script", script.fileName(), "--export", exportDir, "--quit-when-done"}, true);
         QCOMPARE(r.exitCode, 1);
         QVERIFY2(r.err.contains("kvscope: script failed: ") && r.err.contains("idle"), qPrintable(r.err));
         QVERIFY2(!r.out.contains("script failed"), qPrintable(r.out));
+        // The export says so too: it looked like a finished session's.
+        QFile session(QDir(exportDir).filePath("session.json"));
+        QVERIFY(session.open(QIODevice::ReadOnly));
+        const QJsonObject outcome = QJsonDocument::fromJson(session.readAll()).object().value("script").toObject();
+        QCOMPARE(outcome.value("ok"), QJsonValue(false));
+        QVERIFY2(outcome.value("message").toString().contains("idle"), qPrintable(outcome.value("message").toString()));
+        QCOMPARE(outcome.value("file").toString(), QFileInfo(script.fileName()).absoluteFilePath());
     }
 };
 
