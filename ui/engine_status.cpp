@@ -20,17 +20,19 @@ QString statusText(const EngineStatus& s) {
     // Before it, so a narrow window cuts the counts, never the word that says none of it was measured; only its
     // device ("simulated NVIDIA H100 SXM 80GB"): the model and step-time model are in every chart's label.
     if (!s.simulation.isEmpty()) parts.prepend(s.simulation.section(", ", 0, 0));
+    // The preemptions before the KV figures: only this line counts them, where the block map's caption repeats
+    // the KV figures (at 1024 px the count was cut off the end).
+    parts << (s.totalPreemptions == 1 ? tr("1 preemption") : tr("%1 preemptions").arg(s.totalPreemptions));
     if (s.kv) {
         // Free counts the cached-free blocks too (vLLM's free queue holds them: evictable); said, as the
         // block map shows the two apart.
-        QString kv = tr("KV %1% used, %2 of %3 blocks free")
+        QString kv = tr("KV %1% used, %2/%3 blocks free")
                          .arg(s.kv->usage * 100, 0, 'f', 1)
                          .arg(s.kv->num_free_blocks)
                          .arg(s.kv->num_blocks);
-        if (s.kv->num_cached_free_blocks > 0) kv += tr(" (%1 of them cached)").arg(s.kv->num_cached_free_blocks);
+        if (s.kv->num_cached_free_blocks > 0) kv += tr(" (%1 cached)").arg(s.kv->num_cached_free_blocks);
         parts << kv;
     }
-    parts << (s.totalPreemptions == 1 ? tr("1 preemption") : tr("%1 preemptions").arg(s.totalPreemptions));
     return parts.join("  |  ");
 }
 
