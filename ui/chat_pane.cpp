@@ -1,5 +1,6 @@
 #include "chat_pane.h"
 
+#include "elided_label.h"
 #include "engine_controller.h"
 #include "runner/logprobs.h"
 
@@ -107,9 +108,8 @@ ChatPane::ChatPane(EngineController* controller, int number, const QColor& color
     });
     m_transcript->viewport()->installEventFilter(this);
 
-    m_statsLabel = new QLabel(this);
+    m_statsLabel = new ElidedLabel(Qt::ElideRight, this);
     m_statsLabel->setObjectName("paneStats");
-    m_statsLabel->setTextFormat(Qt::RichText);
     // The state and the figures change with every engine update (up to 60 a second): sized so that their
     // text never changes the pane's size hints. A changed hint relaid the pane splitter out, resized every
     // pane and laid each transcript out again: 10-40 ms a frame, the largest stall of a run.
@@ -119,7 +119,7 @@ ChatPane::ChatPane(EngineController* controller, int number, const QColor& color
                                  tr("failed")})
         stateWidth = std::max(stateWidth, m_stateLabel->fontMetrics().horizontalAdvance(state));
     m_stateLabel->setFixedSize(stateWidth + 4, m_stateLabel->sizeHint().height());
-    // One line, as wide as the pane gives: a narrow pane cuts the last figures rather than growing for them.
+    // One line, as wide as the pane gives: a narrow pane drops the last figures rather than growing for them.
     m_statsLabel->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Fixed);
     m_statsLabel->setFixedHeight(m_statsLabel->fontMetrics().height() + 2);
     m_statsLabel->setToolTip(tr("TTFT: first token - arrival. tok/s: output tokens after the first / decode time. "
@@ -365,7 +365,7 @@ void ChatPane::submitConversation() {
     m_streamed = false;
     m_requestId = m_lastRequestId = m_controller->submitRequest(c, m_title, m_color);
     m_stateLabel->setText(tr("waiting"));
-    m_statsLabel->clear();
+    m_statsLabel->setFullText({});
     updateButtons();
     emit requestSubmitted(m_requestId);
 }
@@ -425,7 +425,7 @@ void ChatPane::applyProgress(const RequestProgress& p) {
     if (!p.finished && !m_controller->isRemote()) stats << tr("<b>%1</b> blocks").arg(blocks);  // a server shows no block table
     if (p.numPreemptions) stats << tr("%1 preempted").arg(p.numPreemptions);
     if (p.numCachedTokens) stats << tr("%1 cached").arg(p.numCachedTokens);
-    m_statsLabel->setText(stats.join(QString::fromUtf8(" \u00b7 ")));
+    m_statsLabel->setParts(stats, QString::fromUtf8(" \u00b7 "));
     if (p.finished) {
         const QString id = m_requestId;
         m_lastReply = m_reply;

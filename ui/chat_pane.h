@@ -25,6 +25,7 @@ class QWidget;
 
 namespace kvscope::ui {
 
+class ElidedLabel;
 class EngineController;
 
 class ChatPane : public QFrame {
@@ -99,7 +100,7 @@ private:
     QToolButton* m_colorButton;
     QLabel* m_titleLabel;
     QLabel* m_stateLabel;
-    QLabel* m_statsLabel;
+    ElidedLabel* m_statsLabel;
     QLabel* m_simulationLabel;  // "simulated <GPU>, <model>, ..."; hidden on a real backend
     QToolButton* m_settingsButton;
     QDialog* m_settings;

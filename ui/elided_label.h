@@ -1,6 +1,6 @@
 // A one-line label that shows as much of its text as its width holds, elided ("...") where the rest is cut,
 // and elides again when resized. Its text sets no width (a long status or note never widens the window);
-// fullText() is the whole text.
+// fullText() is the whole text. Rich text is given in parts (setParts) and cut between them.
 #pragma once
 
 #include <QLabel>
@@ -14,6 +14,9 @@ public:
     explicit ElidedLabel(Qt::TextElideMode mode, QWidget* parent = nullptr);
     QString fullText() const { return m_fullText; }
     void setFullText(const QString& text);
+    // Rich text: as many whole `parts` as the width holds, joined by `separator`, then "…" where later ones
+    // are cut (cut inside, "16 cached" read "16 c").
+    void setParts(const QStringList& parts, const QString& separator);
 
 protected:
     void resizeEvent(QResizeEvent* event) override;
@@ -22,6 +25,8 @@ private:
     void elide();
     Qt::TextElideMode m_mode;
     QString m_fullText;
+    QStringList m_parts;
+    QString m_separator;
 };
 
 }  // namespace kvscope::ui

@@ -5,6 +5,7 @@
 // scale factor of 1 and of 2. Set KVSCOPE_TEST_SCREENSHOTS=DIR to keep a PNG of every case.
 #include "block_map_widget.h"
 #include "chat_pane.h"
+#include "elided_label.h"
 #include "engine_controller.h"
 #include "main_window.h"
 #include "theme.h"
@@ -16,6 +17,8 @@
 #include <QSplitter>
 #include <QStandardPaths>
 #include <QTabWidget>
+#include <QTextDocument>
+#include <QTextDocumentFragment>
 #include <QtTest>
 
 using namespace kvscope;
@@ -166,6 +169,38 @@ private slots:
         const QRect map = window.blockMap()->mapArea();
         qInfo("block map %dx%d, its cells %dx%d", window.blockMap()->width(), window.blockMap()->height(), map.width(), map.height());
         QVERIFY2(map.height() >= 120, qPrintable(QString("the block map's cells are %1 px tall").arg(map.height())));
+    }
+
+    // A pane's figures line (ElidedLabel::setParts) drops whole figures where the pane is narrow, with "…"
+    // after the last shown: cut at the edge, "16 cached" read "16 c".
+    void figuresDropWhole() {
+        ElidedLabel label(Qt::ElideRight);
+        const QString separator = QString::fromUtf8(" \u00b7 ");
+        const QStringList parts = {"TTFT <b>15.7 ms</b>", "<b>683.5</b> tok/s", "152 tok", "<b>14</b> blocks",
+                                   "2 preempted", "16 cached"};
+        label.setParts(parts, separator);
+        label.show();  // resize events reach a shown widget at once
+        auto plain = [](const QString& html) { return QTextDocumentFragment::fromHtml(html).toPlainText(); };
+        auto width = [&label](const QString& html) {
+            QTextDocument d;
+            d.setDefaultFont(label.font());
+            d.setDocumentMargin(0);
+            d.setHtml(html);
+            return d.idealWidth();
+        };
+        label.resize(int(width(parts.join(separator))) + 10, 20);
+        QCOMPARE(label.text(), parts.join(separator));
+        for (const int w : {260, 180, 120}) {
+            label.resize(w, 20);
+            const QString shown = label.text();
+            QVERIFY2(shown.endsWith(separator + QString::fromUtf8("\u2026")), qPrintable(plain(shown)));
+            QVERIFY2(width(shown) <= w, qPrintable(QString("%1 px of text in %2 px").arg(width(shown)).arg(w)));
+            const QString kept = shown.chopped(separator.size() + 1);
+            QVERIFY2(parts.join(separator).startsWith(kept + separator), qPrintable(plain(shown)));
+        }
+        label.setFullText("plain again");  // back to plain text, elided by character
+        QCOMPARE(label.textFormat(), Qt::PlainText);
+        QCOMPARE(label.text(), QString("plain again"));
     }
 };
 
