@@ -165,6 +165,11 @@ BenchmarkPanel::BenchmarkPanel(EngineController* controller, QWidget* parent)
     m_chart->yAxis2->setTicker(QSharedPointer<LogTicker>::create());
     placeLegendUnderTitle(m_chart, font());
     m_chart->installEventFilter(this);
+    // The run labels are fitted to the bars' spacing, which the layout learns only in a replot: once more
+    // when it differs from the width they were fitted for.
+    connect(m_chart, &QCustomPlot::afterLayout, this, [this] {
+        if (m_chart->axisRect()->width() != m_labelsAxisWidth) QTimer::singleShot(0, this, &BenchmarkPanel::updateChart);
+    });
     Theme::styleChart(m_chart);
     auto* buttons = new QHBoxLayout;
     buttons->addStretch();
@@ -353,12 +358,17 @@ void BenchmarkPanel::updateChart() {
     QVector<double> keys, tput, ttft, e2el;
     QString simulated;  // a simulated run's label
     bool measured = false;
-    // A bar's label is its run's name while the names fit under the bars side by side, else the run's
-    // number ("#2", the name's first word) alone: overlapping names read as neither.
-    const int perBar = std::max(1, (m_chart->width() - 110) / std::max<int>(1, int(runs.size())));
+    // A bar's label is its run's name and target while 12 characters of each name fit under the bars side by
+    // side, else the run's number ("#2", the name's first word) alone: overlapping names read as neither.
+    // Each line is elided to its bar's width ("…" says where: 18 characters were cut without one).
+    m_labelsAxisWidth = m_chart->axisRect()->width();  // before the first layout, an estimate
+    const int plotWidth = m_labelsAxisWidth > 0 ? m_labelsAxisWidth : m_chart->width() - 110;
+    const int perBar = std::max(1, int(plotWidth / (double(runs.size()) + 0.2)));
+    const QFontMetrics tickFont(m_chart->xAxis->tickLabelFont());
     bool full = true;
     for (const BenchResult& r : runs)
-        full = full && m_chart->fontMetrics().horizontalAdvance("[sim] " + r.spec.name.left(18)) + 8 <= perBar;
+        full = full && tickFont.horizontalAdvance("[sim] " + r.spec.name.left(12)) + 8 <= perBar;
+    const auto fit = [&](const QString& line, Qt::TextElideMode mode) { return tickFont.elidedText(line, mode, perBar - 8); };
     for (size_t i = 0; i < runs.size(); ++i) {
         keys << double(i + 1);
         tput << runs[i].summary.value("output_throughput").toDouble();
@@ -368,9 +378,9 @@ void BenchmarkPanel::updateChart() {
         e2el << positive(runs[i].summary.value("mean_e2el_ms").toDouble());
         // Labelled by target, so that a local and a remote run overlaid cannot be mistaken for each other.
         const QString target = BenchResultsModel::targetLabel(runs[i]);
-        const QString name = full ? runs[i].spec.name.left(18) + "\n" + target.left(28)
-                                  : runs[i].spec.name.section(' ', 0, 0).left(8);
-        ticker->addTick(double(i + 1), (BenchResultsModel::simulationLabel(runs[i]).isEmpty() ? "" : "[sim] ") + name);
+        const QString sim = BenchResultsModel::simulationLabel(runs[i]).isEmpty() ? "" : "[sim] ";
+        ticker->addTick(double(i + 1), full ? fit(sim + runs[i].spec.name, Qt::ElideRight) + "\n" + fit(target, Qt::ElideMiddle)
+                                            : fit(sim + runs[i].spec.name.section(' ', 0, 0), Qt::ElideRight));
         if (!BenchResultsModel::simulationLabel(runs[i]).isEmpty()) simulated = BenchResultsModel::simulationLabel(runs[i]);
         else measured = true;
     }

@@ -77,6 +77,7 @@ private:
     QBoxLayout* m_columns;  // settings beside the results, or above them in a narrow window
     QLabel* m_mixNote;  // shown while the table mixes simulated and measured runs
     int m_runNumber = 0;
+    int m_labelsAxisWidth = -1;  // the plot width the run labels were last fitted to
     bool m_revealPending = false;  // a run finished while the tab was hidden: its row is shown with the tab
 };
 

@@ -209,6 +209,13 @@ private slots:
         // The legend stays out of the plot, where the bars are.
         QCustomPlot* chart = panel->comparisonChart();
         chart->replot();
+        // Each bar's label fits between its neighbours', cut with "…" where it must be.
+        const double perBar = chart->xAxis->coordToPixel(2) - chart->xAxis->coordToPixel(1);
+        const QFontMetrics tickFont(chart->xAxis->tickLabelFont());
+        for (const QString& label : chart->xAxis->tickVectorLabels())
+            for (const QString& line : label.split('\n'))
+                QVERIFY2(tickFont.horizontalAdvance(line) <= perBar,
+                         qPrintable(QString("'%1' is %2 px under bars %3 px apart").arg(line).arg(tickFont.horizontalAdvance(line)).arg(perBar)));
         QVERIFY(chart->legend->visible());
         QVERIFY2(!chart->legend->outerRect().intersects(chart->axisRect()->rect()),
                  qPrintable(QString("legend %1,%2 %3x%4 over the plot")
