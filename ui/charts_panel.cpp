@@ -390,11 +390,20 @@ void ChartsPanel::layoutEventLabels() {
     for (auto e = m_events.rbegin(); e != m_events.rend(); ++e) {
         // An arrow points at the label's line: two close rebuilds put one label right of its line and the
         // other left of its own, both between the lines, and neither said which line it was.
-        const QString name = e->text.section('(', 0, 0).section(':', 1).trimmed();
-        const QString toRight = QString::fromUtf8("\u25C2 ") + name, toLeft = name + QString::fromUtf8(" \u25B8");
+        // Each rebuild of the step, by what changed: a step's event joins its rebuilds with "; " (the label
+        // named the first alone, and hid "prefix caching on" behind "block_size 16 -> 32"). Where the whole
+        // list fits neither side of the line, the first change and how many more (the tooltip has them all).
+        QStringList changes;
+        for (const QString& part : e->text.split("; "))
+            if (part.startsWith("rebuild")) changes << part.section('(', 0, 0).section(':', 1).trimmed();
         const double x = plot->xAxis->coordToPixel(e->time);
-        const bool right = x + metrics.horizontalAdvance(toRight) + pad <= area.right();
-        e->label->setText(right ? toRight : toLeft);
+        bool right = true;
+        for (const QString& name : {changes.join(", "), changes.value(0) + QString(" +%1").arg(changes.size() - 1)}) {
+            const QString toRight = QString::fromUtf8("\u25C2 ") + name, toLeft = name + QString::fromUtf8(" \u25B8");
+            right = x + metrics.horizontalAdvance(toRight) + pad <= area.right();
+            e->label->setText(right ? toRight : toLeft);
+            if (right || x - metrics.horizontalAdvance(toLeft) - pad >= area.left() || changes.size() < 2) break;
+        }
         const double width = metrics.horizontalAdvance(e->label->text()) + pad;
         const double left = right ? x : x - width;
         auto row = std::find_if(rows.begin(), rows.end(), [&](const auto& spans) {

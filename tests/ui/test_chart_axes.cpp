@@ -287,7 +287,8 @@ private slots:
         start.steps.push_back(step(0, 1));
         session.applyUpdate(start);
         for (int i = 0; i < 8; ++i) rebuildAt(2.0 + 0.02 * i, QString("block_size %1").arg(8 << (i % 3)));
-        rebuildAt(10.0, "kv_cache_dtype float16");  // at the live edge
+        // At the live edge, two rebuilds in one step (the engine joins them with "; "): both named.
+        rebuildAt(10.0, "kv_cache_dtype float16 (2 -> 2 blocks); aborted 1 request; rebuild: prefix caching on");
         panel.replotNow();
 
         QCustomPlot* plot = chart(panel, "occupancy");
@@ -312,7 +313,8 @@ private slots:
         bool newestShown = false;  // the live edge's label has priority over an older burst's
         for (int i = 0; i < plot->itemCount(); ++i)
             if (auto* label = qobject_cast<QCPItemText*>(plot->item(i)))
-                newestShown |= label->visible() && label->text().contains("kv_cache_dtype float16");
+                newestShown |= label->visible() && label->text().contains(width > 1000 ? "kv_cache_dtype float16, prefix caching on"
+                                                                                      : "kv_cache_dtype float16 +1");
         QVERIFY(newestShown);
         for (double t : times) {
             const QString tip = panel.eventToolTip(plot, QPointF(plot->xAxis->coordToPixel(t) + 1, area.center().y()));
