@@ -297,6 +297,13 @@ void LlmEngine::check_fits_pool(const std::string& id, int prompt_len, int max_t
                        " (raise the KV cache memory or lower max_model_len)");
 }
 
+EngineConfig LlmEngine::resolved_config() const {
+    EngineConfig c = config_;
+    c.num_blocks = num_blocks();
+    c.kv_cache_dtype = kv_cache_dtype_name(kv_cache_dtype());
+    return c;
+}
+
 void LlmEngine::validate_request(const NewRequest& r) const {
     r.sampling_params.validate();
     const int len = static_cast<int>(r.prompt_token_ids.size());

@@ -77,6 +77,9 @@ public:
 
     void set_metrics_sink(MetricsSink* sink) { sink_ = sink; }
     const EngineConfig& config() const { return config_; }
+    // config() as it runs: the pool's block count (0 asked for as many as the memory holds) and the cache type
+    // "auto" resolved to. What a result reports (bench, the GUI's runs and session export).
+    EngineConfig resolved_config() const;
     const Model& model() const { return *model_; }
     const KvCacheManager& kv_cache_manager() const { return *kv_; }
     const Scheduler& scheduler() const { return *scheduler_; }

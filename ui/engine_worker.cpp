@@ -281,10 +281,7 @@ void EngineWorker::finishBenchmark() {
     result.summary["target"] = QJsonObject{{"kind", "local"}, {"model", QString::fromStdString(m_model->name)}};
     // The key kvscope-cli bench writes: a comparison can tell simulated runs from measured ones.
     if (m_engine->is_simulated()) result.summary["simulated"] = toQJsonObject(simulation_to_json(*m_engine));
-    EngineConfig c = m_engine->config();
-    c.kv_cache_dtype = kv_cache_dtype_name(m_engine->kv_cache_dtype());  // what auto resolved to
-    result.config = toQJsonObject(engine_config_to_json(c));
-    result.config["num_blocks"] = m_engine->num_blocks();
+    result.config = toQJsonObject(engine_config_to_json(m_engine->resolved_config()));
     result.config["model"] = QString::fromStdString(m_model->source);
     m_bench.reset();
     m_benchTimer.stop();

@@ -723,6 +723,10 @@ bool MainWindow::exportSession(const QString& dir, QString* error, const QJsonOb
     in.session = m_controller->session();
     in.model = m_controller->modelSummary();
     in.config = m_controller->config();
+    // As it ran (LlmEngine::resolved_config, which a benchmark's config reports): the pool's block count and
+    // the cache type auto resolved to, from the engine's latest update. It said num_blocks 0 and "auto".
+    if (const auto kv = m_controller->latestSnapshot()) in.config.num_blocks = kv->num_blocks;
+    if (!in.model.kvCacheDtype.isEmpty()) in.config.kv_cache_dtype = in.model.kvCacheDtype.toStdString();
     for (const auto& c : m_charts->charts()) in.charts.emplace_back(c.name, c.plot);
     if (m_controller->isRemote()) {
         // What answered was the remote engine: its name and series, not the local model and knobs.

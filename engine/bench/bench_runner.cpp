@@ -71,8 +71,7 @@ BenchRun BenchRunner::run(const std::string& label) {
         for (const std::string& e : r.errors)
             if (!e.empty()) throw BadInput("benchmark: every request was refused; the first: " + e);
     r.label = label;
-    r.config = engine_.config();
-    r.config.kv_cache_dtype = kv_cache_dtype_name(engine_.kv_cache_dtype());  // what auto resolved to
+    r.config = engine_.resolved_config();
     r.engine = sink.recorder().aggregates();
     r.steps = sink.recorder().steps();
     engine_.release_finished();

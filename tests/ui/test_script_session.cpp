@@ -129,6 +129,11 @@ private slots:
         QVERIFY(session.value("timeline").toArray().size() > 10);
         QCOMPARE(session.value("config").toObject().value("block_size").toInt(), 32);
         QCOMPARE(session.value("config").toObject().value("kv_cache_dtype").toString(), QString("float16"));
+        // The pool as it ran, as the benchmark's config and the timeline say (it said num_blocks 0: auto).
+        const int numBlocks = session.value("config").toObject().value("num_blocks").toInt();
+        QCOMPARE(numBlocks, session.value("timeline").toArray().last().toObject().value("num_blocks").toInt());
+        QCOMPARE(numBlocks, window.controller()->session()->benchmarks().front().config.value("num_blocks").toInt());
+        QVERIFY(numBlocks > 0);
         QCOMPARE(window.controller()->session()->benchmarks().front().config.value("kv_cache_dtype").toString(),
                  QString("float16"));
         QCOMPARE(session.value("benchmarks").toArray().size(), 1);
