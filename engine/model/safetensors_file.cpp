@@ -166,7 +166,7 @@ SafetensorsModel SafetensorsModel::open(const std::string& path) {
 
     const fs::path dir(path);
     const fs::path index_path = dir / "model.safetensors.index.json";
-    if (fs::is_regular_file(index_path, ec)) {
+    if (checked_status(index_path).type() == fs::file_type::regular) {
         const std::string ipath = index_path.string();
         MappedFile index_file(ipath);
         const char* b = reinterpret_cast<const char*>(index_file.data());
@@ -182,7 +182,7 @@ SafetensorsModel SafetensorsModel::open(const std::string& path) {
             if (s.empty() || fs::path(s).filename() != fs::path(s) || s == "." || s == "..")
                 fail(ipath, "weight_map entry '" + name + "' names '" + s.substr(0, 200) +
                                 "', not a file name in the model's directory");
-            if (!fs::is_regular_file(dir / s, ec))
+            if (checked_status(dir / s).type() != fs::file_type::regular)
                 fail(ipath, "weight_map entry '" + name + "' points to missing shard '" + s + "'");
             shards.insert(s);
         }
@@ -200,13 +200,14 @@ SafetensorsModel SafetensorsModel::open(const std::string& path) {
         }
         return m;
     }
-    if (fs::is_regular_file(dir / "model.safetensors", ec)) {
+    if (checked_status(dir / "model.safetensors").type() == fs::file_type::regular) {
         m.add_file((dir / "model.safetensors").string(), true);
         return m;
     }
     std::vector<std::string> files;
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
         if (it->path().extension() == ".safetensors" && it->is_regular_file(ec)) files.push_back(it->path().string());
+    if (ec) fail(path, "cannot list the directory: " + ec.message());  // not "no *.safetensors files"
     if (files.empty())
         fail(path, "no model.safetensors, model.safetensors.index.json or other *.safetensors files");
     std::sort(files.begin(), files.end());

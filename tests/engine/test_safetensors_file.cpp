@@ -9,6 +9,7 @@
 #include <QTemporaryDir>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 
@@ -164,6 +165,11 @@ private slots:
         const std::string index = dir + "/model.safetensors.index.json";
         write_text(index, R"({"weight_map": {"a": "model-00001-of-00002.safetensors", "c": "model-00003-of-00003.safetensors"}})");
         QCOMPARE(open_error(dir), index + ": weight_map entry 'c' points to missing shard 'model-00003-of-00003.safetensors'");
+        // A shard that cannot be looked at says why (a symlink loop read as a missing shard).
+        std::filesystem::create_symlink("loop.safetensors", dir + "/loop.safetensors");
+        write_text(index, R"({"weight_map": {"a": "model-00001-of-00002.safetensors", "c": "loop.safetensors"}})");
+        QVERIFY2(open_error(dir).find(dir + "/loop.safetensors: cannot access: ") == 0, open_error(dir).c_str());
+        std::filesystem::remove(dir + "/loop.safetensors");
         write_text(index, R"({"weight_map": {"zz": "model-00001-of-00002.safetensors"}})");
         QCOMPARE(open_error(dir),
                  index + ": weight_map puts tensor 'zz' in 'model-00001-of-00002.safetensors', but that shard has no such tensor");
