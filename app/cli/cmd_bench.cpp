@@ -265,9 +265,16 @@ void write_outputs(const BenchArgs& a, const nlohmann::json& result, const std::
 void check_outputs(const BenchArgs& a) {
     const std::pair<const char*, const std::string*> outputs[] = {
         {"--output-json", &a.output_json}, {"--output-csv", &a.output_csv}, {"--output-requests", &a.output_requests}};
+    // The second would replace the first. Compared as the paths they resolve to: "a.json" and "./a.json" are one.
+    const auto resolved = [](const std::string& p) {
+        std::error_code ec;
+        const std::filesystem::path r = std::filesystem::weakly_canonical(p, ec);
+        return ec ? std::filesystem::path(p).lexically_normal() : r;
+    };
     for (size_t i = 0; i < std::size(outputs); ++i)
         for (size_t j = i + 1; j < std::size(outputs); ++j)
-            if (!outputs[i].second->empty() && *outputs[i].second == *outputs[j].second)  // the second would replace the first
+            if (!outputs[i].second->empty() && !outputs[j].second->empty() &&
+                resolved(*outputs[i].second) == resolved(*outputs[j].second))
                 throw BadInput(std::string(outputs[i].first) + " and " + outputs[j].first + " name the same file " +
                                *outputs[i].second);
     for (const auto& [flag, path] : outputs)

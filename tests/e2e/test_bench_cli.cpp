@@ -201,6 +201,8 @@ private slots:
                                                    << "--mode naive has no place beside it";  // ignored, before
         QTest::newRow("one file for two outputs") << QStringList{"--output-csv", "same.json", "--output-requests", "same.json"}
                                                   << "--output-csv and --output-requests name the same file";
+        QTest::newRow("one file by two spellings") << QStringList{"--output-json", "same.json", "--output-csv", "./same.json"}
+                                                   << "--output-json and --output-csv name the same file";
         QTest::newRow("csv on a full disk") << QStringList{"--input-len", "8", "--output-len", "2", "--output-csv", "/dev/full"}
                                             << "/dev/full: write failed";
     }
