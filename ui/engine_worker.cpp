@@ -271,6 +271,16 @@ void EngineWorker::feedBenchmark() {
 void EngineWorker::finishBenchmark() {
     if (!m_bench) return;
     const BenchRun run = m_bench->result(m_engine->now());
+    try {
+        check_some_completed(run);  // as kvscope-cli bench: a row of zeros said nothing of the reason
+    } catch (const BadInput& e) {
+        m_bench.reset();
+        m_benchTimer.stop();
+        emit errorOccurred(QString::fromStdString(e.what()));
+        emit benchmarkFinished(BenchResult{});
+        publish(true);
+        return;
+    }
     BenchResult result;
     result.spec = m_benchSpec;
     result.requests = run.requests;

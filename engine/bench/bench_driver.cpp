@@ -135,4 +135,10 @@ BenchRun BenchDriver::result(double now) const {
     return r;
 }
 
+void check_some_completed(const BenchRun& run) {
+    if (run.summary.completed > 0) return;
+    for (const std::string& e : run.errors)
+        if (!e.empty()) throw BadInput("benchmark: every request was refused; the first: " + e);
+}
+
 }  // namespace kvscope

@@ -60,6 +60,11 @@ struct BenchRun {
     std::vector<StepStats> steps;
 };
 
+// Throws BadInput naming the first refusal when every request of the run was refused (prompts past
+// max_model_len or the KV pool): the flags are wrong, and a table of zeros would hide it. vLLM's bench stops
+// the same way when its first request fails. A run stopped by the user (aborts, no refusal) passes.
+void check_some_completed(const BenchRun& run);
+
 class BenchDriver {
 public:
     // id_prefix names this run's requests ("bench-3-" -> "bench-3-0", ..., warm-ups "bench-3-warmup-0").

@@ -1,6 +1,5 @@
 #include "bench/bench_runner.h"
 
-#include "kv/kv_cache_dtype.h"
 #include "metrics/step_recorder.h"
 #include "util/errors.h"
 
@@ -65,11 +64,7 @@ BenchRun BenchRunner::run(const std::string& label) {
     }
     engine_.set_metrics_sink(nullptr);
     BenchRun r = driver.result(engine_.now());
-    // Every request refused (prompts past max_model_len or the KV pool): the flags are wrong, and a table of
-    // zeros would hide it. vLLM's bench stops the same way when its first request fails.
-    if (r.summary.completed == 0)
-        for (const std::string& e : r.errors)
-            if (!e.empty()) throw BadInput("benchmark: every request was refused; the first: " + e);
+    check_some_completed(r);
     r.label = label;
     r.config = engine_.resolved_config();
     r.engine = sink.recorder().aggregates();

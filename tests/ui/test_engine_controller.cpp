@@ -243,6 +243,26 @@ private slots:
         const BenchResult result = finished.front().front().value<BenchResult>();
         QCOMPARE(result.summary["completed"].toInt(), 4);
         for (const RequestMetrics& r : result.requests) QCOMPARE(r.num_prompt_tokens + r.num_output_tokens, 512);
+
+        // Every request refused (here by a pool of 64 tokens): the run fails with the first reason, as the
+        // CLI's does; it was a row of zeros.
+        EngineController small;
+        QSignalSpy loaded(&small, &EngineController::modelLoaded);
+        EngineConfig c = testConfig();
+        c.kv_cache_memory = 0;
+        c.num_blocks = 4;
+        small.loadModel(QString::fromStdString(modelDir()), c);
+        QVERIFY(loaded.wait(60000));
+        spec.inputLen = 100;
+        spec.outputLen = 8;
+        QSignalSpy smallErrors(&small, &EngineController::errorOccurred);
+        QSignalSpy smallFinished(&small, &EngineController::benchmarkFinished);
+        small.runBenchmark(spec);
+        QVERIFY(smallFinished.wait(60000));
+        QCOMPARE(smallErrors.count(), 1);
+        QVERIFY2(smallErrors.front().front().toString().startsWith("benchmark: every request was refused; the first: "),
+                 qPrintable(smallErrors.front().front().toString()));
+        QVERIFY(smallFinished.front().front().value<BenchResult>().summary.isEmpty());
     }
 
     void knobsMovedMidRunChangeNothing() {
