@@ -266,10 +266,13 @@ void check_outputs(const BenchArgs& a) {
     const std::pair<const char*, const std::string*> outputs[] = {
         {"--output-json", &a.output_json}, {"--output-csv", &a.output_csv}, {"--output-requests", &a.output_requests}};
     // The second would replace the first. Compared as the paths they resolve to: "a.json" and "./a.json" are one.
+    // Made absolute first: libstdc++ 12 leaves "same.json" relative when nothing of it exists yet, where it
+    // makes "./same.json" absolute.
     const auto resolved = [](const std::string& p) {
         std::error_code ec;
-        const std::filesystem::path r = std::filesystem::weakly_canonical(p, ec);
-        return ec ? std::filesystem::path(p).lexically_normal() : r;
+        const std::filesystem::path absolute = std::filesystem::absolute(p, ec);
+        const std::filesystem::path r = std::filesystem::weakly_canonical(absolute, ec);
+        return ec ? absolute.lexically_normal() : r;
     };
     for (size_t i = 0; i < std::size(outputs); ++i)
         for (size_t j = i + 1; j < std::size(outputs); ++j)
