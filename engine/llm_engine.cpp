@@ -245,16 +245,19 @@ void LlmEngine::reconfigure(const EngineConfig& next) {
     // count but in no step's, so the timeline summed to less than the status bar (22 against 46).
     pending_preemptions_ += static_cast<int>(scheduler_->running().size());
     scheduler_->preempt_all();
-    std::string event = "rebuild:";
+    // What changed, comma-separated (a chart label lists them and shortens the list by them).
+    std::vector<std::string> changes;
     if (next.block_size != config_.block_size)
-        event += " block_size " + std::to_string(config_.block_size) + " -> " + std::to_string(next.block_size);
+        changes.push_back("block_size " + std::to_string(config_.block_size) + " -> " + std::to_string(next.block_size));
     if (next.mode != config_.mode)
-        event += std::string(" mode ") + std::string(to_string(config_.mode)) + " -> " + std::string(to_string(next.mode));
+        changes.push_back(std::string("mode ") + std::string(to_string(config_.mode)) + " -> " + std::string(to_string(next.mode)));
     if (next_kv_dtype != kv_cache_dtype())
-        event += " kv_cache_dtype " + kv_cache_dtype_name(kv_cache_dtype()) + " -> " + kv_cache_dtype_name(next_kv_dtype);
-    if (next.kv_cache_memory != config_.kv_cache_memory || next.num_blocks != config_.num_blocks) event += " kv budget";
+        changes.push_back("kv_cache_dtype " + kv_cache_dtype_name(kv_cache_dtype()) + " -> " + kv_cache_dtype_name(next_kv_dtype));
+    if (next.kv_cache_memory != config_.kv_cache_memory || next.num_blocks != config_.num_blocks) changes.push_back("kv budget");
     if (next.scheduler.enable_prefix_caching != config_.scheduler.enable_prefix_caching)
-        event += next.scheduler.enable_prefix_caching ? " prefix caching on" : " prefix caching off";
+        changes.push_back(next.scheduler.enable_prefix_caching ? "prefix caching on" : "prefix caching off");
+    std::string event = "rebuild:";
+    for (size_t i = 0; i < changes.size(); ++i) event += (i ? ", " : " ") + changes[i];
     const int old_blocks = kv_->num_blocks();
     try {
         build_pool(next);

@@ -390,12 +390,13 @@ void ChartsPanel::layoutEventLabels() {
     for (auto e = m_events.rbegin(); e != m_events.rend(); ++e) {
         // An arrow points at the label's line: two close rebuilds put one label right of its line and the
         // other left of its own, both between the lines, and neither said which line it was.
-        // Each rebuild of the step, by what changed: a step's event joins its rebuilds with "; " (the label
-        // named the first alone, and hid "prefix caching on" behind "block_size 16 -> 32"). Where the whole
-        // list fits neither side of the line, the first change and how many more (the tooltip has them all).
+        // Every change of the step's rebuilds: a step's event joins its rebuilds with "; ", a rebuild its
+        // changes with ", " (the label named the first rebuild alone, and hid "prefix caching on" behind
+        // "block_size 16 -> 32"). Where the whole list fits neither side of the line, the first change and
+        // how many more (the tooltip has them all).
         QStringList changes;
         for (const QString& part : e->text.split("; "))
-            if (part.startsWith("rebuild")) changes << part.section('(', 0, 0).section(':', 1).trimmed();
+            if (part.startsWith("rebuild")) changes << part.section('(', 0, 0).section(':', 1).trimmed().split(", ");
         const double x = plot->xAxis->coordToPixel(e->time);
         bool right = true;
         for (const QString& name : {changes.join(", "), changes.value(0) + QString(" +%1").arg(changes.size() - 1)}) {

@@ -381,7 +381,7 @@ bool ScriptRunner::runAction(const QJsonObject& a) {
     if (action == "select") {
         // As a click on its row: the table takes the keyboard too. Left in a pane, a later resize brought that
         // pane back into view beside the selected request's blocks (the README's 1024 screenshot showed pane 3).
-        if (ChatPane* p = paneAt(a)) {
+        if (ChatPane* p = paneAt(a); p && !p->lastRequestId().isEmpty()) {
             m_window->selectRequest(p->lastRequestId());
             if (auto* table = m_window->findChild<QWidget*>("requestTable")) table->setFocus(Qt::MouseFocusReason);
         }
