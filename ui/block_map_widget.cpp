@@ -1,5 +1,7 @@
 #include "block_map_widget.h"
 
+#include "elided_label.h"
+
 #include <QKeyEvent>
 #include <QMouseEvent>
 #include <QPainter>
@@ -405,10 +407,13 @@ void BlockMapWidget::paintEvent(QPaintEvent*) {
     if (m_snapshot) {
         QStringList segments = totalsSegments();
         segments.removeAll(QString());
-        // One line, elided in a narrow map; its tooltip has every figure.
+        // One line of whole figures, the last ones dropped in a narrow map; its tooltip has every figure.
         p.setPen(palette().color(QPalette::PlaceholderText));
+        const QFontMetrics metrics = p.fontMetrics();
         p.drawText(m_totals, Qt::AlignVCenter | Qt::AlignLeft,
-                   p.fontMetrics().elidedText(segments.join(kTotalsGap), Qt::ElideRight, m_totals.width()));
+                   metrics.elidedText(elidedParts(segments, kTotalsGap, m_totals.width(),
+                                                  [&](const QString& t) { return metrics.horizontalAdvance(t); }),
+                                      Qt::ElideRight, m_totals.width()));  // a first figure wider than the map, by character
         // Where the detail view is: the rest of the strip dimmed, a frame around the view.
         const QRect frame = overviewFrame();
         if (m_count > 0) {

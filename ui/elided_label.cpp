@@ -7,6 +7,16 @@
 
 namespace kvscope::ui {
 
+QString elidedParts(const QStringList& parts, const QString& separator, qreal width,
+                    const std::function<qreal(const QString&)>& widthOf) {
+    if (parts.isEmpty()) return {};
+    for (qsizetype n = parts.size(); n >= 1; --n) {
+        const QString text = QStringList(parts.mid(0, n)).join(separator) + (n < parts.size() ? separator + "\u2026" : "");
+        if (widthOf(text) <= width) return text;
+    }
+    return parts.front();
+}
+
 ElidedLabel::ElidedLabel(Qt::TextElideMode mode, QWidget* parent) : QLabel(parent), m_mode(mode) {
     setTextFormat(Qt::PlainText);
     setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
@@ -20,12 +30,12 @@ void ElidedLabel::setFullText(const QString& text) {
     elide();
 }
 
-void ElidedLabel::setParts(const QStringList& parts, const QString& separator) {
-    if (parts == m_parts && separator == m_separator && !parts.isEmpty()) return;
+void ElidedLabel::setParts(const QStringList& parts, const QString& separator, Qt::TextFormat format) {
+    if (parts == m_parts && separator == m_separator && format == textFormat() && !parts.isEmpty()) return;
     m_parts = parts;
     m_separator = separator;
     m_fullText = parts.join(separator);
-    setTextFormat(Qt::RichText);
+    setTextFormat(format);
     elide();
 }
 
@@ -40,18 +50,19 @@ void ElidedLabel::elide() {
         setText(fontMetrics().elidedText(m_fullText, m_mode, width));
         return;
     }
+    if (textFormat() != Qt::RichText) {
+        const QFontMetrics metrics = fontMetrics();
+        const QString fitted = elidedParts(m_parts, m_separator, width, [&](const QString& t) { return metrics.horizontalAdvance(t); });
+        setText(metrics.elidedText(fitted, m_mode, width));  // a first part wider than the label, by character
+        return;
+    }
     QTextDocument measure;
     measure.setDefaultFont(font());
     measure.setDocumentMargin(0);
-    for (qsizetype n = m_parts.size(); n >= 1; --n) {
-        const QString text = n == m_parts.size() ? m_fullText : QStringList(m_parts.mid(0, n)).join(m_separator) + m_separator + "\u2026";
-        measure.setHtml(text);
-        if (measure.idealWidth() <= width) {
-            setText(text);
-            return;
-        }
-    }
-    setText(m_parts.front());  // the first part alone, cut by the edge where even it is too wide
+    setText(elidedParts(m_parts, m_separator, width, [&](const QString& t) {
+        measure.setHtml(t);
+        return measure.idealWidth();
+    }));
 }
 
 }  // namespace kvscope::ui

@@ -1,11 +1,20 @@
 // A one-line label that shows as much of its text as its width holds, elided ("...") where the rest is cut,
 // and elides again when resized. Its text sets no width (a long status or note never widens the window);
-// fullText() is the whole text. Rich text is given in parts (setParts) and cut between them.
+// fullText() is the whole text. A list of figures is given in parts (setParts) and cut between them.
 #pragma once
 
 #include <QLabel>
 
+#include <functional>
+
 namespace kvscope::ui {
+
+// As many whole `parts` as `width` holds, joined by `separator`, then "…" where later ones are cut (cut
+// inside, "16 cached" read "16 c"); the first part alone where even it is too wide. `widthOf` measures a
+// candidate: QFontMetrics::horizontalAdvance for plain text, a QTextDocument for rich text. Plain text
+// may then be elided by character, for a first part wider than `width`.
+QString elidedParts(const QStringList& parts, const QString& separator, qreal width,
+                    const std::function<qreal(const QString&)>& widthOf);
 
 class ElidedLabel : public QLabel {
     Q_OBJECT
@@ -14,9 +23,8 @@ public:
     explicit ElidedLabel(Qt::TextElideMode mode, QWidget* parent = nullptr);
     QString fullText() const { return m_fullText; }
     void setFullText(const QString& text);
-    // Rich text: as many whole `parts` as the width holds, joined by `separator`, then "…" where later ones
-    // are cut (cut inside, "16 cached" read "16 c").
-    void setParts(const QStringList& parts, const QString& separator);
+    // Whole parts as elidedParts() fits them; `format` says whether they are rich text (HTML) or plain.
+    void setParts(const QStringList& parts, const QString& separator, Qt::TextFormat format = Qt::RichText);
 
 protected:
     void resizeEvent(QResizeEvent* event) override;

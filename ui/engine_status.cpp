@@ -4,14 +4,14 @@
 
 namespace kvscope::ui {
 
-QString statusText(const EngineStatus& s) {
+QStringList statusParts(const EngineStatus& s) {
     auto tr = [](const char* text) { return QCoreApplication::translate("EngineStatus", text); };
     if (!s.remote.isEmpty()) {
         // A remote engine has no steps or block table here: its name, the client's requests in flight and
         // what its /metrics says.
         QStringList parts = {s.remote, s.idle ? tr("idle") : tr("running"), tr("%1 in flight").arg(s.numRunning)};
         if (s.serverKvUsage >= 0) parts << tr("KV %1% used (server)").arg(s.serverKvUsage * 100, 0, 'f', 1);
-        return parts.join("  |  ");
+        return parts;
     }
     QString requests = tr("%1 running, %2 waiting").arg(s.numRunning).arg(s.numWaiting);
     if (s.numPreempted) requests += tr(" (%1 preempted)").arg(s.numPreempted);
@@ -26,14 +26,15 @@ QString statusText(const EngineStatus& s) {
     if (s.kv) {
         // Free counts the cached-free blocks too (vLLM's free queue holds them: evictable); said, as the
         // block map shows the two apart.
-        QString kv = tr("KV %1% used, %2/%3 blocks free")
-                         .arg(s.kv->usage * 100, 0, 'f', 1)
-                         .arg(s.kv->num_free_blocks)
-                         .arg(s.kv->num_blocks);
-        if (s.kv->num_cached_free_blocks > 0) kv += tr(" (%1 cached)").arg(s.kv->num_cached_free_blocks);
-        parts << kv;
+        // Two figures: a narrow window keeps the usage and drops the block counts.
+        parts << tr("KV %1% used").arg(s.kv->usage * 100, 0, 'f', 1);
+        QString free = tr("%1/%2 blocks free").arg(s.kv->num_free_blocks).arg(s.kv->num_blocks);
+        if (s.kv->num_cached_free_blocks > 0) free += tr(" (%1 cached)").arg(s.kv->num_cached_free_blocks);
+        parts << free;
     }
-    return parts.join("  |  ");
+    return parts;
 }
+
+QString statusText(const EngineStatus& s) { return statusParts(s).join(kStatusSeparator); }
 
 }  // namespace kvscope::ui

@@ -7,6 +7,7 @@
 #include "kv/kv_cache_snapshot.h"
 
 #include <QString>
+#include <QStringList>
 
 #include <memory>
 
@@ -25,6 +26,9 @@ struct EngineStatus {
     double serverKvUsage = -1;  // remote: the KV usage its /metrics reported last (0..1); -1 = not reported
 };
 
+// The line's figures, most important first (a narrow window drops the last ones), and the line itself.
+inline const QString kStatusSeparator = QStringLiteral("  |  ");
+QStringList statusParts(const EngineStatus& status);
 QString statusText(const EngineStatus& status);
 
 }  // namespace kvscope::ui

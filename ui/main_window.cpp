@@ -691,7 +691,7 @@ void MainWindow::showModelInfo(const ModelSummary& s) {
 }
 
 void MainWindow::updateStatus() {
-    m_engineLabel->setFullText(statusText(m_controller->status()));
+    m_engineLabel->setParts(statusParts(m_controller->status()), kStatusSeparator, Qt::PlainText);
     m_stall->setActive(!m_controller->isIdle() || m_controller->isLoading());
     m_stallLabel->setText(tr("GUI stall max %1 ms").arg(m_stall->maxStallMs(), 0, 'f', 1));
     // Keep the selected request's block table current as it grows.
@@ -723,8 +723,9 @@ bool MainWindow::exportSession(const QString& dir, QString* error, const QJsonOb
     in.session = m_controller->session();
     in.model = m_controller->modelSummary();
     in.config = m_controller->config();
-    // As it ran (LlmEngine::resolved_config, which a benchmark's config reports): the pool's block count and
-    // the cache type auto resolved to, from the engine's latest update. It said num_blocks 0 and "auto".
+    // As it ran, as a benchmark's config (LlmEngine::resolved_config) reports it: the pool's block count and the
+    // cache type auto resolved to, both as the engine published them (its latest snapshot, the model summary
+    // that kvCacheResolved keeps). It said num_blocks 0 and "auto".
     if (const auto kv = m_controller->latestSnapshot()) in.config.num_blocks = kv->num_blocks;
     if (!in.model.kvCacheDtype.isEmpty()) in.config.kv_cache_dtype = in.model.kvCacheDtype.toStdString();
     for (const auto& c : m_charts->charts()) in.charts.emplace_back(c.name, c.plot);

@@ -41,7 +41,7 @@ struct StatusLine {
 StatusLine parse(const QString& text) {
     StatusLine s;
     static const QRegularExpression requests("(\\d+) running, (\\d+) waiting");
-    static const QRegularExpression kv("KV ([0-9.]+)% used, (\\d+)/(\\d+) blocks free");
+    static const QRegularExpression kv("KV ([0-9.]+)% used  \\|  (\\d+)/(\\d+) blocks free");
     if (auto m = requests.match(text); m.hasMatch()) {
         s.running = m.captured(1).toInt();
         s.waiting = m.captured(2).toInt();
@@ -191,12 +191,25 @@ private slots:
         QVERIFY2(mismatch().isEmpty(), qPrintable(mismatch()));
         QVERIFY2(parse(line()).idle, qPrintable(line()));
         QVERIFY2(line().startsWith("idle  |  step "), qPrintable(line()));  // the state where a narrow window keeps it
+        m_window->statusBar()->clearMessage();  // a message (afterFailedLoad's) hides the line
+        QVERIFY(m_label->isVisible());
         // At 1024 px the line may lose the KV figures' end (the block map's caption has them), not the
         // preemption count, which only it shows.
         m_window->resize(1024, 700);
         QTRY_VERIFY_WITH_TIMEOUT(m_window->width() == 1024, 5000);
         QApplication::processEvents();
         QVERIFY2(m_label->text().contains(QRegularExpression("\\d+ preemptions?  \\|")), qPrintable(m_label->text()));
+        // Whole figures, then "…" for those dropped: it was cut inside one ("145/204 blocks f…"). The label
+        // itself narrowed (the window stops at its minimum width, where this short line still fits).
+        bool cut = false;
+        for (int width : {m_label->width(), 300, 200}) {
+            m_label->resize(width, m_label->height());
+            const QString shown = m_label->text();
+            QVERIFY2(shown == line() || (shown.endsWith("  |  \u2026") && line().startsWith(shown.chopped(1))),
+                     qPrintable(shown + " / " + line()));
+            cut |= shown != line();
+        }
+        QVERIFY(cut);
     }
 };
 
