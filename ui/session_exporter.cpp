@@ -205,6 +205,12 @@ bool exportSession(const QString& dir, const SessionExportInputs& in, QString* e
     st.flush();
     if (!writeFile(d.filePath("timeline.csv"), steps.toUtf8(), error)) return false;
 
+    // charts/ is the export's own: a chart an earlier export wrote and this one does not (a remote session's
+    // server_metrics, into the folder of a local one) is removed, so that the folder shows one session.
+    QStringList written;
+    for (const auto& chart : in.charts) written << chart.first + ".png" << chart.first + ".pdf";
+    for (const QString& old : QDir(d.filePath("charts")).entryList({"*.png", "*.pdf"}, QDir::Files))
+        if (!written.contains(old)) QFile::remove(d.filePath("charts/" + old));
     for (const auto& [name, plot] : in.charts) {
         const int w = std::max(640, plot->width()), h = std::max(360, plot->height());
         const QString png = d.filePath("charts/" + name + ".png"), pdf = d.filePath("charts/" + name + ".pdf");

@@ -12,6 +12,8 @@
 #include "session_data.h"
 #include "theme.h"
 
+#include <QDir>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QScrollArea>
@@ -99,7 +101,16 @@ private slots:
             return std::any_of(timers.begin(), timers.end(), [](QTimer* t) { return t->isActive(); });
         };
         QTRY_VERIFY_WITH_TIMEOUT(!anyTimerActive(), 5000);
+        // An earlier export's chart that this one does not write goes; a file of the user's stays.
+        QVERIFY(QDir(dir.path()).mkpath("charts"));
+        for (const char* name : {"charts/server_metrics.png", "charts/server_metrics.pdf", "charts/notes.txt"}) {
+            QFile old(dir.filePath(name));
+            QVERIFY(old.open(QIODevice::WriteOnly) && old.write("old") == 3);
+        }
         QVERIFY2(window.exportSession(dir.path(), &error), qPrintable(error));
+        QVERIFY(!QFileInfo::exists(dir.filePath("charts/server_metrics.png")));
+        QVERIFY(!QFileInfo::exists(dir.filePath("charts/server_metrics.pdf")));
+        QVERIFY(QFileInfo::exists(dir.filePath("charts/notes.txt")));
         QFile f(dir.filePath("session.json"));
         QVERIFY(f.open(QIODevice::ReadOnly));
         QJsonParseError pe;
