@@ -1112,7 +1112,7 @@ template <class Block>
 constexpr bool kHasVnni = false;
 #endif
 
-// A decode tile's groups are read kDecodePrefetchBytes ahead by software prefetch (non-temporal hint): one
+// A decode tile's groups are read kDecodePrefetchBytes ahead by software prefetch (T0 hint, see below): one
 // core kept too few lines in flight on its own, so that a GEMV took about the time of its arithmetic plus
 // that of its reads. Streamed Q8_0 GEMVs on a Zen 5 (2 threads, % of the read reference, 3 alternating
 // rounds): 2048 x 2048 78 / 70 / 72 -> 81 / 83 / 85, 576 x 3072 71 / 68 / 72 -> 77 / 82 / 81, 576 x 576
@@ -1129,6 +1129,11 @@ constexpr bool kHasVnni = false;
 // thread's last, made the cached GEMV (one thread, K = 512) 13-30% faster and the streamed ones 3-18% slower.
 // So a streamed GEMV here is paced by how its prefetches meet the memory system, not by its arithmetic; the
 // bench's "1 core cached" rate includes this loop (about 40% of a cached Q4_K GEMV's samples at K = 512).
+// The hint is T0 (L1), not NTA: on an Intel Sapphire Rapids VM (2 vCPUs, 34 GB/s) the NTA prefetches took
+// 88% of a Q8_0 decode's samples, and the streamed GEMVs ran at 30-35% of the read (cached, one core: Q8_0
+// 9 GB/s). With T0 (kvscope-kernel-bench, 2 threads, 3 rounds, two runs each, % of the read, Q8_0 / Q4_K /
+// Q6_K): 85-87 / 79-80 / 75-77, as without any prefetch (83-87 / 57-81 / 75); on the Zen 5 T0 had read
+// 2-5 points under NTA (above), the price of one hint for both.
 #if defined(__AVX512F__)
 constexpr int kDecodePrefetchBytes = 4096;
 #else
@@ -1151,7 +1156,7 @@ void dot_rows8(const Block* const* w, int64_t nblk, const BlockQ8Act* x, const t
         for (int i = 0; i < Groups; ++i)
             for (prefetched[i] = reinterpret_cast<const char*>(w[i]); prefetched[i] < reinterpret_cast<const char*>(w[i]) + kDecodePrefetchBytes;
                  prefetched[i] += 64)
-                __builtin_prefetch(prefetched[i], 0, 0);
+                __builtin_prefetch(prefetched[i], 0, 3);
     for (int64_t b = 0; b < nblk; ++b) {
         const Block* blk[Groups];
         for (int i = 0; i < Groups; ++i) blk[i] = &w[i][b];
@@ -1166,9 +1171,9 @@ void dot_rows8(const Block* const* w, int64_t nblk, const BlockQ8Act* x, const t
                 // 55-60). Skipping the burst above where a tile goes on from this thread's last one gained
                 // from L2 but lost model-bench tg128 (bench-1b Q4_K_M and Q6_K, 2-5%, 3 alternating rounds).
                 const char* ahead = reinterpret_cast<const char*>(blk[i] + 1) + kDecodePrefetchBytes;
-                for (size_t l = 0; l < sizeof(Block) / 64; ++l, prefetched[i] += 64) __builtin_prefetch(prefetched[i], 0, 0);
+                for (size_t l = 0; l < sizeof(Block) / 64; ++l, prefetched[i] += 64) __builtin_prefetch(prefetched[i], 0, 3);
                 if (prefetched[i] < ahead) {
-                    __builtin_prefetch(prefetched[i], 0, 0);
+                    __builtin_prefetch(prefetched[i], 0, 3);
                     prefetched[i] += 64;
                 }
             }
