@@ -1129,7 +1129,7 @@ constexpr bool kHasVnni = false;
 // thread's last, made the cached GEMV (one thread, K = 512) 13-30% faster and the streamed ones 3-18% slower.
 // So a streamed GEMV here is paced by how its prefetches meet the memory system, not by its arithmetic; the
 // bench's "1 core cached" rate includes this loop (about 40% of a cached Q4_K GEMV's samples at K = 512).
-// The hint is T0 (L1), not NTA: on an Intel Sapphire Rapids VM (2 vCPUs, 34 GB/s) the NTA prefetches took
+// The hint is T0 (L1), not NTA: on an Intel Xeon VM (Granite Rapids class, 2 vCPUs, 34 GB/s) the NTA prefetches took
 // 88% of a Q8_0 decode's samples, and the streamed GEMVs ran at 30-35% of the read (cached, one core: Q8_0
 // 9 GB/s). With T0 (kvscope-kernel-bench, 2 threads, 3 rounds, two runs each, % of the read, Q8_0 / Q4_K /
 // Q6_K): 85-87 / 79-80 / 75-77, as without any prefetch (83-87 / 57-81 / 75); on the Zen 5 T0 had read
