@@ -222,6 +222,9 @@ bool ScriptRunner::loadJson(const QJsonObject& script, QString* error) {
         for (const auto& [action, key] : kNeeds)
             if (name == action && !a.contains(key))
                 return failWith(QString("actions[%1] (%2): \"%3\" is missing").arg(i).arg(name, key));
+        // An empty prompt: the pane's Send and Send to all do nothing with one, where submit sent an empty message.
+        if ((name == "submit" || name == "send_all") && a.value("prompt").isString() && a.value("prompt").toString().trimmed().isEmpty())
+            return failWith(QString("actions[%1] (%2): \"prompt\" is empty").arg(i).arg(name));
         // A colour or a key Qt cannot read did nothing (the pane's dot turned black, the key press was lost).
         if (name == "open_pane" && a.contains("color") && !QColor::isValidColorName(a.value("color").toString()))
             return failWith(QString("actions[%1] (open_pane): \"color\" '%2' is not a colour (#rrggbb or a name)")

@@ -292,6 +292,8 @@ private slots:
             {R"({"actions": [{"action": "set", "max_num_seq": 4}]})", "max_num_seq"},
             {R"({"actions": [{"action": "set", "block_size": 24}]})", "block_size"},
             {R"({"actions": [{"action": "submit", "prompt": 42}]})", "\"prompt\" must be a string"},
+            {R"({"actions": [{"action": "submit", "prompt": " "}]})", "actions[0] (submit): \"prompt\" is empty"},
+            {R"({"actions": [{"action": "send_all", "prompt": ""}]})", "actions[0] (send_all): \"prompt\" is empty"},
             {R"({"actions": [{"action": "wait", "ms": 1.5}]})", "whole number"},
             {R"({"actions": [{"action": "benchmark", "dataset": "sharegtp"}]})", "sharegtp"},
             {R"({"actions": [42]})", "actions[0]"},
