@@ -164,9 +164,8 @@ BenchmarkPanel::BenchmarkPanel(EngineController* controller, QWidget* parent)
     m_chart->yAxis2->setScaleType(QCPAxis::stLogarithmic);
     m_chart->yAxis2->setTicker(QSharedPointer<LogTicker>::create());
     placeLegendUnderTitle(m_chart, font());
-    m_chart->installEventFilter(this);
-    // The run labels are fitted to the bars' spacing, which the layout learns only in a replot: once more
-    // when it differs from the width they were fitted for.
+    // The run labels and the legend's rows are fitted to the plot's width, which the layout learns only in a
+    // replot (a resize's too): once more when it differs from the width they were fitted for.
     connect(m_chart, &QCustomPlot::afterLayout, this, [this] {
         if (m_chart->axisRect()->width() != m_labelsAxisWidth) QTimer::singleShot(0, this, &BenchmarkPanel::updateChart);
     });
@@ -319,11 +318,6 @@ void BenchmarkPanel::resizeEvent(QResizeEvent* event) {
     // Under the settings the tab scrolls down: the chart may be as tall as its axis titles need.
     m_chart->setMinimumHeight(narrow ? 260 : 150);
     QWidget::resizeEvent(event);
-}
-
-bool BenchmarkPanel::eventFilter(QObject* watched, QEvent* event) {
-    if (watched == m_chart && event->type() == QEvent::Resize) updateChart();  // labels and legend fit the new width
-    return QWidget::eventFilter(watched, event);
 }
 
 bool BenchmarkPanel::loadResults(const QString& path) {

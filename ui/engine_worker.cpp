@@ -271,28 +271,23 @@ void EngineWorker::feedBenchmark() {
 void EngineWorker::finishBenchmark() {
     if (!m_bench) return;
     const BenchRun run = m_bench->result(m_engine->now());
+    BenchResult result;  // empty where every request was refused
     try {
         check_some_completed(run);  // as kvscope-cli bench: a row of zeros said nothing of the reason
+        result.spec = m_benchSpec;
+        result.requests = run.requests;
+        result.submitTimes = run.submit_times;
+        result.errors = run.errors;
+        result.summary = toQJsonObject(run.summary.to_json());
+        result.summary["num_prompts"] = m_bench->num_requests();
+        result.summary["target"] = QJsonObject{{"kind", "local"}, {"model", QString::fromStdString(m_model->name)}};
+        // The key kvscope-cli bench writes: a comparison can tell simulated runs from measured ones.
+        if (m_engine->is_simulated()) result.summary["simulated"] = toQJsonObject(simulation_to_json(*m_engine));
+        result.config = toQJsonObject(engine_config_to_json(m_engine->resolved_config()));
+        result.config["model"] = QString::fromStdString(m_model->source);
     } catch (const BadInput& e) {
-        m_bench.reset();
-        m_benchTimer.stop();
         emit errorOccurred(QString::fromStdString(e.what()));
-        emit benchmarkFinished(BenchResult{});
-        publish(true);
-        return;
     }
-    BenchResult result;
-    result.spec = m_benchSpec;
-    result.requests = run.requests;
-    result.submitTimes = run.submit_times;
-    result.errors = run.errors;
-    result.summary = toQJsonObject(run.summary.to_json());
-    result.summary["num_prompts"] = m_bench->num_requests();
-    result.summary["target"] = QJsonObject{{"kind", "local"}, {"model", QString::fromStdString(m_model->name)}};
-    // The key kvscope-cli bench writes: a comparison can tell simulated runs from measured ones.
-    if (m_engine->is_simulated()) result.summary["simulated"] = toQJsonObject(simulation_to_json(*m_engine));
-    result.config = toQJsonObject(engine_config_to_json(m_engine->resolved_config()));
-    result.config["model"] = QString::fromStdString(m_model->source);
     m_bench.reset();
     m_benchTimer.stop();
     emit benchmarkFinished(result);
