@@ -39,18 +39,19 @@ struct BlockQ5_Kx8 {
 };
 static_assert(sizeof(BlockQ5_Kx8) == kRows * sizeof(BlockQ5_K));
 
-// Block b of 8 Q6_K rows, in the order the kernel reads them: q[h][c / 2][k][c % 2][r] holds row r's values
+// Block b of 8 Q6_K rows, in the order the kernel reads them: q[h][c % 4][k][c / 4][r] holds row r's values
 // 4c .. 4c + 3 of group 4h + k (dequantize_q6_k's walk: group j = 4 * half + quarter, value i takes its low 4
 // bits from ql[64 * half + 32 * (quarter % 2) + i], nibble quarter / 2, and its high 2 from bits 2 * quarter of
 // qh[32 * half + i]) whole in bits 0-5, and bits 2k, 2k + 1 of group 4h + 3's value in bits 6-7: the same
 // 24 bits per 4 values as ql and qh (pack_row_q6k). So one chunk's 96 bytes give values 4c .. 4c + 3 of the
-// half's 4 groups, three of them with one mask; chunks 2i and 2i + 1 of a group lie side by side, so that a
-// 64-byte load takes both (the VNNI decode; two 32-byte loads and an insert took 4% of its time).
+// half's 4 groups, three of them with one mask; chunks i and i + 4 of a group lie side by side, so that a
+// 64-byte load takes both (the VNNI decode; two 32-byte loads and an insert took 4% of its time) and its lanes
+// 0-7 and 8-15 hold the group's two sub-blocks of 16 (one vpmulld by both scales, which lie side by side too).
 // scales[s][r] is row r's scale of values 16s .. 16s + 15.
 struct BlockQ6_Kx8 {
     uint16_t d[kRows];
     int8_t scales[16][kRows];
-    uint8_t q[2][4][3][2][kRows][4];  // [half h][chunk pair c / 2][group 4h + k, k < 3][chunk c % 2][row r]
+    uint8_t q[2][4][3][2][kRows][4];  // [half h][chunk c % 4][group 4h + k, k < 3][chunk c / 4][row r]
 };
 static_assert(sizeof(BlockQ6_Kx8) == kRows * sizeof(BlockQ6_K));
 
@@ -371,8 +372,8 @@ inline void q6k_half(const BlockQ6_Kx8* const* blk, const BlockQ8Act* const* xh,
             if constexpr (R == 1)
                 for (int q = 0; q < 4; ++q) x0[q] = x_at(0, q);
             for (int g = 0; g < G; ++g) {
-                const auto& qc = blk[g]->q[H][c / 2];
-                const __m256i a = loadu32(qc[0][c % 2]), b = loadu32(qc[1][c % 2]), e = loadu32(qc[2][c % 2]);
+                const auto& qc = blk[g]->q[H][c % 4];
+                const __m256i a = loadu32(qc[0][c / 4]), b = loadu32(qc[1][c / 4]), e = loadu32(qc[2][c / 4]);
                 const __m256i low6 = _mm256_set1_epi8(0x3F);
                 const __m256i v[4] = {  // three values whole, the fourth from the three top bit pairs
                     _mm256_and_si256(a, low6), _mm256_and_si256(b, low6), _mm256_and_si256(e, low6),
@@ -1052,10 +1053,18 @@ inline void accumulate_vnni(const Block* const* blk, const BlockQ8Act* xb, const
     finish_k4(blk, xr, sr, isum8, acc);
 }
 
-// Q6_K blocks blk[0 .. G) against one activation row (its 8 blocks xb, sums s): per sub-block of 16 values, the
-// stored values (0-63, unsigned) dotted with q_x by vpdpbusd, chunks 2C2 and 2C2 + 1 of the 8 rows in lanes
-// 0-7 and 8-15 (one 64-byte load: BlockQ6_Kx8), times the sub-block's scale (vpmulld), then
-// the offset and d_w * d_x as the AVX2 kernel (accumulate): the same exact integers, the same float steps.
+// Dwords i and i + 4 (lanes 0-7 and 8-15): an activation block's chunks i and i + 4, one in each of its two
+// sub-blocks of 16 (Q6_K's chunk pairs).
+alignas(64) constexpr int32_t kSubBlockPairIndex[4][16] = {
+    {0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4}, {1, 1, 1, 1, 1, 1, 1, 1, 5, 5, 5, 5, 5, 5, 5, 5},
+    {2, 2, 2, 2, 2, 2, 2, 2, 6, 6, 6, 6, 6, 6, 6, 6}, {3, 3, 3, 3, 3, 3, 3, 3, 7, 7, 7, 7, 7, 7, 7, 7}};
+
+// Q6_K blocks blk[0 .. G) against one activation row (its 8 blocks xb, sums s): the stored values (0-63,
+// unsigned) dotted with q_x by vpdpbusd, chunks i and i + 4 of the 8 rows in lanes 0-7 and 8-15 (one 64-byte
+// load: BlockQ6_Kx8), so that after a group's 4 chunk pairs the lanes hold its two sub-blocks of 16, which one
+// vpmulld multiplies by their scales; then the offset and d_w * d_x as the AVX2 kernel (accumulate): the same
+// exact integers, the same float steps. A vpmulld per sub-block (chunk pairs 2i, 2i + 1) spent a third of the
+// kernel's operations on scaling.
 template <int G>
 inline void accumulate_vnni(const BlockQ6_Kx8* const* blk, const BlockQ8Act* xb, const ActSumsQ8* s, __m256 (&acc)[G][1]) {
     const __m512i low6 = _mm512_set1_epi8(0x3F), low2 = _mm512_set1_epi8(0x03), low4 = _mm512_set1_epi8(0x0F);
@@ -1064,38 +1073,34 @@ inline void accumulate_vnni(const BlockQ6_Kx8* const* blk, const BlockQ8Act* xb,
     for (__m512i& v : isum) v = _mm512_setzero_si512();
     for (int h = 0; h < 2; ++h) {
         const __m512i xq[4] = {x_block(xb[4 * h]), x_block(xb[4 * h + 1]), x_block(xb[4 * h + 2]), x_block(xb[4 * h + 3])};
-        for (int t = 0; t < 2; ++t) {  // values 16t .. 16t + 15 of the half's groups: chunks 4t .. 4t + 3
-            __m512i sum[G][4];
-            for (auto& g : sum)
-                for (__m512i& v : g) v = _mm512_setzero_si512();
-            for (int c2 = 2 * t; c2 < 2 * t + 2; ++c2) {
-                const __m512i index = _mm512_load_si512(kChunkPairIndex[c2]);
-                __m512i xp[4];
-                for (int q = 0; q < 4; ++q) xp[q] = _mm512_permutexvar_epi32(index, xq[q]);
-                for (int g = 0; g < G; ++g) {
-                    const auto& qc = blk[g]->q[h][c2];
-                    const __m512i a = _mm512_loadu_si512(qc[0]), b = _mm512_loadu_si512(qc[1]), e = _mm512_loadu_si512(qc[2]);
-                    // The fourth value: bits 0-1 from a >> 6, 2-3 from b >> 4, 4-5 from e >> 2 (two bitwise selects;
-                    // each shift brings the next byte's low bits in above its own, which the selects and the and drop)
-                    const __m512i v3 = _mm512_and_si512(
-                        _mm512_ternarylogic_epi32(
-                            _mm512_ternarylogic_epi32(_mm512_srli_epi16(a, 6), _mm512_srli_epi16(b, 4), low2, kSelect),
-                            _mm512_srli_epi16(e, 2), low4, kSelect),
-                        low6);
-                    sum[g][0] = _mm512_dpbusd_epi32(sum[g][0], _mm512_and_si512(a, low6), xp[0]);
-                    sum[g][1] = _mm512_dpbusd_epi32(sum[g][1], _mm512_and_si512(b, low6), xp[1]);
-                    sum[g][2] = _mm512_dpbusd_epi32(sum[g][2], _mm512_and_si512(e, low6), xp[2]);
-                    sum[g][3] = _mm512_dpbusd_epi32(sum[g][3], v3, xp[3]);
-                }
+        __m512i sum[G][4];
+        for (auto& g : sum)
+            for (__m512i& v : g) v = _mm512_setzero_si512();
+        for (int i = 0; i < 4; ++i) {
+            const __m512i index = _mm512_load_si512(kSubBlockPairIndex[i]);
+            __m512i xp[4];
+            for (int q = 0; q < 4; ++q) xp[q] = _mm512_permutexvar_epi32(index, xq[q]);
+            for (int g = 0; g < G; ++g) {
+                const auto& qc = blk[g]->q[h][i];
+                const __m512i a = _mm512_loadu_si512(qc[0]), b = _mm512_loadu_si512(qc[1]), e = _mm512_loadu_si512(qc[2]);
+                // The fourth value: bits 0-1 from a >> 6, 2-3 from b >> 4, 4-5 from e >> 2 (two bitwise selects;
+                // each shift brings the next byte's low bits in above its own, which the selects and the and drop)
+                const __m512i v3 = _mm512_and_si512(
+                    _mm512_ternarylogic_epi32(
+                        _mm512_ternarylogic_epi32(_mm512_srli_epi16(a, 6), _mm512_srli_epi16(b, 4), low2, kSelect),
+                        _mm512_srli_epi16(e, 2), low4, kSelect),
+                    low6);
+                sum[g][0] = _mm512_dpbusd_epi32(sum[g][0], _mm512_and_si512(a, low6), xp[0]);
+                sum[g][1] = _mm512_dpbusd_epi32(sum[g][1], _mm512_and_si512(b, low6), xp[1]);
+                sum[g][2] = _mm512_dpbusd_epi32(sum[g][2], _mm512_and_si512(e, low6), xp[2]);
+                sum[g][3] = _mm512_dpbusd_epi32(sum[g][3], v3, xp[3]);
             }
-            for (int g = 0; g < G; ++g)
-                for (int q = 0; q < 4; ++q) {
-                    int64_t sc;
-                    std::memcpy(&sc, blk[g]->scales[2 * (4 * h + q) + t], 8);
-                    const __m512i scale = _mm512_cvtepi8_epi32(_mm_set1_epi64x(sc));  // row r in lanes r and r + 8
-                    isum[g] = _mm512_add_epi32(isum[g], _mm512_mullo_epi32(sum[g][q], scale));
-                }
         }
+        for (int g = 0; g < G; ++g)
+            for (int q = 0; q < 4; ++q) {  // sub-blocks 2j, 2j + 1 of group j = 4h + q: scales side by side
+                const __m512i scale = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[g]->scales[2 * (4 * h + q)])));
+                isum[g] = _mm512_add_epi32(isum[g], _mm512_mullo_epi32(sum[g][q], scale));
+            }
     }
     for (int g = 0; g < G; ++g)
         add_scaled(_mm256_sub_epi32(fold(isum[g]), _mm256_slli_epi32(scaled_isum16_vnni(blk[g]->scales, *s), 5)), blk[g]->d,
@@ -1335,7 +1340,7 @@ void pack_row_q6k(const BlockQ6_K& in, BlockQ6_Kx8& o, int r) {
                     v[quarter] = static_cast<uint8_t>((((quarter % 2 ? hi : lo) >> (4 * (quarter / 2))) & 0xF) |
                                                       (((qh >> (2 * quarter)) & 3) << 4));
                 for (int k = 0; k < 3; ++k)  // quarter k whole in bits 0-5, bits 2k, 2k + 1 of quarter 3 on top
-                    o.q[h][c / 2][k][c % 2][r][i] = static_cast<uint8_t>(v[k] | (((v[3] >> (2 * k)) & 3) << 6));
+                    o.q[h][c % 4][k][c / 4][r][i] = static_cast<uint8_t>(v[k] | (((v[3] >> (2 * k)) & 3) << 6));
             }
 }
 
