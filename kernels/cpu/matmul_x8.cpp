@@ -1122,7 +1122,7 @@ constexpr bool kHasVnni = false;
 // that of its reads. Streamed Q8_0 GEMVs on a Zen 5 (2 threads, % of the read reference, 3 alternating
 // rounds): 2048 x 2048 78 / 70 / 72 -> 81 / 83 / 85, 576 x 3072 71 / 68 / 72 -> 77 / 82 / 81, 576 x 576
 // unchanged (46-53); on one thread 576 x 576 64-71 -> 86-89, 2048 x 2048 73-76 -> 82-86. 2 and 8 KiB did no
-// better, the default (L1) hint no better than non-temporal. Each call issues a burst for its first 4 KiB:
+// better, the default (L1) hint no better than non-temporal. Each call issues a burst for its first kDecodePrefetchBytes:
 // starting 4 KiB in instead did worse on 576 x 3072. Q4_K (portable build's avx512 set, 3 alternating rounds):
 // 2048 x 2048 67 / 68 / 58 -> 77 / 67 / 75, 576 x 3072 51-53 -> 63-70; Q6_K within the noise. The AVX2 set
 // forced on the same machine (4 groups per tile) gained on Q8_0 (2048 x 2048 73-75 -> 78-85) but lost on Q4_K
@@ -1139,8 +1139,14 @@ constexpr bool kHasVnni = false;
 // 9 GB/s). With T0 (kvscope-kernel-bench, 2 threads, 3 rounds, two runs each, % of the read, Q8_0 / Q4_K /
 // Q6_K): 85-87 / 79-80 / 75-77, as without any prefetch (83-87 / 57-81 / 75); on the Zen 5 T0 had read
 // 2-5 points under NTA (above), the price of one hint for both.
+// The distance is 2 KiB, not 4, since the Q6_K decode took half its scaling operations away (one vpmulld per
+// group): on that Intel VM, kvscope-kernel-bench (2 threads, 3 rounds, two runs, % of the read, Q8_0 / Q4_K /
+// Q6_K) 4 KiB 87-88 / 79-80 / 80-81, 2 KiB 91-92 / 85-86 / 86-87, 1.5 KiB 92-95 / 86-88 / 87, 1 KiB 93-94 /
+// 84-85 / 84-85, 3 KiB 88-90 / 83-85 / 83-85, 8 KiB 83-84 / 72-76 / 75-78, none 83-84 / 79-81 / 74-76; T1 and
+// T2 hints at 2 KiB 87-90 / 79 / 76-77. model-bench tg128 on bench-1b (3 alternating rounds, t/s): Q4_K_M
+// 32.7-33.6 -> 33.9-34.5, Q6_K 26.0-26.9 -> 27.2-27.5. On the Zen 5, 2 KiB had read as 4 (with NTA).
 #if defined(__AVX512F__)
-constexpr int kDecodePrefetchBytes = 4096;
+constexpr int kDecodePrefetchBytes = 2048;
 #else
 constexpr int kDecodePrefetchBytes = 0;
 #endif
