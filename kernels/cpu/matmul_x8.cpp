@@ -1145,11 +1145,13 @@ constexpr bool kHasVnni = false;
 // 84-85 / 84-85, 3 KiB 88-90 / 83-85 / 83-85, 8 KiB 83-84 / 72-76 / 75-78, none 83-84 / 79-81 / 74-76; T1 and
 // T2 hints at 2 KiB 87-90 / 79 / 76-77. model-bench tg128 on bench-1b (3 alternating rounds, t/s): Q4_K_M
 // 32.7-33.6 -> 33.9-34.5, Q6_K 26.0-26.9 -> 27.2-27.5. On the Zen 5, 2 KiB had read as 4 (with NTA).
-#if defined(__AVX512F__)
+// The AVX2 sets took the same distance and hint once it was measured (until then they had no software
+// prefetch, from the Zen 5 trial above): forced on the Intel VM (portable build, KVSCOPE_CPU_VARIANT=avx2,
+// kernel-bench as above, two runs, % of the read, Q8_0 / Q4_0 / Q4_K / Q6_K / Q3_K / IQ4_XS) none 80-83 / 75 /
+// 72-73 / 71-73 / 52-53 / 50-51, 2 KiB 90-91 / 88-89 / 79-81 / 73-75 / 67-68 / 66-67, 4 KiB 91-92 / 87 /
+// 73-75 / 67-68 / 66-67 / 61-63; with two groups (kDecodeGroups) at 2 KiB 89 / 87-91 / 85-88 / 80-82 / 76 /
+// 78-79. No CPU with AVX2 alone has timed them.
 constexpr int kDecodePrefetchBytes = 2048;
-#else
-constexpr int kDecodePrefetchBytes = 0;
-#endif
 
 // Lanes r = rows 0..7 of each group w[i] (nblk blocks), i < Groups: Rows activation rows (row j: the
 // BlockQ8Act of nblk blocks at x + j * nblk * (blocks per weight block), their sums xs + j * nblk) dotted
@@ -1163,7 +1165,7 @@ void dot_rows8(const Block* const* w, int64_t nblk, const BlockQ8Act* x, const t
         for (__m256& acc : row) acc = _mm256_setzero_ps();
     // Decode: each group's lines from its start to kDecodePrefetchBytes past the block in hand (see there).
     const char* prefetched[Groups];
-    if constexpr (Rows == 1 && kDecodePrefetchBytes > 0)
+    if constexpr (Rows == 1)
         for (int i = 0; i < Groups; ++i)
             for (prefetched[i] = reinterpret_cast<const char*>(w[i]); prefetched[i] < reinterpret_cast<const char*>(w[i]) + kDecodePrefetchBytes;
                  prefetched[i] += 64)
@@ -1171,7 +1173,7 @@ void dot_rows8(const Block* const* w, int64_t nblk, const BlockQ8Act* x, const t
     for (int64_t b = 0; b < nblk; ++b) {
         const Block* blk[Groups];
         for (int i = 0; i < Groups; ++i) blk[i] = &w[i][b];
-        if constexpr (Rows == 1 && kDecodePrefetchBytes > 0)
+        if constexpr (Rows == 1)
             for (int i = 0; i < Groups; ++i) {
                 // prefetched stays within a line past kDecodePrefetchBytes ahead (the burst above starts it there),
                 // so a block adds sizeof(Block) / 64 lines or one more: a loop of fixed count, and one test. The
@@ -1223,14 +1225,10 @@ void dot_rows8(const Block* const* w, int64_t nblk, const BlockQ8Act* x, const t
 // Q6_K 40-41, Q8_0 47-50; 4 x 1 Q4_K 60-68, Q6_K 60-67, Q8_0 55-63; 2 x 1 Q4_K 60-70, Q6_K 62-69 (one run 45),
 // Q8_0 68-71; 1 x 1 56-61, 60-61, 51-70; 8 x 1 Q4_K 43-46, Q6_K 32. The AVX2 set forced on that Zen 5, % of
 // the read reference in 4 alternating rounds (medians Q4_K / Q8_0 / Q6_K): 4 x 2 47 / 51 / 47, 4 x 1 68 / 74 /
-// 72, 2 x 1 74 / 68 / 74. So every set reads its groups one task at a time: 2 on the AVX-512 sets, 4 on the
-// others (4 streams per thread: past 4, row-major decode gained nothing on the Zen 3; untried there). F32 and
-// F16, row-major tiles, keep two tasks: no difference there.
-#if defined(__AVX512F__)
+// 72, 2 x 1 74 / 68 / 74. So every set reads its groups one task at a time, 2 of them (the AVX2 sets took 4
+// until the software prefetch came to them: see kDecodePrefetchBytes). F32 and F16, row-major tiles, keep two
+// tasks: no difference there.
 constexpr int kDecodeGroups = 2;
-#else
-constexpr int kDecodeGroups = 4;
-#endif
 template <class Block, int S>
 void decode_groups(ThreadPool& pool, const BlockQ8Act* xq, const typename X8Traits<Block>::Sums* xs, const WeightView& w,
                    float* out) {
@@ -1257,7 +1255,6 @@ void run(ThreadPool& pool, const BlockQ8Act* xq, const typename X8Traits<Block>:
     const auto* groups = static_cast<const Block*>(w.data);
     const int64_t G = N / kRows;
     if (n == 1 && G % kDecodeGroups == 0) return decode_groups<Block, kDecodeGroups>(pool, xq, xs, w, out);
-    if (n == 1 && G % 2 == 0) return decode_groups<Block, 2>(pool, xq, xs, w, out);
     for_each_tile(pool, TileTasks(N, kRows, pool.size()), n, [&](int64_t g, int x0, int nx, int) {
         const Block* const w1[1] = {groups + g * nb8};
         if (n == 1) {

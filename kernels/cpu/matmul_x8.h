@@ -12,7 +12,7 @@
 // (compute-bound at 65% of the read bandwidth).
 //
 // Prefill decodes each block once for 4 activation rows (the kernels take R rows beside G weight groups;
-// decode is G = 4 streams of one row), and the leftover rows of a chunk run one at a time. The decoding
+// decode is G = 2 streams of one row), and the leftover rows of a chunk run one at a time. The decoding
 // (nibble splits, fifth bits, levels) is then shared, the products and sums are not: an activation row
 // costs 0.65-0.8x what it did alone (cycles per 8 weight rows x 256 in L1: Q4_K 98.6 -> 72, Q6_K 150 ->
 // 100, Q8_0 140 -> 110).
