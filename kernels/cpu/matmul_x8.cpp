@@ -1126,7 +1126,7 @@ constexpr bool kHasVnni = false;
 // starting 4 KiB in instead did worse on 576 x 3072. Q4_K (portable build's avx512 set, 3 alternating rounds):
 // 2048 x 2048 67 / 68 / 58 -> 77 / 67 / 75, 576 x 3072 51-53 -> 63-70; Q6_K within the noise. The AVX2 set
 // forced on the same machine (4 groups per tile) gained on Q8_0 (2048 x 2048 73-75 -> 78-85) but lost on Q4_K
-// (66-70 -> 57-66 at 4 KiB), so it stays off there until an AVX2 machine says otherwise.
+// (66-70 -> 57-66 at 4 KiB), so it stayed off there until the trial on the Intel VM below.
 // Tried later on a Zen 5 reading 78-87 GB/s (2048 x 2048 streamed on 2 threads, GB/s, alternating runs; Q4_K /
 // Q6_K / Q8_0): the T0 hint 66 / 65 / 72 and T1-T2 59-61 / 52-57 / 55-67 against NTA's 68 / 66 / 77; every
 // other line only, 36 / 36 / 59; a prefetch beside each 64-byte load instead of a block's at once (Q4_K)
