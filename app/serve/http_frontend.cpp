@@ -119,6 +119,15 @@ HttpFrontend::HttpFrontend(HttpLimits limits)
             set_error(res, res.status, "the request could not be read (HTTP " + std::to_string(res.status) + ")");
         }
     });
+    // Last, after httplib added its own connection headers: a reply that closes the connection says so once
+    // (httplib adds a second "Connection: close" beside ours where it closes too) and offers no Keep-Alive
+    // (httplib offers it whenever it would keep the connection, not knowing that ours closes it).
+    s.set_post_routing_handler([](const httplib::Request&, httplib::Response& res) {
+        if (res.get_header_value("Connection") != "close") return;
+        res.headers.erase("Connection");
+        res.headers.erase("Keep-Alive");
+        res.set_header("Connection", "close");
+    });
     s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
         std::string what = "unknown error";
         try {

@@ -496,6 +496,12 @@ private slots:
         ::close(fd);
         QVERIFY2(seconds_since(start) < 5, qPrintable(QString::number(seconds_since(start))));
         QVERIFY2(answer.find("\"error\"") != std::string::npos, answer.c_str());
+        // The head says once that the connection closes, and offers no Keep-Alive (httplib's own headers
+        // repeated the first and added the second).
+        const std::string head = answer.substr(0, answer.find("\r\n\r\n"));
+        const size_t close_at = head.find("\r\nConnection: close");
+        QVERIFY2(close_at != std::string::npos && head.find("\r\nConnection:", close_at + 2) == std::string::npos, head.c_str());
+        QVERIFY2(head.find("Keep-Alive") == std::string::npos, head.c_str());
         expectServing();
     }
 
