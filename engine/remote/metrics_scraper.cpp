@@ -47,11 +47,21 @@ void MetricsScraper::run() {
             lock.unlock();
             // The run has ended on the client when stop() is called, but a server frees a request's KV
             // blocks only after it has sent the last chunk: sample again (for at most a second) until it
-            // reports nothing running, so the series ends where the server has settled. A second of the
-            // clock, not 20 samples: a slow page (0.9 s) on a server that is never idle took 20 s.
-            const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-            while (std::chrono::steady_clock::now() < until && scrape(client, 1.0))
+            // reports nothing running, so the series ends where the server has settled. Two seconds of the
+            // clock, not 20 samples: a slow page (0.9 s) on a server that is never idle took 20 s. A failed
+            // scrape (a busy server past the timeout) is tried again: it used to end the series on a sample
+            // taken while the run's last requests still held their blocks.
+            const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+            while (std::chrono::steady_clock::now() < until) {
+                const bool running = scrape(client, 1.0);
+                bool failed;
+                {
+                    std::lock_guard guard(mutex_);
+                    failed = series_.last_failed;
+                }
+                if (!running && !failed) break;
                 std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            }
             return;
         }
     }
