@@ -46,22 +46,14 @@ void MetricsScraper::run() {
         if (stopping_) {  // one last sample, so that the series reaches the end of the run
             lock.unlock();
             // The run has ended on the client when stop() is called, but a server frees a request's KV
-            // blocks only after it has sent the last chunk: sample again (for at most a second) until it
-            // reports nothing running, so the series ends where the server has settled. Two seconds of the
-            // clock, not 20 samples: a slow page (0.9 s) on a server that is never idle took 20 s. A failed
-            // scrape (a busy server past the timeout) is tried again: it used to end the series on a sample
-            // taken while the run's last requests still held their blocks.
+            // blocks only after it has sent the last chunk: sample again (for at most two seconds) until it
+            // reports nothing running, so the series ends where the server has settled. Seconds of the clock,
+            // not 20 samples: a slow page (0.9 s) on a server that is never idle took 20 s. A failed scrape (a
+            // busy server past the timeout) is tried again: it used to end the series on a sample taken while
+            // the run's last requests still held their blocks.
             const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-            while (std::chrono::steady_clock::now() < until) {
-                const bool running = scrape(client, 1.0);
-                bool failed;
-                {
-                    std::lock_guard guard(mutex_);
-                    failed = series_.last_failed;
-                }
-                if (!running && !failed) break;
+            while (std::chrono::steady_clock::now() < until && !scrape(client, 1.0))
                 std::this_thread::sleep_for(std::chrono::milliseconds(50));
-            }
             return;
         }
     }
@@ -76,7 +68,7 @@ bool MetricsScraper::scrape(HttpClient& client, double timeout_s) {
         ++series_.num_failed_scrapes;
         series_.last_failed = true;
         series_.last_error = r.describe();
-        return false;
+        return false;  // not known to have settled
     }
     series_.last_failed = false;
     const std::vector<PromSample> samples = parse_prometheus_text(r.body);
@@ -86,7 +78,7 @@ bool MetricsScraper::scrape(HttpClient& client, double timeout_s) {
     series_.samples.push_back(server_sample(t, reading, previous_ ? &*previous_ : nullptr, previous_time_, *first_));
     previous_ = reading;
     previous_time_ = t;
-    return reading.num_requests_running.value_or(0) > 0;
+    return reading.num_requests_running.value_or(0) == 0;
 }
 
 }  // namespace kvscope

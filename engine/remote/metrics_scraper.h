@@ -31,8 +31,8 @@ public:
 
 private:
     void run();
-    // Returns whether the server reported requests still running (false when it did not say or failed).
-    bool scrape(HttpClient& client, double timeout_s = 0);  // timeout_s 0: the interval (at least 1 s)
+    // True when the page was read and the server reports nothing running. timeout_s 0: the interval (at least 1 s).
+    bool scrape(HttpClient& client, double timeout_s = 0);
 
     HttpEndpoint endpoint_;
     std::function<double()> clock_;
